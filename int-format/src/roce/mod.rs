@@ -1,0 +1,22 @@
+//! RoCEv2: the InfiniBand transport headers carried in UDP (destination port 4791).
+
+mod aeth;
+mod bth;
+mod cnp;
+pub mod icrc;
+mod immdt;
+mod opcode;
+mod reth;
+
+pub use aeth::{Aeth, AethRepr, NakCode, Syndrome};
+pub use bth::{Bth, BthRepr};
+pub use cnp::{CNP_BODY_LEN, CnpBody};
+pub use immdt::{IMMDT_LEN, ImmDt};
+pub use opcode::Opcode;
+pub use reth::{Reth, RethRepr};
+
+/// UDP destination port of RoCEv2 (IANA).
+pub const ROCEV2_PORT: u16 = 4791;
+
+/// Default partition key.
+pub const DEFAULT_PKEY: u16 = 0xffff;
