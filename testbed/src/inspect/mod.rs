@@ -1,0 +1,49 @@
+//! `intlab inspect`: one line or one JSON object per frame of a capture.
+
+mod record;
+mod text;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Result;
+
+pub use record::{AethRecord, FrameRecord, HopJson, IcrcRecord, IntRecord, RoceRecord};
+
+use crate::capture;
+
+/// Counts over a whole capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Frames read.
+    pub frames: usize,
+    /// RoCEv2 frames.
+    pub roce: usize,
+    /// Frames carrying INT.
+    pub with_int: usize,
+    /// RoCEv2 frames whose ICRC does not verify.
+    pub bad_icrc: usize,
+    /// Frames some layer of which could not be decoded.
+    pub errors: usize,
+}
+
+/// Decodes every frame of `path` and writes one line (or one JSON object) per frame to `out`.
+pub fn inspect(path: &Path, int_port: u16, json: bool, out: &mut impl Write) -> Result<Summary> {
+    let frames = capture::read_frames(path)?;
+    let mut summary = Summary::default();
+    for (i, f) in frames.iter().enumerate() {
+        let rec = FrameRecord::decode(i + 1, f, int_port);
+        summary.frames += 1;
+        summary.roce += usize::from(rec.roce.is_some());
+        summary.with_int += usize::from(rec.int.is_some());
+        summary.bad_icrc += usize::from(rec.roce.as_ref().and_then(|r| r.icrc.as_ref()).is_some_and(|c| !c.ok));
+        summary.errors += usize::from(rec.error.is_some());
+        if json {
+            serde_json::to_writer(&mut *out, &rec)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{rec}")?;
+        }
+    }
+    Ok(summary)
+}

@@ -1,0 +1,7 @@
+//! intlab's testbed: the `intlab` command and what it drives.
+//!
+//! Today this is the capture inspector; the topology model, lab orchestration, workloads and
+//! metrics arrive here as they are built (see `docs/`).
+
+pub mod capture;
+pub mod inspect;
