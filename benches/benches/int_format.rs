@@ -11,10 +11,13 @@ use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, sink, source, t
 use int_format::ipv4::{Ecn, Ipv4Repr};
 use int_format::roce::{BthRepr, Opcode, icrc};
 
-
 fn write_middle(buf: &mut [u8], payload: usize) -> usize {
     let repr = RoceFrameRepr {
-        eth: EthernetRepr { src: MacAddress([2, 0, 0, 0, 0, 1]), dst: MacAddress([2, 0, 0, 0, 0, 2]), ethertype: 0 },
+        eth: EthernetRepr {
+            src: MacAddress([2, 0, 0, 0, 0, 1]),
+            dst: MacAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: 0,
+        },
         ip: Ipv4Repr {
             src: Ipv4Addr::new(198, 18, 0, 1),
             dst: Ipv4Addr::new(198, 18, 0, 2),
@@ -52,7 +55,11 @@ fn int_frame(hops: u32, payload: usize) -> (Vec<u8>, usize) {
     let mut buf = vec![0u8; 2048];
     let len = write_middle(&mut buf, payload);
     let layout = FrameLayout::parse(&buf[..len], DEFAULT_INT_PORT).expect("valid frame");
-    let cfg = source::SourceConfig { int_port: DEFAULT_INT_PORT, instructions: Instructions::HPCC, hop_limit: 8 };
+    let cfg = source::SourceConfig {
+        int_port: DEFAULT_INT_PORT,
+        instructions: Instructions::HPCC,
+        hop_limit: 8,
+    };
     let mut len = source::insert(&mut buf, &layout, &cfg).expect("source insert");
     for n in 0..hops {
         let layout = FrameLayout::parse(&buf[..len], DEFAULT_INT_PORT).expect("valid frame");
@@ -115,7 +122,9 @@ fn icrc_1k(c: &mut Criterion) {
     let packet = buf[14..len].to_vec();
     let mut g = c.benchmark_group("icrc");
     g.throughput(Throughput::Bytes(packet.len() as u64));
-    g.bench_function("compute_1024B_payload", |b| b.iter(|| icrc::compute(black_box(&packet)).expect("icrc")));
+    g.bench_function("compute_1024B_payload", |b| {
+        b.iter(|| icrc::compute(black_box(&packet)).expect("icrc"))
+    });
     let (int_buf, int_len) = int_frame(3, 1024);
     g.bench_function("verify_int_stripped_3_hops", |b| {
         b.iter(|| {
