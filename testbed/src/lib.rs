@@ -5,3 +5,4 @@
 
 pub mod capture;
 pub mod inspect;
+pub mod netns;

@@ -3,6 +3,8 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -29,6 +31,12 @@ enum Command {
         /// UDP destination port that signals INT.
         #[arg(long, default_value_t = DEFAULT_INT_PORT)]
         int_port: u16,
+    },
+    /// Run a switch alone from a YAML configuration (see docs/switch.md) until Ctrl-C.
+    Switch {
+        /// The switch configuration.
+        #[arg(long)]
+        config: PathBuf,
     },
 }
 
@@ -70,7 +78,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Switch { config } => run_switch(&config),
     }
+}
+
+/// Runs one switch until SIGINT or SIGTERM, then prints its counters.
+fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
+    let spec = intlab_switch::SwitchSpec::load(config)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
+    }
+    let switch = intlab_switch::Switch::start(spec)?;
+    eprintln!(
+        "intlab: switch {} running with {} ports; Ctrl-C stops it",
+        switch.spec().name,
+        switch.spec().ports.len()
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let counters = switch.stop();
+    println!("{}", serde_json::to_string_pretty(&counters)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

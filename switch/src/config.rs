@@ -1,0 +1,682 @@
+//! The switch's configuration: the YAML users write for `intlab switch`, and the resolved
+//! [`SwitchSpec`] the runtime is built from (the lab builds a `SwitchSpec` directly).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use int_format::ethernet::MacAddress;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::units::{Bytes, Nanos, Rate};
+
+/// A configuration that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line, 0 when unknown.
+    pub line: usize,
+    /// 1-based column, 0 when unknown.
+    pub column: usize,
+    /// Path of the offending field, e.g. `ports[1].name`.
+    pub field: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column)?;
+        }
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// How a port reaches the outside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortIo {
+    /// A TAP device the switch creates (and keeps the fd of); its kernel side may then be moved
+    /// into a host's namespace.
+    Tap {
+        /// Device name.
+        device: String,
+    },
+    /// An AF_PACKET socket on an existing interface (the switch's end of a veth pair), opened in
+    /// `netns` when given.
+    Veth {
+        /// Interface name.
+        device: String,
+        /// Namespace (a path such as /var/run/netns/NAME) the interface lives in.
+        netns: Option<PathBuf>,
+    },
+    /// One end of an in-process link to another switch port in the same process.
+    Link(crate::port::LinkEnd),
+}
+
+/// ECN marking with RED thresholds, applied at dequeue to ECN-capable frames.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EcnSpec {
+    /// Below this queue occupancy (bytes) nothing is marked.
+    pub kmin: u64,
+    /// Above this occupancy every ECN-capable frame is marked.
+    pub kmax: u64,
+    /// Marking probability reached at `kmax` (linear from 0 at `kmin`).
+    pub pmax: f64,
+}
+
+/// One port, resolved.
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    /// Port name, unique in the switch.
+    pub name: String,
+    /// Where frames come from and go to.
+    pub io: PortIo,
+    /// Egress line rate.
+    pub rate: Rate,
+    /// One-way propagation delay added after serialization.
+    pub delay: Nanos,
+    /// Egress buffer; frames that do not fit are dropped (tail drop).
+    pub buffer: Bytes,
+    /// Largest IP packet the egress link takes (INT sets M rather than exceed it).
+    pub mtu: u16,
+    /// ECN marking, if any.
+    pub ecn: Option<EcnSpec>,
+    /// Push an INT hop onto frames that carry INT.
+    pub int: bool,
+    /// Probability that a frame is lost on the egress link (fault injection).
+    pub loss: f64,
+}
+
+/// Where a route sends matching frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextHop {
+    /// One port (index into the port list).
+    Port(usize),
+    /// An ECMP group: the 5-tuple hash picks one member.
+    Ecmp(Vec<usize>),
+}
+
+/// An IPv4 route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Network address (host bits zero).
+    pub prefix: Ipv4Addr,
+    /// Prefix length.
+    pub len: u8,
+    /// Where it goes.
+    pub next: NextHop,
+}
+
+/// What the switch does with ARP requests and other broadcast frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArpMode {
+    /// Answer ARP requests for addresses in `neighbors` with their MAC; drop other broadcasts.
+    #[default]
+    Answer,
+    /// Flood broadcast and multicast frames to every other port.
+    Flood,
+}
+
+/// Packet capture settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureSpec {
+    /// Folder the pcapng files go to (one per port: SWITCH-PORT.pcapng).
+    pub dir: PathBuf,
+    /// Ports to capture (indices); empty means all.
+    pub ports: Vec<usize>,
+    /// Also write dropped frames, with the reason as a comment.
+    pub drops: bool,
+}
+
+/// A whole switch, resolved and checked.
+#[derive(Debug, Clone)]
+pub struct SwitchSpec {
+    /// Name, used in capture file names and logs.
+    pub name: String,
+    /// INT node ID.
+    pub node_id: u32,
+    /// Worker threads (default: the number of cores).
+    pub workers: usize,
+    /// UDP destination port that signals INT.
+    pub int_port: u16,
+    /// Ports, in order (their index is the INT port ID).
+    pub ports: Vec<PortSpec>,
+    /// IPv4 routes, longest prefix wins.
+    pub routes: Vec<Route>,
+    /// Exact destination MAC → port, used for frames no route matches.
+    pub macs: Vec<(MacAddress, usize)>,
+    /// ARP handling.
+    pub arp: ArpMode,
+    /// IPv4 → MAC, for answering ARP.
+    pub neighbors: Vec<(Ipv4Addr, MacAddress)>,
+    /// Packet capture.
+    pub capture: Option<CaptureSpec>,
+    /// Counters file refreshed every second and written on exit.
+    pub counters_file: Option<PathBuf>,
+    /// Seed of the ECN and loss random draws.
+    pub seed: u64,
+}
+
+// ---- The YAML form ----
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    #[serde(default = "default_name")]
+    name: String,
+    node_id: u32,
+    #[serde(default)]
+    workers: Option<Spanned<usize>>,
+    #[serde(default = "default_int_port")]
+    int_port: u16,
+    ports: Vec<RawPort>,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
+    #[serde(default)]
+    macs: Vec<RawMac>,
+    #[serde(default)]
+    arp: ArpMode,
+    #[serde(default)]
+    neighbors: Vec<RawNeighbor>,
+    #[serde(default)]
+    capture: Option<RawCapture>,
+    #[serde(default)]
+    counters_file: Option<PathBuf>,
+    #[serde(default)]
+    seed: u64,
+}
+
+fn default_name() -> String {
+    "switch".into()
+}
+
+fn default_int_port() -> u16 {
+    int_format::int::DEFAULT_INT_PORT
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum RawKind {
+    Tap,
+    Veth,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    name: Spanned<String>,
+    kind: RawKind,
+    #[serde(default)]
+    device: Option<Spanned<String>>,
+    #[serde(default)]
+    netns: Option<PathBuf>,
+    rate: Rate,
+    #[serde(default)]
+    delay: Nanos,
+    #[serde(default = "default_buffer")]
+    buffer: Bytes,
+    #[serde(default = "default_mtu")]
+    mtu: u16,
+    #[serde(default)]
+    ecn: Option<Spanned<RawEcn>>,
+    #[serde(default = "yes")]
+    int: bool,
+    #[serde(default)]
+    loss: Option<Spanned<f64>>,
+}
+
+fn default_buffer() -> Bytes {
+    Bytes(1_000_000)
+}
+
+fn default_mtu() -> u16 {
+    1500
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEcn {
+    kmin: Bytes,
+    kmax: Bytes,
+    pmax: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: Spanned<String>,
+    #[serde(default)]
+    port: Option<Spanned<String>>,
+    #[serde(default)]
+    ecmp: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMac {
+    mac: Spanned<String>,
+    port: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbor {
+    ip: Spanned<String>,
+    mac: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCapture {
+    dir: PathBuf,
+    #[serde(default)]
+    ports: Vec<Spanned<String>>,
+    #[serde(default)]
+    drops: bool,
+}
+
+/// Parses "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> Option<MacAddress> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut out {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(MacAddress(out))
+}
+
+/// Parses "198.18.0.0/15" into the network address and length; host bits must be zero.
+pub fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (addr, len) = s
+        .split_once('/')
+        .ok_or("expected an IPv4 prefix such as 198.18.0.0/24")?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| format!("`{addr}` is not an IPv4 address"))?;
+    let len: u8 = len
+        .parse()
+        .ok()
+        .filter(|&l| l <= 32)
+        .ok_or(format!("`{len}` is not a prefix length 0-32"))?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    if u32::from(addr) & !mask != 0 {
+        return Err(format!("{addr}/{len} has host bits set"));
+    }
+    Ok((addr, len))
+}
+
+impl SwitchSpec {
+    /// Reads and checks a YAML switch configuration.
+    pub fn load(path: &Path) -> Result<SwitchSpec, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            field: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::from_yaml(&text, path)
+    }
+
+    /// Parses and checks YAML text; `path` is only used in errors.
+    pub fn from_yaml(text: &str, path: &Path) -> Result<SwitchSpec, ConfigError> {
+        let raw: RawSwitch = serde_saphyr::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
+            ConfigError {
+                file: path.to_owned(),
+                line,
+                column,
+                field: String::new(),
+                message: e.to_string(),
+            }
+        })?;
+        Resolver { path }.resolve(raw)
+    }
+
+    /// Index of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+}
+
+struct Resolver<'a> {
+    path: &'a Path,
+}
+
+impl Resolver<'_> {
+    fn err<T>(&self, at: &Spanned<T>, field: String, message: String) -> ConfigError {
+        ConfigError {
+            file: self.path.to_owned(),
+            line: at.referenced.line() as usize,
+            column: at.referenced.column() as usize,
+            field,
+            message,
+        }
+    }
+
+    fn resolve(&self, raw: RawSwitch) -> Result<SwitchSpec, ConfigError> {
+        let mut names: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut devices: HashMap<String, usize> = HashMap::new();
+        let mut ports = Vec::new();
+        if raw.ports.is_empty() {
+            return Err(ConfigError {
+                file: self.path.to_owned(),
+                line: 0,
+                column: 0,
+                field: "ports".into(),
+                message: "a switch needs at least one port".into(),
+            });
+        }
+        for (i, p) in raw.ports.into_iter().enumerate() {
+            let name = p.name.value.clone();
+            if name.is_empty() {
+                return Err(self.err(&p.name, format!("ports[{i}].name"), "must not be empty".into()));
+            }
+            if let Some((_, line)) = names.get(&name) {
+                return Err(self.err(
+                    &p.name,
+                    format!("ports[{i}].name"),
+                    format!("duplicate port name `{name}` (first defined at line {line})"),
+                ));
+            }
+            names.insert(name.clone(), (i, p.name.referenced.line() as usize));
+            let device = p.device.as_ref().map_or(name.clone(), |d| d.value.clone());
+            if device.is_empty() || device.len() > 15 {
+                let at = p.device.as_ref().unwrap_or(&p.name);
+                return Err(self.err(
+                    at,
+                    format!("ports[{i}].device"),
+                    format!("`{device}` is not a Linux interface name (1-15 characters)"),
+                ));
+            }
+            if let Some(line) = devices.insert(device.clone(), p.name.referenced.line() as usize) {
+                let at = p.device.as_ref().unwrap_or(&p.name);
+                return Err(self.err(
+                    at,
+                    format!("ports[{i}].device"),
+                    format!("duplicate device `{device}` (also used at line {line})"),
+                ));
+            }
+            let ecn = match p.ecn {
+                None => None,
+                Some(e) => {
+                    let v = &e.value;
+                    if !(0.0..=1.0).contains(&v.pmax) || v.kmin.0 > v.kmax.0 {
+                        return Err(self.err(
+                            &e,
+                            format!("ports[{i}].ecn"),
+                            format!(
+                                "expected kmin <= kmax and pmax in [0, 1], got kmin {} B, kmax {} B, pmax {}",
+                                v.kmin.0, v.kmax.0, v.pmax
+                            ),
+                        ));
+                    }
+                    Some(EcnSpec {
+                        kmin: v.kmin.0,
+                        kmax: v.kmax.0,
+                        pmax: v.pmax,
+                    })
+                }
+            };
+            let loss = match &p.loss {
+                Some(l) if !(0.0..1.0).contains(&l.value) => {
+                    return Err(self.err(
+                        l,
+                        format!("ports[{i}].loss"),
+                        format!("expected a probability in [0, 1), got {}", l.value),
+                    ));
+                }
+                Some(l) => l.value,
+                None => 0.0,
+            };
+            if p.mtu < 68 {
+                return Err(self.err(
+                    &p.name,
+                    format!("ports[{i}].mtu"),
+                    format!("expected at least 68, got {}", p.mtu),
+                ));
+            }
+            let io = match p.kind {
+                RawKind::Tap => PortIo::Tap { device },
+                RawKind::Veth => PortIo::Veth { device, netns: p.netns },
+            };
+            ports.push(PortSpec {
+                name,
+                io,
+                rate: p.rate,
+                delay: p.delay,
+                buffer: p.buffer,
+                mtu: p.mtu,
+                ecn,
+                int: p.int,
+                loss,
+            });
+        }
+        let port = |s: &Spanned<String>, field: String| -> Result<usize, ConfigError> {
+            names.get(&s.value).map(|&(i, _)| i).ok_or_else(|| {
+                let known: Vec<&str> = names.keys().map(String::as_str).collect();
+                self.err(
+                    s,
+                    field,
+                    format!("unknown port `{}` (ports are: {})", s.value, sorted(known)),
+                )
+            })
+        };
+
+        let mut routes = Vec::new();
+        for (i, r) in raw.routes.iter().enumerate() {
+            let (prefix, len) =
+                parse_prefix(&r.prefix.value).map_err(|m| self.err(&r.prefix, format!("routes[{i}].prefix"), m))?;
+            let next = match (&r.port, &r.ecmp) {
+                (Some(p), None) => NextHop::Port(port(p, format!("routes[{i}].port"))?),
+                (None, Some(group)) if !group.is_empty() => NextHop::Ecmp(
+                    group
+                        .iter()
+                        .enumerate()
+                        .map(|(j, p)| port(p, format!("routes[{i}].ecmp[{j}]")))
+                        .collect::<Result<_, _>>()?,
+                ),
+                _ => {
+                    return Err(self.err(
+                        &r.prefix,
+                        format!("routes[{i}]"),
+                        "expected exactly one of `port: NAME` or `ecmp: [NAME, ...]`".into(),
+                    ));
+                }
+            };
+            routes.push(Route { prefix, len, next });
+        }
+        let mut macs = Vec::new();
+        for (i, m) in raw.macs.iter().enumerate() {
+            let mac = parse_mac(&m.mac.value).ok_or_else(|| {
+                self.err(
+                    &m.mac,
+                    format!("macs[{i}].mac"),
+                    format!("`{}` is not a MAC address (aa:bb:cc:dd:ee:ff)", m.mac.value),
+                )
+            })?;
+            macs.push((mac, port(&m.port, format!("macs[{i}].port"))?));
+        }
+        let mut neighbors = Vec::new();
+        for (i, n) in raw.neighbors.iter().enumerate() {
+            let ip: Ipv4Addr = n.ip.value.parse().map_err(|_| {
+                self.err(
+                    &n.ip,
+                    format!("neighbors[{i}].ip"),
+                    format!("`{}` is not an IPv4 address", n.ip.value),
+                )
+            })?;
+            let mac = parse_mac(&n.mac.value).ok_or_else(|| {
+                self.err(
+                    &n.mac,
+                    format!("neighbors[{i}].mac"),
+                    format!("`{}` is not a MAC address (aa:bb:cc:dd:ee:ff)", n.mac.value),
+                )
+            })?;
+            neighbors.push((ip, mac));
+        }
+        let capture = match raw.capture {
+            None => None,
+            Some(c) => Some(CaptureSpec {
+                dir: c.dir,
+                ports: c
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| port(p, format!("capture.ports[{j}]")))
+                    .collect::<Result<_, _>>()?,
+                drops: c.drops,
+            }),
+        };
+        let workers = match raw.workers {
+            None => std::thread::available_parallelism().map_or(1, usize::from),
+            Some(w) if w.value == 0 => {
+                return Err(self.err(&w, "workers".into(), "expected at least 1".into()));
+            }
+            Some(w) => w.value,
+        };
+        Ok(SwitchSpec {
+            name: raw.name,
+            node_id: raw.node_id,
+            workers,
+            int_port: raw.int_port,
+            ports,
+            routes,
+            macs,
+            arp: raw.arp,
+            neighbors,
+            capture,
+            counters_file: raw.counters_file,
+            seed: raw.seed,
+        })
+    }
+}
+
+fn sorted(mut v: Vec<&str>) -> String {
+    v.sort_unstable();
+    v.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+node_id: 7
+ports:
+  - name: p1
+    kind: tap
+    rate: 200Mbps
+    delay: 10us
+    buffer: 100KB
+    ecn: { kmin: 20KB, kmax: 80KB, pmax: 0.2 }
+  - name: p2
+    kind: veth
+    device: sw-p2
+    rate: 1Gbps
+routes:
+  - prefix: 198.18.0.1/32
+    port: p1
+  - prefix: 198.18.1.0/24
+    ecmp: [p1, p2]
+neighbors:
+  - { ip: 198.18.0.1, mac: \"02:00:00:00:00:01\" }
+";
+
+    fn load(text: &str) -> Result<SwitchSpec, ConfigError> {
+        SwitchSpec::from_yaml(text, Path::new("sw.yaml"))
+    }
+
+    #[test]
+    fn good_config_resolves() {
+        let s = load(GOOD).unwrap();
+        assert_eq!(s.node_id, 7);
+        assert_eq!(s.ports.len(), 2);
+        assert_eq!(s.ports[0].rate, Rate(200_000_000));
+        assert_eq!(s.ports[0].delay, Nanos(10_000));
+        assert_eq!(
+            s.ports[0].ecn,
+            Some(EcnSpec {
+                kmin: 20_000,
+                kmax: 80_000,
+                pmax: 0.2
+            })
+        );
+        assert_eq!(
+            s.ports[1].io,
+            PortIo::Veth {
+                device: "sw-p2".into(),
+                netns: None
+            }
+        );
+        assert_eq!(s.routes[1].next, NextHop::Ecmp(vec![0, 1]));
+        assert_eq!(s.int_port, int_format::int::DEFAULT_INT_PORT);
+    }
+
+    #[test]
+    fn unknown_port_names_file_line_and_field() {
+        let e = load(&GOOD.replace("    port: p1\n", "    port: p9\n")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (15, "routes[0].port"));
+        assert!(e.message.contains("unknown port `p9`"), "{e}");
+        assert!(e.to_string().starts_with("sw.yaml:15:11: routes[0].port:"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_name_points_at_the_second() {
+        let e = load(&GOOD.replace("name: p2", "name: p1")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (9, "ports[1].name"));
+        assert!(e.message.contains("first defined at line 3"), "{e}");
+    }
+
+    #[test]
+    fn missing_field_is_reported_with_its_name_and_place() {
+        let e = load(&GOOD.replace("    rate: 1Gbps\n", "")).unwrap_err();
+        assert!(e.message.contains("rate"), "{e}");
+        assert!(e.line > 0, "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(
+            load(&GOOD.replace("rate: 200Mbps", "rate: -5Mbps"))
+                .unwrap_err()
+                .message
+                .contains("rate")
+        );
+        assert!(
+            load(&GOOD.replace("kmin: 20KB", "kmin: 90KB"))
+                .unwrap_err()
+                .field
+                .contains("ecn")
+        );
+        assert!(
+            load(&GOOD.replace("198.18.1.0/24", "198.18.1.1/24"))
+                .unwrap_err()
+                .message
+                .contains("host bits")
+        );
+        assert!(
+            load(&GOOD.replace("node_id: 7", "node_id: 7\ncolour: blue"))
+                .unwrap_err()
+                .message
+                .contains("colour")
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! Per-port counters, kept by the worker that owns the port and published as snapshots.
+
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Why a frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// IPv4 or UDP header broken (truncated, bad checksum or lengths).
+    Malformed,
+    /// Not IPv4 and no MAC table entry.
+    NonIpv4,
+    /// No route and no MAC table entry for the destination.
+    NoRoute,
+    /// Broadcast or multicast that is not an ARP request the switch can answer.
+    Broadcast,
+    /// The egress buffer was full (tail drop).
+    BufferFull,
+    /// Lost on the egress link by configured fault injection.
+    InjectedLoss,
+    /// Larger than the switch's frame buffers.
+    Oversize,
+    /// The worker owning the egress port could not take it in time.
+    HandoffFull,
+    /// The egress device refused it.
+    TxError,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 10] = [
+        DropReason::Runt,
+        DropReason::Malformed,
+        DropReason::NonIpv4,
+        DropReason::NoRoute,
+        DropReason::Broadcast,
+        DropReason::BufferFull,
+        DropReason::InjectedLoss,
+        DropReason::Oversize,
+        DropReason::HandoffFull,
+        DropReason::TxError,
+    ];
+
+    /// Snake-case name used in counter files and capture comments.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Runt => "runt",
+            DropReason::Malformed => "malformed",
+            DropReason::NonIpv4 => "non_ipv4",
+            DropReason::NoRoute => "no_route",
+            DropReason::Broadcast => "broadcast",
+            DropReason::BufferFull => "buffer_full",
+            DropReason::InjectedLoss => "injected_loss",
+            DropReason::Oversize => "oversize",
+            DropReason::HandoffFull => "handoff_full",
+            DropReason::TxError => "tx_error",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Live counters of one port.
+#[derive(Debug)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames transmitted.
+    pub tx_frames: u64,
+    /// Bytes transmitted (on the wire, INT included).
+    pub tx_bytes: u64,
+    drops: [u64; DropReason::ALL.len()],
+    /// ECN-capable frames marked CE at egress.
+    pub ecn_marks: u64,
+    /// INT hops pushed at egress.
+    pub int_pushed: u64,
+    /// INT frames whose remaining hop count was 0 (E set).
+    pub int_hop_limit: u64,
+    /// INT frames a hop would have pushed past the MTU (M set).
+    pub int_mtu_exceeded: u64,
+    /// Frames with malformed INT, forwarded untouched.
+    pub int_malformed: u64,
+    /// Largest queue occupancy seen at dequeue (bytes).
+    pub queue_max: u64,
+    queue: Histogram<u64>,
+}
+
+impl Default for PortCounters {
+    fn default() -> Self {
+        PortCounters {
+            rx_frames: 0,
+            rx_bytes: 0,
+            tx_frames: 0,
+            tx_bytes: 0,
+            drops: [0; DropReason::ALL.len()],
+            ecn_marks: 0,
+            int_pushed: 0,
+            int_hop_limit: 0,
+            int_mtu_exceeded: 0,
+            int_malformed: 0,
+            queue_max: 0,
+            // Queues of up to 4 GB at 3 significant digits.
+            queue: Histogram::new_with_max(1 << 32, 3)
+                .unwrap_or_else(|_| Histogram::new(3).expect("3 digits is valid")),
+        }
+    }
+}
+
+impl PortCounters {
+    /// Counts a drop.
+    pub fn drop(&mut self, why: DropReason) {
+        self.drops[why.index()] += 1;
+    }
+
+    /// Drops counted for `why`.
+    pub fn drops(&self, why: DropReason) -> u64 {
+        self.drops[why.index()]
+    }
+
+    /// Records the queue occupancy a frame saw at dequeue.
+    pub fn record_queue(&mut self, qlen: u64) {
+        self.queue_max = self.queue_max.max(qlen);
+        let _ = self.queue.record(qlen.min(self.queue.high()));
+    }
+
+    /// A copy for publishing.
+    pub fn snapshot(&self, name: &str) -> PortSnapshot {
+        PortSnapshot {
+            name: name.to_owned(),
+            rx_frames: self.rx_frames,
+            rx_bytes: self.rx_bytes,
+            tx_frames: self.tx_frames,
+            tx_bytes: self.tx_bytes,
+            drops: DropReason::ALL
+                .iter()
+                .map(|d| (d.name().to_owned(), self.drops[d.index()]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            ecn_marks: self.ecn_marks,
+            int_pushed: self.int_pushed,
+            int_hop_limit: self.int_hop_limit,
+            int_mtu_exceeded: self.int_mtu_exceeded,
+            int_malformed: self.int_malformed,
+            queue_max: self.queue_max,
+            queue_p50: self.queue.value_at_quantile(0.5),
+            queue_p99: self.queue.value_at_quantile(0.99),
+            queue_samples: self.queue.len(),
+        }
+    }
+}
+
+/// Counters of one port at one moment, as written to the counters file.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default, serde::Deserialize)]
+pub struct PortSnapshot {
+    /// Port name.
+    pub name: String,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames transmitted.
+    pub tx_frames: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Drops by reason (reasons with zero drops left out).
+    pub drops: std::collections::BTreeMap<String, u64>,
+    /// Frames marked CE.
+    pub ecn_marks: u64,
+    /// INT hops pushed.
+    pub int_pushed: u64,
+    /// INT frames with E set here.
+    pub int_hop_limit: u64,
+    /// INT frames with M set here.
+    pub int_mtu_exceeded: u64,
+    /// Frames with malformed INT forwarded untouched.
+    pub int_malformed: u64,
+    /// Largest queue at dequeue, bytes.
+    pub queue_max: u64,
+    /// Median queue at dequeue, bytes.
+    pub queue_p50: u64,
+    /// 99th percentile queue at dequeue, bytes.
+    pub queue_p99: u64,
+    /// Dequeues sampled.
+    pub queue_samples: u64,
+}
+
+impl PortSnapshot {
+    /// Total drops of every reason.
+    pub fn total_drops(&self) -> u64 {
+        self.drops.values().sum()
+    }
+
+    /// Drops for one reason.
+    pub fn drops_for(&self, why: DropReason) -> u64 {
+        self.drops.get(why.name()).copied().unwrap_or(0)
+    }
+}
+
+/// Every port of a switch at one moment.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SwitchSnapshot {
+    /// Switch name.
+    pub switch: String,
+    /// Node ID.
+    pub node_id: u32,
+    /// Switch clock when taken (ns).
+    pub time_ns: u64,
+    /// Ports in configuration order.
+    pub ports: Vec<PortSnapshot>,
+    /// Worker threads that ended by panicking (0 in a healthy switch).
+    pub failed_workers: usize,
+}
+
+impl SwitchSnapshot {
+    /// Writes the snapshot as JSON, atomically (temporary file, then rename).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    }
+}

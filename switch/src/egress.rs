@@ -1,0 +1,145 @@
+//! The egress stage at dequeue: ECN marking from the queue the frame saw, then the INT transit
+//! hop, then fault injection. Everything it writes comes from the exact departure schedule.
+
+use int_format::ethernet::ethertype;
+use int_format::int::{HopRecord, transit};
+use int_format::ipv4::{Ecn, Ipv4Packet};
+
+use crate::config::PortSpec;
+use crate::counters::PortCounters;
+use crate::frame::FrameBuf;
+use crate::tm::{Dequeued, Red};
+
+/// What egress needs to know about its port.
+#[derive(Debug, Clone)]
+pub struct EgressPort {
+    /// Port index (the INT egress port ID).
+    pub index: u16,
+    /// The switch's INT node ID.
+    pub node_id: u32,
+    /// Line rate in kb/s, as INT reports it.
+    pub rate_kbps: u32,
+    /// Largest IP packet the link takes.
+    pub mtu: usize,
+    /// Push INT hops.
+    pub int: bool,
+    /// ECN marking.
+    pub red: Option<Red>,
+    /// Loss probability.
+    pub loss: f64,
+}
+
+impl EgressPort {
+    /// The egress settings of port `index` of a switch with INT node ID `node_id`.
+    pub fn new(index: usize, node_id: u32, spec: &PortSpec) -> EgressPort {
+        EgressPort {
+            index: index as u16,
+            node_id,
+            rate_kbps: u32::try_from(spec.rate.bps() / 1000).unwrap_or(u32::MAX),
+            mtu: usize::from(spec.mtu),
+            int: spec.int,
+            red: spec.ecn.map(Red::new),
+            loss: spec.loss,
+        }
+    }
+
+    /// Bytes the INT hop will add to `frame` here (0 when it carries no INT, the hop limit is
+    /// reached or the MTU would be exceeded), so the schedule can count them from the start.
+    pub fn int_growth(&self, frame: &FrameBuf) -> u16 {
+        if !self.int {
+            return 0;
+        }
+        let Some(layout) = frame.layout.filter(|l| l.has_int()) else {
+            return 0;
+        };
+        let Some(Ok(int)) = layout.int(frame.bytes()) else {
+            return 0;
+        };
+        let Ok(words) = int.md.instructions.hop_words() else {
+            return 0;
+        };
+        let hop = usize::from(words) * 4;
+        let fits =
+            layout.end - layout.ip + hop <= self.mtu && usize::from(int.shim.length_words) + usize::from(words) <= 255;
+        if words == int.md.hop_ml && int.md.remaining_hops > 0 && fits {
+            hop as u16
+        } else {
+            0
+        }
+    }
+}
+
+/// What happened to a dequeued frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Transmit it.
+    Send,
+    /// Lost on the link (fault injection).
+    Lost,
+}
+
+/// Marks, stamps and decides the fate of a frame leaving `port`.
+pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
+    counters.record_queue(d.qlen);
+    if let Some(red) = &port.red {
+        mark_ecn(&mut d.frame, red, d.qlen, rng, counters);
+    }
+    if port.int {
+        stamp_int(d, port, counters);
+    }
+    if port.loss > 0.0 && rng.f64() < port.loss {
+        Fate::Lost
+    } else {
+        Fate::Send
+    }
+}
+
+fn mark_ecn(frame: &mut FrameBuf, red: &Red, qlen: u64, rng: &mut fastrand::Rng, counters: &mut PortCounters) {
+    let b = frame.bytes_mut();
+    if b.len() < 34 || u16::from_be_bytes([b[12], b[13]]) != ethertype::IPV4 {
+        return;
+    }
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut b[14..]) else {
+        return;
+    };
+    if !ip.ecn().is_ect() || ip.ecn() == Ecn::Ce {
+        return;
+    }
+    let u = if qlen > 0 { rng.f64() } else { 1.0 };
+    if red.should_mark(qlen, u) {
+        ip.set_ecn(Ecn::Ce);
+        ip.fill_checksum();
+        counters.ecn_marks += 1;
+    }
+}
+
+fn stamp_int(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters) {
+    let Some(layout) = d.frame.layout.filter(|l| l.has_int()) else {
+        return;
+    };
+    let hop = HopRecord {
+        node_id: Some(port.node_id),
+        ingress_port: Some(d.frame.ingress),
+        egress_port: Some(port.index),
+        hop_latency: Some(u32::try_from(d.start_ns.saturating_sub(d.frame.arrival_ns)).unwrap_or(u32::MAX)),
+        queue_id: Some(0),
+        queue_occupancy: Some(u32::try_from(d.qlen).unwrap_or(u32::MAX)),
+        ingress_ts: Some(d.frame.arrival_ns),
+        egress_ts: Some(d.start_ns),
+        tx_bytes: Some(d.tx_bytes_before),
+        rate_kbps: Some(port.rate_kbps),
+        ..HopRecord::default()
+    };
+    match transit::push_hop(d.frame.buffer_mut(), &layout, &hop, port.mtu) {
+        Ok(push) => {
+            d.frame.len = push.len;
+            match push.outcome {
+                transit::PushOutcome::Pushed => counters.int_pushed += 1,
+                transit::PushOutcome::HopLimitExceeded => counters.int_hop_limit += 1,
+                transit::PushOutcome::MtuExceeded => counters.int_mtu_exceeded += 1,
+            }
+        }
+        Err(_) => counters.int_malformed += 1,
+    }
+    d.frame.layout = None; // offsets changed
+}

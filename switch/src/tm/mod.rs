@@ -1,0 +1,7 @@
+//! The traffic manager: per-port egress queues on an exact line-rate schedule, and ECN marking.
+
+mod egress_queue;
+mod red;
+
+pub use egress_queue::{Dequeued, EgressQueue, Rejected};
+pub use red::Red;

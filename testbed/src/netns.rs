@@ -1,0 +1,177 @@
+//! Network namespaces and the interfaces in them, built with iproute2 and removed when dropped
+//! (also while unwinding from a panic). Every name carries [`PREFIX`], so `intlab clean` can
+//! find what a killed run left behind.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use int_format::ethernet::MacAddress;
+
+/// Prefix of every namespace intlab creates.
+pub const PREFIX: &str = "intlab-";
+
+/// A command that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("`{command}` failed: {detail}")]
+pub struct CommandError {
+    /// The command line.
+    pub command: String,
+    /// Its standard error, or why it could not run.
+    pub detail: String,
+}
+
+fn run(program: &str, args: &[&str]) -> Result<Output, CommandError> {
+    let command = format!("{program} {}", args.join(" "));
+    let out = Command::new(program).args(args).output().map_err(|e| CommandError {
+        command: command.clone(),
+        detail: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(CommandError {
+            command,
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// Runs `ip ARGS`.
+pub fn ip(args: &[&str]) -> Result<(), CommandError> {
+    run("ip", args).map(|_| ())
+}
+
+/// A network namespace, deleted (with every interface in it) when dropped.
+#[derive(Debug)]
+pub struct Namespace {
+    name: String,
+}
+
+impl Namespace {
+    /// Creates namespace `name` (which must start with [`PREFIX`]) with loopback up and IPv6
+    /// off, so hosts send nothing the experiment did not ask for.
+    pub fn create(name: &str) -> Result<Namespace, CommandError> {
+        assert!(name.starts_with(PREFIX), "lab namespaces are named {PREFIX}*");
+        ip(&["netns", "add", name])?;
+        let ns = Namespace { name: name.to_owned() };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+        ns.exec("sysctl", &["-qw", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its file, for setns.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/var/run/netns").join(&self.name)
+    }
+
+    /// Runs `ip ARGS` inside.
+    pub fn ip(&self, args: &[&str]) -> Result<(), CommandError> {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
+    /// Runs `program ARGS` inside and returns its output (failing on a non-zero exit).
+    pub fn exec(&self, program: &str, args: &[&str]) -> Result<Output, CommandError> {
+        let mut all = vec!["netns", "exec", self.name.as_str(), program];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// Runs `f` on a thread inside the namespace (sockets it opens live there).
+    pub fn run<T, F>(&self, f: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        intlab_switch::port::run_in_netns(&self.path(), f)
+    }
+
+    /// Gives interface `dev` (already in this namespace) a MAC, an address, and brings it up
+    /// with segmentation offloads off, so every frame is one MTU-sized packet.
+    pub fn configure(&self, dev: &str, mac: MacAddress, addr: Ipv4Addr, prefix_len: u8) -> Result<(), CommandError> {
+        self.ip(&["link", "set", "dev", dev, "address", &mac.to_string()])?;
+        self.ip(&["addr", "add", &format!("{addr}/{prefix_len}"), "dev", dev])?;
+        self.ip(&["link", "set", "dev", dev, "up"])?;
+        // Not every interface supports every offload switch; what remains on is harmless.
+        let _ = self.exec(
+            "ethtool",
+            &["-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
+        );
+        Ok(())
+    }
+
+    /// Adds a permanent neighbour entry (no ARP needed).
+    pub fn neighbor(&self, dev: &str, addr: Ipv4Addr, mac: MacAddress) -> Result<(), CommandError> {
+        self.ip(&[
+            "neigh",
+            "replace",
+            &addr.to_string(),
+            "lladdr",
+            &mac.to_string(),
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ])
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        if let Err(e) = ip(&["netns", "del", &self.name]) {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// Creates a veth pair, each end directly inside its namespace (nothing in the root namespace).
+pub fn veth_pair(a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace) -> Result<(), CommandError> {
+    ip(&[
+        "link",
+        "add",
+        a,
+        "netns",
+        a_ns.name(),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b,
+        "netns",
+        b_ns.name(),
+    ])?;
+    a_ns.ip(&["link", "set", "dev", a, "up"])?;
+    b_ns.ip(&["link", "set", "dev", b, "up"])?;
+    for (ns, dev) in [(a_ns, a), (b_ns, b)] {
+        let _ = ns.exec(
+            "ethtool",
+            &["-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
+        );
+    }
+    Ok(())
+}
+
+/// Moves interface `dev` from the root namespace into `ns`.
+pub fn move_into(dev: &str, ns: &Namespace) -> Result<(), CommandError> {
+    ip(&["link", "set", "dev", dev, "netns", ns.name()])
+}
+
+/// Names of the lab namespaces that exist now.
+pub fn lab_namespaces() -> Vec<String> {
+    std::fs::read_dir("/var/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(PREFIX))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,446 @@
+//! The switch on real packets: hosts in namespaces, TAP and veth ports, exact rates, INT across
+//! two switches, ECN, and bad input. Run as root (scripts/test); every test cleans up.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use int_format::int::{HopRecord, IntHeaders};
+use intlab_switch::DropReason;
+use intlab_switch::config::EcnSpec;
+use intlab_switch::units::{Bytes, Nanos, Rate};
+use support::{Attach, TwoHosts, host, inspect, int_payload, set_tos, udp_in};
+
+const INT_PORT: u16 = int_format::int::DEFAULT_INT_PORT;
+
+fn addr(h: u8, port: u16) -> SocketAddr {
+    SocketAddr::from((host(h).1, port))
+}
+
+fn ping(lab: &TwoHosts) {
+    let out = lab.h1.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "198.18.0.2"]);
+    let out = out.unwrap_or_else(|e| panic!("ping through the switch failed: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3 received"), "{text}");
+}
+
+/// 100 datagrams h1 → h2, each echoed back; all must make the round trip.
+fn udp_echo(lab: &TwoHosts) {
+    let server = udp_in(&lab.h2, addr(2, 9000));
+    let client = udp_in(&lab.h1, addr(1, 0));
+    let echo = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while let Ok((len, from)) = server.recv_from(&mut buf) {
+            server.send_to(&buf[..len], from).expect("echo");
+            n += 1;
+        }
+        n
+    });
+    let mut back = 0;
+    let mut buf = [0u8; 2048];
+    for i in 0..100u8 {
+        client.send_to(&[i; 300], addr(2, 9000)).expect("send");
+        if let Ok((len, _)) = client.recv_from(&mut buf) {
+            assert_eq!(&buf[..len], &[i; 300][..], "echo content");
+            back += 1;
+        }
+    }
+    assert_eq!(echo.join().expect("echo thread"), 100);
+    assert_eq!(back, 100);
+}
+
+#[test]
+fn tap_ports_carry_ping_and_udp() {
+    let _serial = support::serial();
+    let mut lab = TwoHosts::single("ta", Attach::Tap, false, |_| {});
+    ping(&lab);
+    udp_echo(&lab);
+    let c = lab.stop();
+    assert!(c[0].ports[1].tx_frames >= 103, "{:?}", c[0].ports[1]);
+    assert_eq!(c[0].failed_workers, 0);
+}
+
+#[test]
+fn veth_ports_carry_ping_and_udp() {
+    let _serial = support::serial();
+    let mut lab = TwoHosts::single("va", Attach::Veth, false, |_| {});
+    ping(&lab);
+    udp_echo(&lab);
+    let c = lab.stop();
+    assert!(c[0].ports[0].tx_frames >= 103, "{:?}", c[0].ports[0]);
+    assert_eq!(c[0].failed_workers, 0);
+}
+
+#[test]
+fn line_rate_is_exact_and_the_excess_is_dropped() {
+    let _serial = support::serial();
+    const RATE: u64 = 200_000_000;
+    const BUFFER: u64 = 1_000_000;
+    const PAYLOAD: usize = 1400;
+    const WIRE: u64 = PAYLOAD as u64 + 8 + 20 + 14;
+    let counters = support::scratch_dir("ra").join("counters.json");
+    let mut lab = TwoHosts::single("ra", Attach::Veth, false, |s| {
+        s.ports[1].rate = Rate(RATE);
+        s.ports[1].buffer = Bytes(BUFFER);
+        s.counters_file = Some(counters.clone());
+    });
+
+    let rx = udp_in(&lab.h2, addr(2, 9001));
+    let receiver = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut arrivals = Vec::with_capacity(200_000);
+        while let Ok(n) = rx.recv(&mut buf) {
+            arrivals.push((Instant::now(), n));
+        }
+        arrivals
+    });
+    // Offer about 500 Mb/s, 2.5 times the port rate, for 4.5 s: 43 datagrams per ms.
+    let tx = udp_in(&lab.h1, addr(1, 0));
+    let start = Instant::now();
+    let payload = [0x5au8; PAYLOAD];
+    let mut sent = 0u64;
+    while start.elapsed() < Duration::from_millis(4500) {
+        let due = (start.elapsed().as_micros() as u64 * 500_000_000 / 8 / WIRE) / 1_000_000;
+        while sent < due {
+            if tx.send_to(&payload, addr(2, 9001)).is_ok() {
+                sent += 1;
+            }
+        }
+        thread::sleep(Duration::from_micros(500));
+    }
+    // Counters are readable while the switch runs.
+    thread::sleep(Duration::from_millis(300));
+    let live: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&counters).expect("counters file exists while running")).expect("json");
+    assert!(live["ports"][1]["tx_frames"].as_u64().unwrap_or(0) > 0, "{live}");
+
+    let arrivals = receiver.join().expect("receiver");
+    let c = lab.stop().remove(0);
+    eprintln!(
+        "sent {sent}, switch rx {} on p1, tx {} on p2, received {}",
+        c.ports[0].rx_frames,
+        c.ports[1].tx_frames,
+        arrivals.len()
+    );
+    let first = arrivals.first().expect("something arrived").0;
+    let (from, to) = (first + Duration::from_millis(500), first + Duration::from_millis(3500));
+    let bytes: u64 = arrivals
+        .iter()
+        .filter(|(t, _)| *t >= from && *t < to)
+        .map(|(_, n)| *n as u64 + 42)
+        .sum();
+    let rate = bytes as f64 * 8.0 / 3.0;
+    let error = (rate - RATE as f64) / RATE as f64;
+    eprintln!(
+        "offered {sent} datagrams; measured {:.2} Mb/s at the receiver ({:+.2} %)",
+        rate / 1e6,
+        error * 100.0
+    );
+    assert!(
+        error.abs() <= 0.02,
+        "received {:.2} Mb/s, configured 200 Mb/s",
+        rate / 1e6
+    );
+
+    let p2 = &c.ports[1];
+    eprintln!(
+        "port p2: queue p50 {} B, p99 {} B, max {} B; drops {:?}",
+        p2.queue_p50, p2.queue_p99, p2.queue_max, p2.drops
+    );
+    // Between the sender's bursts the queue drains a little, so it hovers just under the buffer.
+    assert!(
+        p2.queue_p50 >= BUFFER * 95 / 100 && p2.queue_max <= BUFFER,
+        "queue sits at the buffer: {p2:?}"
+    );
+    assert!(
+        p2.drops_for(DropReason::BufferFull) > sent / 3,
+        "the excess is dropped: {p2:?}"
+    );
+    let rx_total: u64 = c.ports.iter().map(|p| p.rx_frames).sum();
+    let out_total: u64 = c.ports.iter().map(|p| p.tx_frames + p.total_drops()).sum();
+    assert_eq!(rx_total, out_total, "every frame is either sent or counted as dropped");
+}
+
+/// The hops of a datagram's INT, newest first.
+fn hops(payload: &[u8]) -> Vec<HopRecord> {
+    let int = IntHeaders::parse(payload).expect("INT arrives intact");
+    int.hops().collect::<Result<_, _>>().expect("hops decode")
+}
+
+#[test]
+fn int_across_two_switches_reports_the_exact_schedule() {
+    let _serial = support::serial();
+    const K: usize = 10;
+    const BODY: usize = 1000;
+    let mut lab = TwoHosts::chain("in", |s1, s2| {
+        s1[1].rate = Rate(10_000_000); // the slow port the burst queues at
+        s1[1].delay = Nanos(20_000);
+        s2[1].rate = Rate(1_000_000_000);
+    });
+    let rx = udp_in(&lab.h2, addr(2, INT_PORT));
+    let tx = udp_in(&lab.h1, addr(1, 0));
+    // One datagram first, alone, to warm ARP; then a burst of K.
+    let payload = int_payload(BODY, 8);
+    tx.send_to(&payload, addr(2, INT_PORT)).expect("send");
+    let mut buf = [0u8; 4096];
+    rx.recv(&mut buf).expect("the warm-up datagram arrives");
+    for _ in 0..K {
+        tx.send_to(&payload, addr(2, INT_PORT)).expect("send");
+    }
+    let mut got = Vec::new();
+    while got.len() < K {
+        let n = rx.recv(&mut buf).expect("burst datagram arrives");
+        got.push(hops(&buf[..n]));
+    }
+    let counters = lab.stop();
+
+    let hop_len = 36u64; // FULL instructions: 9 words
+    let at_s1_egress = 14 + 20 + 8 + 16 + BODY as u64 + hop_len;
+    for h in &got {
+        assert_eq!(h.len(), 2, "two hops");
+        assert_eq!((h[0].node_id, h[1].node_id), (Some(2), Some(1)), "newest first");
+        assert!(h[0].egress_ts > h[1].egress_ts, "ts grows along the path");
+        let gap = h[0].egress_ts.unwrap() - h[1].egress_ts.unwrap();
+        assert!(
+            gap >= at_s1_egress * 8 * 100 + 20_000,
+            "s2 sees it after serialization at 10 Mb/s and the delay: {gap} ns"
+        );
+        assert_eq!(
+            (h[1].rate_kbps, h[0].rate_kbps),
+            (Some(10_000), Some(1_000_000)),
+            "B is the configured rate"
+        );
+    }
+    let q: Vec<u64> = got.iter().map(|h| u64::from(h[1].queue_occupancy.unwrap())).collect();
+    let tx_bytes: Vec<u64> = got.iter().map(|h| h[1].tx_bytes.unwrap()).collect();
+    eprintln!("s1 qlen along the burst: {q:?}");
+    // Every frame after the first had the whole burst waiting when the first was sent.
+    for i in 1..K - 1 {
+        assert_eq!(q[i] - q[i + 1], at_s1_egress, "qlen steps down by one frame: {q:?}");
+    }
+    assert_eq!(q[K - 1], 0);
+    for i in 0..K - 1 {
+        assert_eq!(
+            tx_bytes[i + 1] - tx_bytes[i],
+            at_s1_egress,
+            "txBytes grows by the earlier frame: {tx_bytes:?}"
+        );
+    }
+    assert_eq!(counters[0].ports[1].int_pushed, K as u64 + 1);
+    assert_eq!(counters[1].ports[1].int_pushed, K as u64 + 1);
+
+    // The capture of s2's port to h2 says the same, through tshark + Lua and through inspect.
+    let cap = lab.capture("s2", "p2");
+    let records = inspect(&cap);
+    let int_frames: Vec<&serde_json::Value> = records.iter().filter(|r| r.get("int").is_some()).collect();
+    assert_eq!(int_frames.len(), K + 1);
+    let inspected_q: Vec<u64> = int_frames[1..]
+        .iter()
+        .map(|r| r["int"]["hops"][1]["qlen"].as_u64().unwrap())
+        .collect();
+    assert_eq!(inspected_q, q);
+    let lua = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../int-format/wireshark/intlab_int.lua");
+    let out = std::process::Command::new("tshark")
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(&cap)
+        .args([
+            "-Y",
+            "intlab_int",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-E",
+            "aggregator=,",
+        ])
+        .args([
+            "-e",
+            "intlab_int.qlen",
+            "-e",
+            "intlab_int.tx_bytes",
+            "-e",
+            "intlab_int.node_id",
+        ])
+        .output()
+        .expect("tshark runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), K + 1, "{text}");
+    for (i, row) in rows[1..].iter().enumerate() {
+        assert_eq!(row[0], format!("0,{}", q[i]), "tshark qlen (s2, s1)");
+        assert!(row[1].ends_with(&format!(",{}", tx_bytes[i])), "tshark txBytes");
+        assert_eq!(row[2], "2,1");
+    }
+}
+
+#[test]
+fn ecn_marks_follow_the_red_thresholds() {
+    let _serial = support::serial();
+    const KMIN: u64 = 10_000;
+    const KMAX: u64 = 40_000;
+    let mut lab = TwoHosts::single("ec", Attach::Tap, true, |s| {
+        s.ports[1].rate = Rate(10_000_000);
+        s.ports[1].buffer = Bytes(400_000);
+        s.ports[1].ecn = Some(EcnSpec {
+            kmin: KMIN,
+            kmax: KMAX,
+            pmax: 0.2,
+        });
+    });
+    let rx = udp_in(&lab.h2, addr(2, INT_PORT));
+    let ect = udp_in(&lab.h1, addr(1, 40001));
+    let not_ect = udp_in(&lab.h1, addr(1, 40002));
+    set_tos(&ect, 0x02);
+    set_tos(&not_ect, 0x00);
+    let payload = int_payload(1000, 8);
+    ect.send_to(&payload, addr(2, INT_PORT)).expect("warm-up");
+    let mut buf = [0u8; 4096];
+    rx.recv(&mut buf).expect("warm-up arrives");
+    for i in 0..120 {
+        let s = if i % 2 == 0 { &ect } else { &not_ect };
+        s.send_to(&payload, addr(2, INT_PORT)).expect("send");
+    }
+    let mut n = 0;
+    while n < 120 && rx.recv(&mut buf).is_ok() {
+        n += 1;
+    }
+    assert_eq!(n, 120, "nothing is dropped with this buffer");
+    let c = lab.stop();
+    let frames = inspect(&lab.capture("s1", "p2"));
+    let (mut above, mut below, mut marked) = (0, 0, 0);
+    for f in frames
+        .iter()
+        .filter(|f| f["int"]["hops"].is_array() && f["udp"]["dst_port"] == INT_PORT)
+    {
+        let qlen = f["int"]["hops"][0]["qlen"].as_u64().expect("qlen");
+        let ce = f["ipv4"]["ecn"] == "CE";
+        let from_ect = f["udp"]["src_port"] == 40001;
+        marked += usize::from(ce);
+        if !from_ect {
+            assert!(!ce, "a non-ECT frame was marked: {f}");
+        } else if qlen > KMAX {
+            above += 1;
+            assert!(ce, "ECT frame above Kmax not marked: {f}");
+        } else if qlen <= KMIN {
+            below += 1;
+            assert!(!ce, "ECT frame below Kmin marked: {f}");
+        }
+    }
+    eprintln!("ECT frames above Kmax: {above}, below Kmin: {below}, marked: {marked}");
+    assert!(
+        above >= 20 && below >= 3,
+        "the burst must cover both regions (above {above}, below {below})"
+    );
+    assert_eq!(c[0].ports[1].ecn_marks, marked as u64);
+}
+
+#[test]
+fn bad_frames_are_counted_and_never_fatal() {
+    use intlab_switch::frame::FramePool;
+    use intlab_switch::port::PacketSocket;
+    let _serial = support::serial();
+    let mut lab = TwoHosts::single("bd", Attach::Veth, false, |_| {});
+    ping(&lab);
+    let rx = udp_in(&lab.h2, addr(2, INT_PORT));
+    let dev = lab.dev[0].clone();
+    let (h1_mac, _) = host(1);
+    let (h2_mac, _) = host(2);
+    let mut eth = Vec::new();
+    eth.extend_from_slice(&h2_mac.0);
+    eth.extend_from_slice(&h1_mac.0);
+    let frame = |ethertype: u16, body: &[u8]| {
+        let mut f = eth.clone();
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    };
+    // A valid IPv4/UDP datagram to the INT port whose INT shim is garbage (type 7).
+    let good_ip = |payload: &[u8]| {
+        let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2];
+        let total = (20 + 8 + payload.len()) as u16;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        let c = int_format::checksum::checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        ip.extend_from_slice(&40000u16.to_be_bytes());
+        ip.extend_from_slice(&INT_PORT.to_be_bytes());
+        ip.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0]);
+        ip.extend_from_slice(payload);
+        ip
+    };
+    let garbage_int: Vec<u8> = (0..40u8).map(|i| if i == 0 { 0x70 } else { i }).collect();
+    let mut bad_checksum = good_ip(&[1, 2, 3, 4]);
+    bad_checksum[10] ^= 0xff;
+    let mut too_long = good_ip(&[1, 2, 3, 4]);
+    too_long[2..4].copy_from_slice(&900u16.to_be_bytes());
+    let frames = [
+        frame(0x0800, &[0x45, 0, 0]),          // truncated IPv4
+        frame(0x0800, &bad_checksum),          // bad header checksum
+        frame(0x0800, &too_long),              // total length beyond the frame
+        frame(0x88b5, &[0u8; 46]),             // not IPv4, no MAC entry
+        frame(0x0800, &good_ip(&garbage_int)), // malformed INT: forwarded untouched
+    ];
+    let pool = FramePool::new(2048, 16);
+    let mut sock = lab.h1.run(move || PacketSocket::open(&dev)).expect("raw socket in h1");
+    let batch: Vec<_> = frames
+        .iter()
+        .map(|f| {
+            let mut b = pool.get();
+            b.buffer_mut()[..f.len()].copy_from_slice(f);
+            b.len = f.len();
+            b
+        })
+        .collect();
+    assert_eq!(sock.send_batch(&batch).expect("send raw frames"), frames.len());
+    let mut buf = [0u8; 2048];
+    let n = rx.recv(&mut buf).expect("the malformed-INT datagram is forwarded");
+    assert_eq!(&buf[..n], &garbage_int[..], "forwarded untouched");
+    thread::sleep(Duration::from_millis(1200));
+    let c = lab.stop().remove(0);
+    let p1 = &c.ports[0];
+    assert_eq!(c.failed_workers, 0, "no worker died");
+    assert_eq!(p1.drops_for(DropReason::Malformed), 3, "{p1:?}");
+    assert_eq!(p1.drops_for(DropReason::NonIpv4), 1, "{p1:?}");
+    assert_eq!(p1.int_malformed, 1, "{p1:?}");
+    // The switch still forwards afterwards: it was stopped cleanly with the counters above.
+}
+
+#[test]
+fn bad_configuration_names_file_line_and_field() {
+    let dir = support::scratch_dir("cf");
+    let path = dir.join("bad.yaml");
+    std::fs::write(
+        &path,
+        "node_id: 1\nports:\n  - { name: p1, kind: tap, rate: 1Gbps }\nroutes:\n  - { prefix: 198.18.0.0/24, port: nowhere }\n",
+    )
+    .expect("write config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .arg("switch")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .expect("run intlab switch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.yaml:5:") && err.contains("routes[0].port") && err.contains("unknown port `nowhere`"),
+        "{err}"
+    );
+    std::fs::write(&path, "node_id: 1\nports:\n  - { name: p1, kind: tap }\n").expect("write config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args(["switch", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run intlab switch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bad.yaml:3:") && err.contains("missing field `rate`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
