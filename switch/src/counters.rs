@@ -91,6 +91,8 @@ pub struct PortCounters {
     /// Largest queue occupancy seen at dequeue (bytes).
     pub queue_max: u64,
     queue: Histogram<u64>,
+    /// How late frames were released against their exact schedule (ns).
+    late: Histogram<u64>,
 }
 
 impl Default for PortCounters {
@@ -110,6 +112,8 @@ impl Default for PortCounters {
             // Queues of up to 4 GB at 3 significant digits.
             queue: Histogram::new_with_max(1 << 32, 3)
                 .unwrap_or_else(|_| Histogram::new(3).expect("3 digits is valid")),
+            // Lateness up to about 18 minutes at 2 significant digits.
+            late: Histogram::new_with_max(1 << 40, 2).unwrap_or_else(|_| Histogram::new(2).expect("2 digits is valid")),
         }
     }
 }
@@ -129,6 +133,11 @@ impl PortCounters {
     pub fn record_queue(&mut self, qlen: u64) {
         self.queue_max = self.queue_max.max(qlen);
         let _ = self.queue.record(qlen.min(self.queue.high()));
+    }
+
+    /// Records how late (ns) a frame was released after its scheduled time.
+    pub fn record_lateness(&mut self, late_ns: u64) {
+        let _ = self.late.record(late_ns.min(self.late.high()));
     }
 
     /// A copy for publishing.
@@ -153,6 +162,9 @@ impl PortCounters {
             queue_p50: self.queue.value_at_quantile(0.5),
             queue_p99: self.queue.value_at_quantile(0.99),
             queue_samples: self.queue.len(),
+            release_late_p50_ns: self.late.value_at_quantile(0.5),
+            release_late_p99_ns: self.late.value_at_quantile(0.99),
+            release_late_max_ns: self.late.max(),
         }
     }
 }
@@ -190,6 +202,13 @@ pub struct PortSnapshot {
     pub queue_p99: u64,
     /// Dequeues sampled.
     pub queue_samples: u64,
+    /// Median delay between a frame's scheduled release and the worker releasing it (ns): the
+    /// timing error the emulation adds, beyond the exact schedule.
+    pub release_late_p50_ns: u64,
+    /// 99th percentile of that delay (ns).
+    pub release_late_p99_ns: u64,
+    /// Largest such delay (ns).
+    pub release_late_max_ns: u64,
 }
 
 impl PortSnapshot {

@@ -159,6 +159,7 @@ impl Switch {
             stop: stop.clone(),
             published: published.clone(),
             capture_drops: spec.capture.as_ref().is_some_and(|c| c.drops),
+            idle_poll_ns: spec.idle_poll.0.max(1_000),
         };
         let mut per_worker: Vec<Vec<PortSlot>> = (0..n_workers).map(|_| Vec::new()).collect();
         for slot in slots {

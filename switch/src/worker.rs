@@ -20,8 +20,9 @@ use crate::tm::{EgressQueue, Rejected};
 
 /// Counters are published this often (switch clock, ns).
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
-/// Longest sleep, so a stop request is seen promptly.
-const MAX_SLEEP_NS: u64 = 50_000_000;
+/// Batches read from one port per loop turn: a port that never runs dry must not starve the
+/// releases (and the other ports) of its worker.
+const RX_BATCHES_PER_TURN: usize = 4;
 
 /// An eventfd that wakes a worker from its poll.
 #[derive(Debug, Clone)]
@@ -102,6 +103,9 @@ pub struct Shared {
     pub published: Arc<Mutex<Vec<PortSnapshot>>>,
     /// Capture dropped frames too.
     pub capture_drops: bool,
+    /// Longest sleep (ns): the worker wakes on its own timer at least this often, since a wake-up
+    /// sent from another CPU when a frame arrives can take milliseconds on a virtual machine.
+    pub idle_poll_ns: u64,
 }
 
 /// One worker thread's state.
@@ -193,7 +197,7 @@ impl Worker {
     }
 
     fn receive(&mut self, s: usize) {
-        loop {
+        for _ in 0..RX_BATCHES_PER_TURN {
             let n = match self.slots[s].port.recv_batch(&mut self.rx, &self.shared.pool) {
                 Ok(n) => n,
                 Err(e) => {
@@ -293,6 +297,7 @@ impl Worker {
     fn release(&mut self, s: usize, now: u64) {
         let slot = &mut self.slots[s];
         while let Some(mut d) = slot.queue.dequeue_due(now) {
+            slot.counters.record_lateness(now.saturating_sub(d.release_ns));
             match egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng) {
                 Fate::Lost => {
                     slot.counters.drop(DropReason::InjectedLoss);
@@ -340,7 +345,8 @@ impl Worker {
     fn wait(&mut self) {
         let now = self.clock.now_ns();
         let next = self.slots.iter().filter_map(|s| s.queue.next_release_ns()).min();
-        let sleep = next.map_or(MAX_SLEEP_NS, |t| t.saturating_sub(now)).min(MAX_SLEEP_NS);
+        let cap = self.shared.idle_poll_ns;
+        let sleep = next.map_or(cap, |t| t.saturating_sub(now)).min(cap);
         if sleep == 0 {
             return;
         }

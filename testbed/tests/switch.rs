@@ -344,7 +344,7 @@ fn bad_frames_are_counted_and_never_fatal() {
     use intlab_switch::frame::FramePool;
     use intlab_switch::port::PacketSocket;
     let _serial = support::serial();
-    let mut lab = TwoHosts::single("bd", Attach::Veth, false, |_| {});
+    let mut lab = TwoHosts::single("bd", Attach::Veth, true, |_| {});
     ping(&lab);
     let rx = udp_in(&lab.h2, addr(2, INT_PORT));
     let dev = lab.dev[0].clone();
@@ -407,7 +407,19 @@ fn bad_frames_are_counted_and_never_fatal() {
     assert_eq!(p1.drops_for(DropReason::Malformed), 3, "{p1:?}");
     assert_eq!(p1.drops_for(DropReason::NonIpv4), 1, "{p1:?}");
     assert_eq!(p1.int_malformed, 1, "{p1:?}");
-    // The switch still forwards afterwards: it was stopped cleanly with the counters above.
+    // Dropped frames are in the capture with the reason as their comment.
+    let frames = inspect(&lab.capture("s1", "p1"));
+    let comments: Vec<&str> = frames.iter().filter_map(|f| f["comment"].as_str()).collect();
+    assert_eq!(
+        comments.iter().filter(|c| **c == "dropped: malformed").count(),
+        3,
+        "{comments:?}"
+    );
+    assert_eq!(
+        comments.iter().filter(|c| **c == "dropped: non_ipv4").count(),
+        1,
+        "{comments:?}"
+    );
 }
 
 #[test]

@@ -166,3 +166,130 @@ fn ip_key(b: &[u8]) -> Option<FlowKey> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::frame::FramePool;
+
+    const CONFIG: &str = "\
+node_id: 1
+ports:
+  - { name: p1, kind: tap, rate: 1Gbps }
+  - { name: p2, kind: tap, rate: 1Gbps }
+routes:
+  - { prefix: 198.18.0.2/32, port: p2 }
+macs:
+  - { mac: \"02:00:00:00:00:09\", port: p1 }
+";
+
+    fn verdict(bytes: &[u8]) -> (Verdict, IngressNotes) {
+        let spec = SwitchSpec::from_yaml(CONFIG, Path::new("t.yaml")).expect("config");
+        let p = Pipeline::new(&spec);
+        let pool = FramePool::new(2048, 4);
+        let mut f = pool.get();
+        f.buffer_mut()[..bytes.len()].copy_from_slice(bytes);
+        f.len = bytes.len();
+        p.ingress(&mut f)
+    }
+
+    fn eth(dst: [u8; 6], ethertype: u16, body: &[u8]) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    }
+
+    fn udp_to(port: u16, payload: &[u8]) -> Vec<u8> {
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2];
+        ip[2..4].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+        let c = int_format::checksum::checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        ip.extend_from_slice(&[0x9c, 0x40]);
+        ip.extend_from_slice(&port.to_be_bytes());
+        ip.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0]);
+        ip.extend_from_slice(payload);
+        ip
+    }
+
+    const H2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn bad_frames_get_a_reason_never_a_panic() {
+        assert_eq!(verdict(&[1, 2, 3]).0, Verdict::Drop(DropReason::Runt));
+        assert_eq!(verdict(&[]).0, Verdict::Drop(DropReason::Runt));
+        assert_eq!(
+            verdict(&eth(H2, 0x0800, &[0x45, 0])).0,
+            Verdict::Drop(DropReason::Malformed)
+        );
+        let mut bad_sum = udp_to(9, &[0; 8]);
+        bad_sum[10] ^= 1;
+        assert_eq!(
+            verdict(&eth(H2, 0x0800, &bad_sum)).0,
+            Verdict::Drop(DropReason::Malformed)
+        );
+        assert_eq!(
+            verdict(&eth(H2, 0x86dd, &[0; 40])).0,
+            Verdict::Drop(DropReason::NonIpv4)
+        );
+        assert_eq!(
+            verdict(&eth([2, 0, 0, 0, 0, 9], 0x86dd, &[0; 40])).0,
+            Verdict::Forward(0),
+            "MAC table"
+        );
+        assert_eq!(
+            verdict(&eth([0xff; 6], 0x0800, &[0; 40])).0,
+            Verdict::Drop(DropReason::Broadcast)
+        );
+        let mut no_route = udp_to(9, &[0; 8]);
+        no_route[19] = 77;
+        no_route[10..12].fill(0);
+        let c = int_format::checksum::checksum(&no_route[..20]);
+        no_route[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(
+            verdict(&eth(H2, 0x0800, &no_route)).0,
+            Verdict::Drop(DropReason::NoRoute)
+        );
+    }
+
+    #[test]
+    fn malformed_int_is_forwarded_untouched_and_noted() {
+        let (v, notes) = verdict(&eth(
+            H2,
+            0x0800,
+            &udp_to(int_format::int::DEFAULT_INT_PORT, &[0x70; 20]),
+        ));
+        assert_eq!(v, Verdict::Forward(1));
+        assert!(notes.malformed_int);
+        let (v, notes) = verdict(&eth(H2, 0x0800, &udp_to(4791, &[0; 20])));
+        assert_eq!(v, Verdict::Forward(1));
+        assert!(!notes.malformed_int);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let spec = SwitchSpec::from_yaml(CONFIG, Path::new("t.yaml")).expect("config");
+        let p = Pipeline::new(&spec);
+        let pool = FramePool::new(2048, 4);
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..20_000 {
+            let len = rng.usize(0..200);
+            let mut f = pool.get();
+            for b in &mut f.buffer_mut()[..len] {
+                *b = rng.u8(..);
+            }
+            // Make most frames IPv4 to H2 so the deeper parsers are reached.
+            if len >= 14 && rng.bool() {
+                f.buffer_mut()[..6].copy_from_slice(&H2);
+                f.buffer_mut()[12..14].copy_from_slice(&[8, 0]);
+            }
+            f.len = len;
+            let _ = p.ingress(&mut f);
+            pool.put(f);
+        }
+    }
+}

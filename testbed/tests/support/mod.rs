@@ -90,6 +90,7 @@ pub fn switch_spec(
         }),
         counters_file: None,
         seed: 1,
+        idle_poll: intlab_switch::config::DEFAULT_IDLE_POLL,
     }
 }
 

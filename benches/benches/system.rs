@@ -1,0 +1,378 @@
+//! System benchmark (run as root): h1 → intlab switch → h2 against h1 → Linux bridge → h2, side
+//! by side in one run, with one sendmmsg UDP blaster. Reports received packets per second and
+//! Gb/s for 64 B and 1400 B UDP payloads, their ratio, and one-way latency at low load.
+//!
+//!     cargo bench -p intlab-benches --bench system
+//!
+//! Every datagram carries an INT header (0 hops), so the switch stamps a hop on each; the bridge
+//! forwards the same bytes. Options via environment: INTLAB_BENCH_SECS (default 3),
+//! INTLAB_BENCH_WORKERS (switch workers, default: cores).
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use int_format::ethernet::MacAddress;
+use int_format::int::{DEFAULT_INT_PORT, Instructions, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
+use intlab_switch::Switch;
+use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::units::{Bytes, Nanos, Rate};
+use intlab_testbed::netns::{self, Namespace};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn host(i: u8) -> (MacAddress, Ipv4Addr) {
+    (MacAddress([2, 0, 0, 0, 0, i]), Ipv4Addr::new(198, 18, 0, i))
+}
+
+/// Two hosts joined through the device under test.
+struct Path {
+    _switch: Option<Switch>,
+    h1: Namespace,
+    h2: Namespace,
+    _mid: Namespace,
+}
+
+fn hosts(tag: &str) -> (Namespace, Namespace, Namespace, [String; 4]) {
+    let pid = std::process::id() % 100_000;
+    let ns = |n: &str| Namespace::create(&format!("{}b{pid}{tag}-{n}", netns::PREFIX)).expect("namespace");
+    let (h1, h2, mid) = (ns("h1"), ns("h2"), ns("mid"));
+    let d = |n: &str| format!("ilb{pid}{tag}{n}");
+    let devs = [d("h1"), d("h2"), d("m1"), d("m2")];
+    netns::veth_pair(&devs[0], &h1, &devs[2], &mid).expect("veth 1");
+    netns::veth_pair(&devs[1], &h2, &devs[3], &mid).expect("veth 2");
+    for (i, ns, dev) in [(1u8, &h1, &devs[0]), (2, &h2, &devs[1])] {
+        let (mac, addr) = host(i);
+        ns.configure(dev, mac, addr, 24).expect("configure host");
+        let (peer_mac, peer) = host(3 - i);
+        ns.neighbor(dev, peer, peer_mac).expect("static neighbour");
+    }
+    (h1, h2, mid, devs)
+}
+
+fn through_switch(workers: usize) -> Path {
+    let (h1, h2, mid, devs) = hosts(&format!("s{workers}"));
+    let port = |name: &str, dev: &str| PortSpec {
+        name: name.into(),
+        io: PortIo::Veth {
+            device: dev.into(),
+            netns: Some(mid.path()),
+        },
+        rate: Rate(100_000_000_000),
+        delay: Nanos(0),
+        buffer: Bytes(4_000_000),
+        mtu: 1500,
+        ecn: None,
+        int: true,
+        loss: 0.0,
+    };
+    let spec = SwitchSpec {
+        name: "bench".into(),
+        node_id: 1,
+        workers,
+        int_port: DEFAULT_INT_PORT,
+        ports: vec![port("p1", &devs[2]), port("p2", &devs[3])],
+        routes: (1..=2)
+            .map(|h| Route {
+                prefix: host(h).1,
+                len: 32,
+                next: NextHop::Port(usize::from(h) - 1),
+            })
+            .collect(),
+        macs: vec![],
+        arp: ArpMode::Answer,
+        neighbors: vec![],
+        capture: None::<CaptureSpec>,
+        counters_file: None,
+        seed: 1,
+        idle_poll: intlab_switch::config::DEFAULT_IDLE_POLL,
+    };
+    let switch = Switch::start(spec).expect("switch starts");
+    Path {
+        _switch: Some(switch),
+        h1,
+        h2,
+        _mid: mid,
+    }
+}
+
+fn through_bridge() -> Path {
+    let (h1, h2, mid, devs) = hosts("br");
+    mid.ip(&["link", "add", "br0", "type", "bridge"]).expect("bridge");
+    for d in &devs[2..] {
+        mid.ip(&["link", "set", "dev", d, "master", "br0"]).expect("enslave");
+    }
+    mid.ip(&["link", "set", "dev", "br0", "up"]).expect("bridge up");
+    Path {
+        _switch: None,
+        h1,
+        h2,
+        _mid: mid,
+    }
+}
+
+fn int_datagram(len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(16)];
+    IntShimRepr {
+        int_type: IntType::Md,
+        npt: 1,
+        length_words: 3,
+        next_field: 4791,
+    }
+    .emit(&mut IntShim::new_unchecked(&mut p[..]));
+    let ins = Instructions::HPCC;
+    IntMdRepr {
+        discard: false,
+        hop_limit_exceeded: false,
+        mtu_exceeded: false,
+        hop_ml: ins.hop_words().expect("fits"),
+        remaining_hops: 8,
+        instructions: ins,
+        ds_flags: 0,
+    }
+    .emit(&mut IntMdHeader::new_unchecked(&mut p[4..]));
+    p
+}
+
+fn socket_in(ns: &Namespace, bind: SocketAddr, connect: Option<SocketAddr>) -> UdpSocket {
+    let s = ns
+        .run(move || {
+            let s = UdpSocket::bind(bind)?;
+            if let Some(c) = connect {
+                s.connect(c)?;
+            }
+            Ok(s)
+        })
+        .expect("socket in namespace");
+    let size: libc::c_int = 64 << 20;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: valid fd and a live c_int.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                4,
+            )
+        };
+    }
+    s.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+    s
+}
+
+/// Blasts `payload` with sendmmsg for `secs`; returns (received packets per second, Gb/s of
+/// Ethernet frames) measured at the receiver over the middle of the run.
+fn blast(path: &Path, payload: &[u8], secs: u64) -> (f64, f64) {
+    let dst = SocketAddr::from((host(2).1, DEFAULT_INT_PORT));
+    let rx = socket_in(&path.h2, dst, None);
+    let tx = socket_in(&path.h1, SocketAddr::from((host(1).1, 40000)), Some(dst));
+    let stop = Arc::new(AtomicBool::new(false));
+    let counting = Arc::new(AtomicBool::new(false));
+    let (stop2, counting2) = (stop.clone(), counting.clone());
+    let receiver = std::thread::spawn(move || {
+        const BATCH: usize = 64;
+        let mut bufs = vec![[0u8; 2048]; BATCH];
+        let mut iov: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: zeroed mmsghdr is valid; each points at one live iovec.
+        let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut tv = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000_000,
+        };
+        let (mut n, mut bytes, mut started) = (0u64, 0u64, None);
+        while !stop2.load(Ordering::Relaxed) {
+            // SAFETY: msgs point at valid iovecs over `bufs`, alive for the call.
+            let r = unsafe {
+                libc::recvmmsg(
+                    rx.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    BATCH as u32,
+                    libc::MSG_WAITFORONE,
+                    &mut tv,
+                )
+            };
+            if r > 0 && counting2.load(Ordering::Relaxed) {
+                started.get_or_insert_with(Instant::now);
+                n += r as u64;
+                bytes += msgs[..r as usize]
+                    .iter()
+                    .map(|m| u64::from(m.msg_len) + 42)
+                    .sum::<u64>();
+            }
+        }
+        (n, bytes, started.map(|s| s.elapsed()))
+    });
+    let payload = payload.to_vec();
+    let stop3 = stop.clone();
+    let sender = std::thread::spawn(move || {
+        const BATCH: usize = 64;
+        let mut iov: Vec<libc::iovec> = (0..BATCH)
+            .map(|_| libc::iovec {
+                iov_base: payload.as_ptr() as *mut libc::c_void,
+                iov_len: payload.len(),
+            })
+            .collect();
+        // SAFETY: zeroed mmsghdr is valid; each points at one live iovec.
+        let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        while !stop3.load(Ordering::Relaxed) {
+            // SAFETY: msgs point at valid iovecs over `payload`, alive for the call.
+            unsafe { libc::sendmmsg(tx.as_raw_fd(), msgs.as_mut_ptr(), BATCH as u32, 0) };
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    counting.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_secs(secs));
+    counting.store(false, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let _ = sender.join();
+    let (n, bytes, elapsed) = receiver.join().expect("receiver");
+    let t = elapsed.map_or(f64::NAN, |d| d.as_secs_f64().min(secs as f64).max(1e-9));
+    (n as f64 / t, bytes as f64 * 8.0 / t / 1e9)
+}
+
+/// One-way latency at low load: 2000 datagrams 1 ms apart, each carrying its send time
+/// (CLOCK_REALTIME); the receive time is the kernel's (SO_TIMESTAMPNS), so the receiving
+/// thread's own wake-up delay is not counted. Returns (p50, p99) in us.
+fn latency(path: &Path) -> (f64, f64) {
+    let dst = SocketAddr::from((host(2).1, 9100));
+    let rx = socket_in(&path.h2, dst, None);
+    let on: libc::c_int = 1;
+    // SAFETY: valid fd and a live c_int.
+    unsafe {
+        libc::setsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            4,
+        )
+    };
+    let tx = socket_in(&path.h1, SocketAddr::from((host(1).1, 40001)), Some(dst));
+    let receiver = std::thread::spawn(move || {
+        let mut lat = Vec::new();
+        loop {
+            let mut buf = [0u8; 64];
+            let mut control = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: zeroed msghdr is valid; it points at live buffers for the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = 64;
+            // SAFETY: as above.
+            let n = unsafe { libc::recvmsg(rx.as_raw_fd(), &mut msg, 0) };
+            if n < 8 {
+                break;
+            }
+            let sent = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            // SAFETY: the kernel filled msg_control; the walk stays inside it.
+            let received = unsafe {
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                if c.is_null() || (*c).cmsg_type != libc::SCM_TIMESTAMPNS {
+                    continue;
+                }
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+            };
+            lat.push(received.saturating_sub(sent));
+        }
+        lat
+    });
+    for _ in 0..2000 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let _ = tx.send(&now.to_le_bytes());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut lat = receiver.join().expect("receiver");
+    lat.sort_unstable();
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p) as usize)
+            .map_or(f64::NAN, |&v| v as f64 / 1000.0)
+    };
+    (q(0.5), q(0.99))
+}
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("system bench: run as root (it builds network namespaces)");
+        std::process::exit(1);
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` and `cargo test --benches` probe harness=false benches.
+    }
+    let secs = env_or("INTLAB_BENCH_SECS", 3);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let workers = env_or("INTLAB_BENCH_WORKERS", cores as u64) as usize;
+    println!("intlab system benchmark: {secs} s per point, switch workers {workers}, INT stamping on");
+    println!(
+        "{:<10} {:>14} {:>10} {:>14} {:>10} {:>8}",
+        "payload", "bridge kpps", "Gb/s", "switch kpps", "Gb/s", "ratio"
+    );
+    for size in [64usize, 1400] {
+        let payload = int_datagram(size);
+        let bridge = through_bridge();
+        let (b_pps, b_gbps) = blast(&bridge, &payload, secs);
+        drop(bridge);
+        let switch = through_switch(workers);
+        let (s_pps, s_gbps) = blast(&switch, &payload, secs);
+        drop(switch);
+        println!(
+            "{:<10} {:>14.1} {:>10.3} {:>14.1} {:>10.3} {:>8.2}",
+            format!("{size} B"),
+            b_pps / 1e3,
+            b_gbps,
+            s_pps / 1e3,
+            s_gbps,
+            s_pps / b_pps
+        );
+    }
+    let bridge = through_bridge();
+    let (b50, b99) = latency(&bridge);
+    drop(bridge);
+    let switch = through_switch(workers);
+    let (s50, s99) = latency(&switch);
+    let late = switch._switch.as_ref().map(|s| s.counters().ports).unwrap_or_default();
+    drop(switch);
+    for p in late {
+        println!(
+            "switch port {}: {} frames; released late by p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            p.name,
+            p.tx_frames,
+            p.release_late_p50_ns as f64 / 1e3,
+            p.release_late_p99_ns as f64 / 1e3,
+            p.release_late_max_ns as f64 / 1e3
+        );
+    }
+    println!("one-way latency at 1000 pps (us): bridge p50 {b50:.1} p99 {b99:.1}; switch p50 {s50:.1} p99 {s99:.1}");
+    println!(
+        "added by the switch over the bridge (us): p50 {:.1}, p99 {:.1}",
+        s50 - b50,
+        s99 - b99
+    );
+}
