@@ -5,48 +5,15 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use int_format::ethernet::{EthernetRepr, MacAddress};
+use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
 use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, sink, source, transit};
-use int_format::ipv4::{Ecn, Ipv4Repr};
 use int_format::roce::{BthRepr, Opcode, icrc};
 
 fn write_middle(buf: &mut [u8], payload: usize) -> usize {
-    let repr = RoceFrameRepr {
-        eth: EthernetRepr {
-            src: MacAddress([2, 0, 0, 0, 0, 1]),
-            dst: MacAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: 0,
-        },
-        ip: Ipv4Repr {
-            src: Ipv4Addr::new(198, 18, 0, 1),
-            dst: Ipv4Addr::new(198, 18, 0, 2),
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            ident: 0,
-            dont_frag: true,
-        },
-        udp_src_port: 49152,
-        bth: BthRepr {
-            opcode: Opcode::WriteMiddle,
-            solicited: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 7,
-            ack_req: false,
-            psn: 1,
-        },
-        reth: None,
-        aeth: None,
-        immdt: None,
-    };
+    let src = (MacAddress([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(198, 18, 0, 1));
+    let dst = (MacAddress([2, 0, 0, 0, 0, 2]), Ipv4Addr::new(198, 18, 0, 2));
+    let repr = RoceFrameRepr::new(src, dst, 49152, BthRepr::new(Opcode::WriteMiddle, 7, 1));
     repr.emit(buf, &vec![0xa5; payload]).expect("buffer holds the frame")
 }
 

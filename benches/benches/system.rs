@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
-use int_format::int::{DEFAULT_INT_PORT, Instructions, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
+use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
 use intlab_switch::Switch;
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
@@ -117,24 +117,12 @@ fn through_bridge() -> Path {
 
 fn int_datagram(len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len.max(16)];
-    IntShimRepr {
-        int_type: IntType::Md,
-        npt: 1,
-        length_words: 3,
-        next_field: 4791,
-    }
-    .emit(&mut IntShim::new_unchecked(&mut p[..]));
-    let ins = Instructions::HPCC;
-    IntMdRepr {
-        discard: false,
-        hop_limit_exceeded: false,
-        mtu_exceeded: false,
-        hop_ml: ins.hop_words().expect("fits"),
-        remaining_hops: 8,
-        instructions: ins,
-        ds_flags: 0,
-    }
-    .emit(&mut IntMdHeader::new_unchecked(&mut p[4..]));
+    let config = source::SourceConfig {
+        int_port: DEFAULT_INT_PORT,
+        instructions: Instructions::HPCC,
+        hop_limit: 8,
+    };
+    source::write_header(&mut p, &config, 4791).expect("room for the header");
     p
 }
 

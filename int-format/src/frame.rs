@@ -2,10 +2,12 @@
 //! complete RoCEv2 frames.
 
 use crate::error::{Error, Layer, Result, need};
-use crate::ethernet::{EthernetFrame, EthernetRepr, ethertype};
+use std::net::Ipv4Addr;
+
+use crate::ethernet::{EthernetFrame, EthernetRepr, MacAddress, ethertype};
 use crate::field::{set_u16, u16_at};
 use crate::int::IntHeaders;
-use crate::ipv4::{Ipv4Packet, Ipv4Repr, PROTOCOL_UDP};
+use crate::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, PROTOCOL_UDP};
 use crate::roce::{
     Aeth, AethRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody, IMMDT_LEN, ImmDt, Opcode, ROCEV2_PORT, Reth, RethRepr, icrc,
 };
@@ -251,6 +253,39 @@ pub struct RoceFrameRepr {
 }
 
 impl RoceFrameRepr {
+    /// A frame from `src` to `dst` (MAC, IPv4) with the usual IP values (TTL 64, DSCP 0, ECT(0),
+    /// ID 0, DF) and no extension headers; set `reth`, `aeth` or `immdt` as the opcode needs.
+    pub fn new(
+        src: (MacAddress, Ipv4Addr),
+        dst: (MacAddress, Ipv4Addr),
+        udp_src_port: u16,
+        bth: BthRepr,
+    ) -> RoceFrameRepr {
+        RoceFrameRepr {
+            eth: EthernetRepr {
+                src: src.0,
+                dst: dst.0,
+                ethertype: ethertype::IPV4,
+            },
+            ip: Ipv4Repr {
+                src: src.1,
+                dst: dst.1,
+                protocol: PROTOCOL_UDP,
+                payload_len: 0,
+                ttl: 64,
+                dscp: 0,
+                ecn: Ecn::Ect0,
+                ident: 0,
+                dont_frag: true,
+            },
+            udp_src_port,
+            bth,
+            reth: None,
+            aeth: None,
+            immdt: None,
+        }
+    }
+
     /// Length of the frame that carries `payload_len` bytes of payload.
     pub fn frame_len(&self, payload_len: usize) -> usize {
         let pad = (4 - payload_len % 4) % 4;
@@ -339,57 +374,25 @@ impl RoceFrameRepr {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::net::Ipv4Addr;
-
     use super::*;
-    use crate::ethernet::MacAddress;
-    use crate::ipv4::Ecn;
-    use crate::roce::{DEFAULT_PKEY, NakCode, Syndrome};
+    use crate::roce::{NakCode, Syndrome};
 
     /// A RoCE frame repr with plain defaults for tests.
     pub(crate) fn sample(opcode: Opcode, psn: u32) -> RoceFrameRepr {
-        RoceFrameRepr {
-            eth: EthernetRepr {
-                src: MacAddress([2, 0, 0, 0, 0, 1]),
-                dst: MacAddress([2, 0, 0, 0, 0, 2]),
-                ethertype: 0,
-            },
-            ip: Ipv4Repr {
-                src: Ipv4Addr::new(198, 18, 0, 1),
-                dst: Ipv4Addr::new(198, 18, 0, 2),
-                protocol: 0,
-                payload_len: 0,
-                ttl: 64,
-                dscp: 26,
-                ecn: Ecn::Ect0,
-                ident: 7,
-                dont_frag: true,
-            },
-            udp_src_port: 49152,
-            bth: BthRepr {
-                opcode,
-                solicited: false,
-                migreq: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: DEFAULT_PKEY,
-                fecn: false,
-                becn: false,
-                dest_qp: 0x12,
-                ack_req: true,
-                psn,
-            },
-            reth: opcode.has_reth().then_some(RethRepr {
-                virtual_addr: 0x1000,
-                rkey: 0xabcd,
-                dma_len: 4096,
-            }),
-            aeth: opcode.has_aeth().then_some(AethRepr {
-                syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
-                msn: 3,
-            }),
-            immdt: opcode.has_immdt().then_some(ImmDt(0xdead_beef)),
-        }
+        let src = (MacAddress([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(198, 18, 0, 1));
+        let dst = (MacAddress([2, 0, 0, 0, 0, 2]), Ipv4Addr::new(198, 18, 0, 2));
+        let mut r = RoceFrameRepr::new(src, dst, 49152, BthRepr::new(opcode, 0x12, psn));
+        r.reth = opcode.has_reth().then_some(RethRepr {
+            virtual_addr: 0x1000,
+            rkey: 0xabcd,
+            dma_len: 4096,
+        });
+        r.aeth = opcode.has_aeth().then_some(AethRepr {
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+            msn: 3,
+        });
+        r.immdt = opcode.has_immdt().then_some(ImmDt(0xdead_beef));
+        r
     }
 
     #[test]

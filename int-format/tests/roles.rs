@@ -2,11 +2,10 @@
 
 use std::net::Ipv4Addr;
 
-use int_format::ethernet::{EthernetRepr, MacAddress};
+use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
 use int_format::int::transit::PushOutcome;
 use int_format::int::{HopRecord, Instructions, sink, source, transit};
-use int_format::ipv4::{Ecn, Ipv4Repr};
 use int_format::roce::{BthRepr, Opcode, RethRepr};
 use int_format::udp::UdpPacket;
 use int_format::{Error, Layer};
@@ -14,45 +13,14 @@ use int_format::{Error, Layer};
 const PORT: u16 = 5790;
 
 fn write_first(buf: &mut [u8], payload_len: usize) -> usize {
-    let repr = RoceFrameRepr {
-        eth: EthernetRepr {
-            src: MacAddress([2, 0, 0, 0, 0, 1]),
-            dst: MacAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: 0,
-        },
-        ip: Ipv4Repr {
-            src: Ipv4Addr::new(198, 18, 0, 1),
-            dst: Ipv4Addr::new(198, 18, 0, 2),
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 0,
-            ecn: Ecn::Ect0,
-            ident: 1,
-            dont_frag: true,
-        },
-        udp_src_port: 50000,
-        bth: BthRepr {
-            opcode: Opcode::WriteFirst,
-            solicited: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 77,
-            ack_req: false,
-            psn: 1000,
-        },
-        reth: Some(RethRepr {
-            virtual_addr: 0,
-            rkey: 1,
-            dma_len: 1 << 20,
-        }),
-        aeth: None,
-        immdt: None,
-    };
+    let src = (MacAddress([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(198, 18, 0, 1));
+    let dst = (MacAddress([2, 0, 0, 0, 0, 2]), Ipv4Addr::new(198, 18, 0, 2));
+    let mut repr = RoceFrameRepr::new(src, dst, 50000, BthRepr::new(Opcode::WriteFirst, 77, 1000));
+    repr.reth = Some(RethRepr {
+        virtual_addr: 0,
+        rkey: 1,
+        dma_len: 1 << 20,
+    });
     let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
     repr.emit(buf, &payload).unwrap()
 }

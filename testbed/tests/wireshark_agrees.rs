@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use int_format::ethernet::{EthernetRepr, MacAddress};
+use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
 use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, source, transit};
-use int_format::ipv4::{Ecn, Ipv4Repr};
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, RethRepr, Syndrome};
 use pcap_file::DataLink;
 use pcap_file::pcapng::PcapNgWriter;
@@ -28,45 +27,19 @@ struct Expected {
 }
 
 fn repr(opcode: Opcode, qp: u32, psn: u32) -> RoceFrameRepr {
-    RoceFrameRepr {
-        eth: EthernetRepr {
-            src: MacAddress([2, 0, 0, 0, 0, 1]),
-            dst: MacAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: 0,
-        },
-        ip: Ipv4Repr {
-            src: Ipv4Addr::new(198, 18, 0, 1),
-            dst: Ipv4Addr::new(198, 18, 0, 2),
-            protocol: 0,
-            payload_len: 0,
-            ttl: 64,
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            ident: psn as u16,
-            dont_frag: true,
-        },
-        udp_src_port: 49152 + qp as u16,
-        bth: BthRepr {
-            opcode,
-            solicited: false,
-            migreq: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xffff,
-            fecn: false,
-            becn: opcode == Opcode::Cnp,
-            dest_qp: qp,
-            ack_req: opcode != Opcode::Cnp && opcode != Opcode::Acknowledge,
-            psn,
-        },
-        reth: opcode.has_reth().then_some(RethRepr {
-            virtual_addr: 0x7f00_0000_1000,
-            rkey: 0x1234,
-            dma_len: 3000,
-        }),
-        aeth: None,
-        immdt: None,
-    }
+    let src = (MacAddress([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(198, 18, 0, 1));
+    let dst = (MacAddress([2, 0, 0, 0, 0, 2]), Ipv4Addr::new(198, 18, 0, 2));
+    let mut bth = BthRepr::new(opcode, qp, psn);
+    bth.ack_req = opcode != Opcode::Cnp && opcode != Opcode::Acknowledge;
+    let mut r = RoceFrameRepr::new(src, dst, 49152 + qp as u16, bth);
+    r.ip.dscp = 26;
+    r.ip.ident = psn as u16;
+    r.reth = opcode.has_reth().then_some(RethRepr {
+        virtual_addr: 0x7f00_0000_1000,
+        rkey: 0x1234,
+        dma_len: 3000,
+    });
+    r
 }
 
 fn hop(n: u32) -> HopRecord {

@@ -159,6 +159,24 @@ pub struct BthRepr {
 }
 
 impl BthRepr {
+    /// A BTH with the usual values: default partition key, no flags, AckReq off, BECN set only
+    /// for a CNP.
+    pub fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
+        BthRepr {
+            opcode,
+            solicited: false,
+            migreq: false,
+            pad_count: 0,
+            tver: 0,
+            pkey: super::DEFAULT_PKEY,
+            fecn: false,
+            becn: opcode == Opcode::Cnp,
+            dest_qp,
+            ack_req: false,
+            psn,
+        }
+    }
+
     /// Reads the BTH values.
     pub fn parse<T: AsRef<[u8]>>(b: &Bth<T>) -> Result<Self> {
         b.check_len()?;

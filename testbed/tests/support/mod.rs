@@ -315,26 +315,14 @@ pub fn inspect(path: &Path) -> Vec<serde_json::Value> {
 /// The UDP payload a host sends to carry INT through the switch: shim and MD header with zero
 /// hops (FULL instructions), then a RoCE-like body of `body` bytes.
 pub fn int_payload(body: usize, hop_limit: u8) -> Vec<u8> {
-    use int_format::int::{Instructions, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
+    use int_format::int::{Instructions, source};
     let mut p = vec![0u8; 16 + body];
-    IntShimRepr {
-        int_type: IntType::Md,
-        npt: 1,
-        length_words: 3,
-        next_field: 4791,
-    }
-    .emit(&mut IntShim::new_unchecked(&mut p[..]));
-    let ins = Instructions::FULL;
-    IntMdRepr {
-        discard: false,
-        hop_limit_exceeded: false,
-        mtu_exceeded: false,
-        hop_ml: ins.hop_words().expect("fits"),
-        remaining_hops: hop_limit,
-        instructions: ins,
-        ds_flags: 0,
-    }
-    .emit(&mut IntMdHeader::new_unchecked(&mut p[4..]));
+    let config = source::SourceConfig {
+        int_port: int_format::int::DEFAULT_INT_PORT,
+        instructions: Instructions::FULL,
+        hop_limit,
+    };
+    source::write_header(&mut p, &config, 4791).expect("room for the header");
     for (i, b) in p[16..].iter_mut().enumerate() {
         *b = i as u8;
     }
