@@ -69,25 +69,7 @@ pub fn insert(frame: &mut [u8], layout: &FrameLayout, config: &SourceConfig) -> 
     }
     let at = layout.int_offset();
     frame.copy_within(at..layout.end, at + INT_HEADER_LEN);
-    IntShimRepr {
-        int_type: IntType::Md,
-        npt: 1,
-        length_words: (IntMdHeader::<&[u8]>::LEN / 4) as u8,
-        next_field: layout.dst_port,
-    }
-    .emit(&mut IntShim::new_unchecked(&mut frame[at..]));
-    IntMdRepr {
-        discard: false,
-        hop_limit_exceeded: false,
-        mtu_exceeded: false,
-        hop_ml: config.instructions.hop_words()?,
-        remaining_hops: config.hop_limit,
-        instructions: config.instructions,
-        ds_flags: 0,
-    }
-    .emit(&mut IntMdHeader::new_unchecked(
-        &mut frame[at + IntShim::<&[u8]>::LEN..],
-    ));
+    write_header(&mut frame[at..], config, layout.dst_port)?;
     UdpPacket::new_unchecked(&mut frame[layout.udp..]).set_dst_port(config.int_port);
     fix_lengths(frame, layout, new_end)?;
     Ok(new_end)

@@ -4,7 +4,7 @@ use int_format::ethernet::{EthernetFrame, ethertype};
 use int_format::frame::FrameLayout;
 use int_format::int::{HopRecord, IntHeaders};
 use int_format::ipv4::{Ecn, Ipv4Packet};
-use int_format::roce::{Aeth, Bth, ImmDt, NakCode, Opcode, Reth, Syndrome};
+use int_format::roce::{Aeth, Bth, BthRepr, ImmDt, NakCode, Opcode, Reth, Syndrome};
 use int_format::udp::UdpPacket;
 use serde::Serialize;
 
@@ -375,8 +375,8 @@ fn int_record(int: &IntHeaders<'_>) -> Result<IntRecord, int_format::Error> {
 
 fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format::Error> {
     let r = layout.roce(b)?;
-    let bth = Bth::new_checked(&b[r.bth..])?;
-    let op = bth.opcode();
+    let bth = BthRepr::parse(&Bth::new_checked(&b[r.bth..])?)?;
+    let op = bth.opcode;
     let mut at = r.ext;
     let reth = if op.has_reth() {
         let v = Reth::new_checked(&b[at..])?;
@@ -409,16 +409,16 @@ fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format:
     Ok(RoceRecord {
         opcode: op.to_u8(),
         opcode_name: opcode_name(op),
-        solicited: bth.solicited(),
-        migreq: bth.migreq(),
-        pad_count: bth.pad_count(),
-        tver: bth.tver(),
-        pkey: bth.pkey(),
-        fecn: bth.fecn(),
-        becn: bth.becn(),
-        dest_qp: bth.dest_qp(),
-        ack_req: bth.ack_req(),
-        psn: bth.psn(),
+        solicited: bth.solicited,
+        migreq: bth.migreq,
+        pad_count: bth.pad_count,
+        tver: bth.tver,
+        pkey: bth.pkey,
+        fecn: bth.fecn,
+        becn: bth.becn,
+        dest_qp: bth.dest_qp,
+        ack_req: bth.ack_req,
+        psn: bth.psn,
         reth,
         aeth,
         immdt,
