@@ -1,0 +1,167 @@
+//! Congestion controllers behind one small trait, one file per algorithm, in the spirit of
+//! quinn-proto's `congestion` module. The transport feeds events in (ACKs with the echoed INT
+//! hops and an RTT sample, CNPs, losses, timer ticks) and reads two decisions out: a pacing rate
+//! and, optionally, a window of bytes in flight. It never asks which controller it runs.
+
+mod hpcc;
+mod hpcc_plus_plus;
+
+use int_format::int::{HopRecord, Instructions};
+
+pub use hpcc::{Hpcc, HpccConfig};
+pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
+
+/// What the transport knows when an ACK arrives.
+#[derive(Debug, Clone, Copy)]
+pub struct Ack<'a> {
+    /// Now, on the endpoint clock (ns).
+    pub now_ns: u64,
+    /// Bytes of the message acknowledged so far (cumulative).
+    pub acked_bytes: u64,
+    /// Bytes of the message sent so far (the next byte to send), the "snd_nxt" of ns-3.
+    pub sent_bytes: u64,
+    /// Bytes newly acknowledged by this ACK.
+    pub newly_acked: u64,
+    /// Round-trip time of the acknowledged packet, when it was not retransmitted (ns).
+    pub rtt_ns: Option<u64>,
+    /// INT hops echoed by the receiver, in path order (first switch first); empty without INT.
+    pub hops: &'a [HopRecord],
+}
+
+/// The constant facts of a flow a controller may use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathInfo {
+    /// The sender's NIC line rate (b/s): the highest rate a controller may ask for.
+    pub line_rate_bps: u64,
+    /// Base round-trip time of the path (ns): propagation plus serialization, no queueing.
+    pub base_rtt_ns: u64,
+    /// Bytes a full-size packet takes on the wire.
+    pub mtu_wire_bytes: u64,
+}
+
+impl PathInfo {
+    /// Bandwidth-delay product in bytes.
+    pub fn bdp_bytes(&self) -> u64 {
+        (u128::from(self.line_rate_bps) * u128::from(self.base_rtt_ns) / 8_000_000_000) as u64
+    }
+}
+
+/// A congestion controller of one flow.
+pub trait Controller: Send + std::fmt::Debug {
+    /// Short name, as in results files ("hpcc").
+    fn name(&self) -> &'static str;
+
+    /// INT the controller needs on data packets (None: it does not use INT).
+    fn int_instructions(&self) -> Option<Instructions> {
+        None
+    }
+
+    /// An ACK arrived.
+    fn on_ack(&mut self, ack: &Ack<'_>);
+
+    /// A CNP arrived for this flow.
+    fn on_cnp(&mut self, _now_ns: u64) {}
+
+    /// The receiver reported a gap (NAK) and the sender goes back.
+    fn on_loss(&mut self, _now_ns: u64) {}
+
+    /// The retransmission timer fired.
+    fn on_timeout(&mut self, _now_ns: u64) {}
+
+    /// When the controller next wants [`Controller::on_timer`] called (ns), if ever.
+    fn next_timer_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// Its timer is due.
+    fn on_timer(&mut self, _now_ns: u64) {}
+
+    /// Pacing rate now (b/s).
+    fn rate_bps(&self) -> u64;
+
+    /// Cap on bytes in flight now, if the controller uses a window.
+    fn window_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// The controller's own utilization estimate, for time series (HPCC's U), if it has one.
+    fn utilization(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// Which controller to build, with its parameters; what a scenario file names.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum ControllerConfig {
+    /// HPCC (ns-3 algorithm).
+    Hpcc(#[serde(default)] HpccConfig),
+    /// HPCC++ PD law.
+    #[serde(rename = "hpcc++", alias = "hpcc_plus_plus")]
+    HpccPlusPlus(#[serde(default)] HpccPlusPlusConfig),
+    /// No congestion control: send at line rate.
+    LineRate,
+}
+
+impl ControllerConfig {
+    /// A controller for one flow on `path`.
+    pub fn build(&self, path: PathInfo) -> Box<dyn Controller> {
+        match self {
+            ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
+            ControllerConfig::HpccPlusPlus(c) => Box::new(HpccPlusPlus::new(c.clone(), path)),
+            ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
+        }
+    }
+}
+
+/// Sends at line rate and ignores feedback: the baseline with no congestion control.
+#[derive(Debug, Clone, Copy)]
+pub struct LineRate(pub u64);
+
+impl Controller for LineRate {
+    fn name(&self) -> &'static str {
+        "line_rate"
+    }
+
+    fn on_ack(&mut self, _ack: &Ack<'_>) {}
+
+    fn rate_bps(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Per-hop telemetry reduced to what utilization needs, with wrapping deltas.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct HopSample {
+    pub ts_ns: u64,
+    pub tx_bytes: u64,
+    pub qlen: u64,
+    pub rate_bps: u64,
+}
+
+impl HopSample {
+    /// From an INT hop; None when a field HPCC needs is missing.
+    pub fn from_hop(h: &HopRecord) -> Option<HopSample> {
+        Some(HopSample {
+            ts_ns: h.egress_ts?,
+            tx_bytes: h.tx_bytes?,
+            qlen: u64::from(h.queue_occupancy?),
+            rate_bps: u64::from(h.rate_kbps?) * 1000,
+        })
+    }
+
+    /// This hop's utilization against the previous sample of the same hop, as ns-3 HPCC
+    /// computes it: txRate/B + min(qlen, prev qlen)/(B·T), with τ = Δts. Returns (u, τ); None
+    /// when no time has passed. Deltas wrap, as the fields do on the wire.
+    pub fn utilization(&self, prev: &HopSample, base_rtt_ns: u64) -> Option<(f64, u64)> {
+        let tau = self.ts_ns.wrapping_sub(prev.ts_ns);
+        if tau == 0 || tau > u64::MAX / 2 || self.rate_bps == 0 {
+            return None;
+        }
+        let bytes = self.tx_bytes.wrapping_sub(prev.tx_bytes);
+        let tx_rate = bytes as f64 * 8.0 / (tau as f64 * 1e-9);
+        let q = self.qlen.min(prev.qlen) as f64;
+        let u = tx_rate / self.rate_bps as f64 + q * 8.0 / (self.rate_bps as f64 * base_rtt_ns as f64 * 1e-9);
+        Some((u, tau))
+    }
+}

@@ -1,0 +1,6 @@
+//! intlab's transport: RoCEv2-style reliable-connection queue pairs over kernel UDP sockets,
+//! with the congestion controller as the only variable.
+
+#![warn(missing_docs)]
+
+pub mod cc;
