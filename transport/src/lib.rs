@@ -4,3 +4,8 @@
 #![warn(missing_docs)]
 
 pub mod cc;
+pub mod content;
+pub mod flow;
+pub mod packet;
+pub mod receiver;
+pub mod sender;

@@ -1,0 +1,95 @@
+//! Flows (one message on one queue pair) and what the transport reports about them.
+
+use std::net::Ipv4Addr;
+
+use serde::Serialize;
+
+/// One message from `src` to `dst` on queue pair `id` (the QP number at both ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// Flow id and QP number (24 bits), unique in a run.
+    pub id: u32,
+    /// Sending host.
+    pub src: Ipv4Addr,
+    /// Receiving host.
+    pub dst: Ipv4Addr,
+    /// Message size in bytes.
+    pub size: u64,
+    /// When the sender starts (ns on the shared clock).
+    pub start_ns: u64,
+}
+
+impl FlowSpec {
+    /// UDP source port of this flow's packets: one per QP, for ECMP entropy.
+    pub fn src_port(&self) -> u16 {
+        49152 + (self.id % 16384) as u16
+    }
+}
+
+/// What the sender saw of a flow.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowRecord {
+    /// Flow id.
+    pub id: u32,
+    /// Sender.
+    pub src: Ipv4Addr,
+    /// Receiver.
+    pub dst: Ipv4Addr,
+    /// Message bytes.
+    pub size: u64,
+    /// Start (ns).
+    pub start_ns: u64,
+    /// When the last byte was acknowledged (ns), if it was.
+    pub end_ns: Option<u64>,
+    /// Data packets sent, retransmissions included.
+    pub packets_sent: u64,
+    /// Data packets sent again.
+    pub retransmissions: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// NAKs received.
+    pub naks: u64,
+    /// CNPs received.
+    pub cnps: u64,
+    /// Bytes put on the wire for data packets (Ethernet frames, INT included).
+    pub wire_bytes: u64,
+}
+
+impl FlowRecord {
+    /// Flow completion time (ns), if it completed.
+    pub fn fct_ns(&self) -> Option<u64> {
+        self.end_ns.map(|e| e - self.start_ns)
+    }
+}
+
+/// What the receiver saw of a flow.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ReceiveRecord {
+    /// Flow id.
+    pub id: u32,
+    /// Message bytes expected.
+    pub size: u64,
+    /// Bytes received in order with the right content.
+    pub bytes_ok: u64,
+    /// Packets whose content was wrong (counted, never accepted).
+    pub content_errors: u64,
+    /// Packets received again (already had them).
+    pub duplicates: u64,
+    /// Packets that arrived after a gap (dropped, NAKed).
+    pub out_of_order: u64,
+    /// When the last byte arrived (ns), if it did.
+    pub done_ns: Option<u64>,
+}
+
+/// One point of a flow's time series.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Sample {
+    /// Time (ns).
+    pub t_ns: u64,
+    /// Pacing rate (b/s).
+    pub rate_bps: u64,
+    /// Window (bytes), if the controller uses one.
+    pub window_bytes: Option<u64>,
+    /// The controller's utilization estimate, if it has one.
+    pub utilization: Option<f64>,
+}

@@ -1,0 +1,325 @@
+//! The UDP payloads the transport sends and receives: [INT] BTH [RETH | AETH] payload pad ICRC.
+//!
+//! The kernel writes Ethernet, IPv4 and UDP, and the ICRC covers IPv4 and UDP fields, so the
+//! ICRC is computed over the headers the kernel will write: version 4, IHL 5, ID 0 and DF (what
+//! Linux sends on an unconnected UDP socket with IP_PMTUDISC_DO), protocol 17, the addresses,
+//! the ports with destination 4791, and the lengths, all as if the INT were not there (the
+//! frame the sink restores). The receiver checks received datagrams the same way.
+
+use std::net::Ipv4Addr;
+
+use int_format::int::{IntHeaders, source};
+use int_format::roce::{Aeth, AethRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody, ROCEV2_PORT, Reth, RethRepr, icrc};
+use int_format::{Error, Layer, Result};
+
+/// The addresses and ports of a datagram, which the ICRC covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addressing {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// UDP source port.
+    pub src_port: u16,
+}
+
+/// The IPv4 and UDP headers Linux writes for `roce_len` bytes of RoCE (BTH to ICRC).
+fn predicted_headers(a: &Addressing, roce_len: usize) -> ([u8; 20], [u8; 8]) {
+    let udp_len = (8 + roce_len) as u16;
+    let total = 20 + udp_len;
+    let mut ip = [0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[12..16].copy_from_slice(&a.src.octets());
+    ip[16..20].copy_from_slice(&a.dst.octets());
+    let mut udp = [0u8; 8];
+    udp[0..2].copy_from_slice(&a.src_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&ROCEV2_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    (ip, udp)
+}
+
+/// The ICRC of `roce` (BTH up to, not including, the ICRC) sent with addressing `a`.
+fn icrc_for(a: &Addressing, roce: &[u8]) -> Result<u32> {
+    let (ip, udp) = predicted_headers(a, roce.len() + icrc::ICRC_LEN);
+    icrc::compute_parts(&ip, &udp, roce)
+}
+
+/// Extension headers of a packet to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extension {
+    /// None (WRITE MIDDLE/LAST, SEND).
+    None,
+    /// RETH (WRITE FIRST/ONLY).
+    Reth(RethRepr),
+    /// AETH (ACK/NAK), followed by the echoed INT bytes as payload.
+    Aeth(AethRepr),
+    /// The CNP body.
+    Cnp,
+}
+
+/// Writes a whole UDP payload into `buf` and returns its length: the INT header first when
+/// `int` is given, then BTH (pad count filled in), the extension, `payload`, pad and ICRC.
+pub fn write(
+    buf: &mut [u8],
+    a: &Addressing,
+    int: Option<&source::SourceConfig>,
+    bth: &BthRepr,
+    ext: Extension,
+    payload: &[u8],
+) -> Result<usize> {
+    let int_len = match int {
+        Some(cfg) => source::write_header(buf, cfg, ROCEV2_PORT)?,
+        None => 0,
+    };
+    let ext_len = match ext {
+        Extension::None => 0,
+        Extension::Reth(_) => Reth::<&[u8]>::LEN,
+        Extension::Aeth(_) => Aeth::<&[u8]>::LEN,
+        Extension::Cnp => CNP_BODY_LEN,
+    };
+    let pad = (4 - payload.len() % 4) % 4;
+    let roce_len = Bth::<&[u8]>::LEN + ext_len + payload.len() + pad;
+    let total = int_len + roce_len + icrc::ICRC_LEN;
+    if buf.len() < total {
+        return Err(Error::NoRoom {
+            need: total,
+            capacity: buf.len(),
+        });
+    }
+    let roce = &mut buf[int_len..int_len + roce_len];
+    BthRepr {
+        pad_count: pad as u8,
+        ..*bth
+    }
+    .emit(&mut Bth::new_unchecked(&mut roce[..]));
+    let mut at = Bth::<&[u8]>::LEN;
+    match ext {
+        Extension::None => {}
+        Extension::Reth(r) => r.emit(&mut Reth::new_unchecked(&mut roce[at..])),
+        Extension::Aeth(r) => r.emit(&mut Aeth::new_unchecked(&mut roce[at..])),
+        Extension::Cnp => CnpBody.emit(&mut roce[at..]),
+    }
+    at += ext_len;
+    roce[at..at + payload.len()].copy_from_slice(payload);
+    roce[at + payload.len()..].fill(0);
+    let crc = icrc_for(a, roce)?;
+    buf[int_len + roce_len..total].copy_from_slice(&crc.to_le_bytes());
+    Ok(total)
+}
+
+/// A received RoCE datagram, read in place.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// The INT the datagram carried (data packets sent to the INT port).
+    pub int: Option<IntHeaders<'a>>,
+    /// The raw INT bytes (shim, MD header, hops), for echoing.
+    pub int_bytes: &'a [u8],
+    /// The BTH.
+    pub bth: BthRepr,
+    /// RETH, if the opcode has one.
+    pub reth: Option<RethRepr>,
+    /// AETH, if the opcode has one.
+    pub aeth: Option<AethRepr>,
+    /// Payload, pad excluded (for an ACK: the echoed INT bytes).
+    pub payload: &'a [u8],
+}
+
+/// Parses a UDP payload received on the RoCE port (`via_int` false) or the INT port (true) and
+/// verifies its ICRC against addressing `a`.
+pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Received<'a>> {
+    let (int, int_len) = if via_int {
+        let int = IntHeaders::parse(datagram)?;
+        if int.shim.npt != 1 || int.shim.next_field != ROCEV2_PORT {
+            return Err(Error::Malformed {
+                layer: Layer::IntShim,
+                what: "INT does not wrap RoCEv2",
+            });
+        }
+        (Some(int), int.wire_len())
+    } else {
+        (None, 0)
+    };
+    let roce_all = &datagram[int_len..];
+    if roce_all.len() < Bth::<&[u8]>::LEN + icrc::ICRC_LEN {
+        return Err(Error::Truncated {
+            layer: Layer::Bth,
+            need: 16,
+            have: roce_all.len(),
+        });
+    }
+    let (roce, crc) = roce_all.split_at(roce_all.len() - icrc::ICRC_LEN);
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    if icrc_for(a, roce)? != stored {
+        return Err(Error::Malformed {
+            layer: Layer::Icrc,
+            what: "ICRC mismatch",
+        });
+    }
+    let bth = BthRepr::parse(&Bth::new_checked(roce)?)?;
+    let mut at = Bth::<&[u8]>::LEN;
+    let reth = if bth.opcode.has_reth() {
+        let r = RethRepr::parse(&Reth::new_checked(&roce[at..])?)?;
+        at += Reth::<&[u8]>::LEN;
+        Some(r)
+    } else {
+        None
+    };
+    let aeth = if bth.opcode.has_aeth() {
+        let r = AethRepr::parse(&Aeth::new_checked(&roce[at..])?)?;
+        at += Aeth::<&[u8]>::LEN;
+        Some(r)
+    } else {
+        None
+    };
+    if bth.opcode == int_format::roce::Opcode::Cnp {
+        at += CnpBody::parse(&roce[at..]).map(|_| CNP_BODY_LEN)?;
+    }
+    let pad = usize::from(bth.pad_count);
+    if roce.len() < at + pad {
+        return Err(Error::Truncated {
+            layer: Layer::Bth,
+            need: at + pad,
+            have: roce.len(),
+        });
+    }
+    Ok(Received {
+        int,
+        int_bytes: &datagram[..int_len],
+        bth,
+        reth,
+        aeth,
+        payload: &roce[at..roce.len() - pad],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use int_format::ethernet::MacAddress;
+    use int_format::frame::RoceFrameRepr;
+    use int_format::int::{DEFAULT_INT_PORT, Instructions};
+    use int_format::roce::{Opcode, Syndrome};
+
+    use super::*;
+
+    fn addressing() -> Addressing {
+        Addressing {
+            src: Ipv4Addr::new(198, 18, 0, 1),
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            src_port: 49153,
+        }
+    }
+
+    /// What we put in a UDP payload equals, byte for byte, the RoCE part of the frame int-format
+    /// builds with the same headers (ID 0, DF), whose ICRC int-format computes itself.
+    #[test]
+    fn icrc_matches_a_whole_frame_built_by_int_format() {
+        let a = addressing();
+        let bth = BthRepr::new(Opcode::WriteFirst, 9, 77);
+        let reth = RethRepr {
+            virtual_addr: 0,
+            rkey: 1,
+            dma_len: 5000,
+        };
+        let payload: Vec<u8> = (0..1021).map(|i| i as u8).collect();
+        let mut ours = [0u8; 2048];
+        let n = write(&mut ours, &a, None, &bth, Extension::Reth(reth), &payload).unwrap();
+        let mut frame = RoceFrameRepr::new(
+            (MacAddress::default(), a.src),
+            (MacAddress::default(), a.dst),
+            a.src_port,
+            bth,
+        );
+        frame.reth = Some(reth);
+        let mut whole = [0u8; 2048];
+        let len = frame.emit(&mut whole, &payload).unwrap();
+        assert_eq!(&ours[..n], &whole[42..len]);
+    }
+
+    #[test]
+    fn int_data_and_ack_round_trip() {
+        let a = addressing();
+        let cfg = source::SourceConfig {
+            int_port: DEFAULT_INT_PORT,
+            instructions: Instructions::HPCC,
+            hop_limit: 8,
+        };
+        let mut buf = [0u8; 2048];
+        let n = write(
+            &mut buf,
+            &a,
+            Some(&cfg),
+            &BthRepr::new(Opcode::WriteMiddle, 9, 78),
+            Extension::None,
+            &[7; 1024],
+        )
+        .unwrap();
+        let r = parse(&buf[..n], true, &a).unwrap();
+        assert_eq!(r.bth.psn, 78);
+        assert_eq!(r.payload, &[7; 1024][..]);
+        assert_eq!(r.int.unwrap().hop_count(), 0);
+        assert!(parse(&buf[..n], false, &a).is_err(), "INT bytes are not a BTH");
+        let echo = r.int_bytes.to_vec();
+        let ack = AethRepr {
+            syndrome: Syndrome::Ack { credits: 31 },
+            msn: 1,
+        };
+        let back = Addressing {
+            src: a.dst,
+            dst: a.src,
+            src_port: ROCEV2_PORT,
+        };
+        let n = write(
+            &mut buf,
+            &back,
+            None,
+            &BthRepr::new(Opcode::Acknowledge, 9, 78),
+            Extension::Aeth(ack),
+            &echo,
+        )
+        .unwrap();
+        let r = parse(&buf[..n], false, &back).unwrap();
+        assert_eq!(r.aeth, Some(ack));
+        assert_eq!(r.payload, &echo[..]);
+        // The same bytes from another source port fail the ICRC.
+        assert!(matches!(
+            parse(&buf[..n], false, &a),
+            Err(Error::Malformed { layer: Layer::Icrc, .. })
+        ));
+    }
+
+    #[test]
+    fn cnp_is_the_standard_one() {
+        let a = addressing();
+        let mut buf = [0u8; 64];
+        let n = write(
+            &mut buf,
+            &a,
+            None,
+            &BthRepr::new(Opcode::Cnp, 5, 0),
+            Extension::Cnp,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(n, 12 + 16 + 4);
+        let r = parse(&buf[..n], false, &a).unwrap();
+        assert!(r.bth.becn);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let a = addressing();
+        let mut x = 0x1234_5678u32;
+        for len in 0..300 {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            let _ = parse(&bytes, false, &a);
+            let _ = parse(&bytes, true, &a);
+        }
+    }
+}
