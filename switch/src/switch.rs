@@ -127,6 +127,8 @@ impl Switch {
                 egress: EgressPort::new(i, spec.node_id, p),
                 counters: PortCounters::default(),
                 capture,
+                link_rate: p.rate,
+                ingress_free_ps: 0,
             });
         }
         let n_workers = spec.workers.clamp(1, spec.ports.len().max(1));

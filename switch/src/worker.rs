@@ -84,6 +84,11 @@ pub struct PortSlot {
     pub counters: PortCounters,
     /// Its capture, if on.
     pub capture: Option<PortCapture>,
+    /// The link's rate, which also bounds how fast frames can arrive on it.
+    pub link_rate: crate::units::Rate,
+    /// When the previous received frame finished arriving (ps): the next cannot finish sooner
+    /// than one serialization time later.
+    pub ingress_free_ps: u64,
 }
 
 /// What all workers of a switch share.
@@ -224,6 +229,14 @@ impl Worker {
         let slot = &mut self.slots[s];
         if !frame.arrival_known {
             frame.arrival_ns = now;
+        }
+        if !matches!(slot.port, Port::Link(_)) {
+            // A host's link delivers at most its line rate: a burst the host's stack sent at once
+            // arrives spread out, as through a real NIC (store-and-forward: last bit in).
+            let ser = slot.link_rate.serialization_ns(frame.len as u64) * 1000;
+            let done = (frame.arrival_ns * 1000).max(slot.ingress_free_ps) + ser;
+            slot.ingress_free_ps = done;
+            frame.arrival_ns = done / 1000;
         }
         frame.ingress = slot.index as u16;
         slot.counters.rx_frames += 1;

@@ -94,6 +94,21 @@ impl Namespace {
         intlab_switch::port::run_in_netns(&self.path(), f)
     }
 
+    /// A closure that moves the calling thread into this namespace (for threads that must live
+    /// there, such as a transport endpoint).
+    pub fn enter(&self) -> impl FnOnce() -> io::Result<()> + Send + 'static {
+        let path = self.path();
+        move || {
+            use std::os::fd::AsRawFd;
+            let f = std::fs::File::open(&path)?;
+            // SAFETY: setns changes only the calling thread's namespace; the fd is valid.
+            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        }
+    }
+
     /// Gives interface `dev` (already in this namespace) a MAC, an address, and brings it up
     /// with segmentation offloads off, so every frame is one MTU-sized packet.
     pub fn configure(&self, dev: &str, mac: MacAddress, addr: Ipv4Addr, prefix_len: u8) -> Result<(), CommandError> {

@@ -53,6 +53,10 @@ pub struct FlowRecord {
     pub cnps: u64,
     /// Bytes put on the wire for data packets (Ethernet frames, INT included).
     pub wire_bytes: u64,
+    /// Smallest RTT sample (ns).
+    pub rtt_min_ns: Option<u64>,
+    /// Mean RTT sample (ns).
+    pub rtt_mean_ns: Option<u64>,
 }
 
 impl FlowRecord {
@@ -92,4 +96,7 @@ pub struct Sample {
     pub window_bytes: Option<u64>,
     /// The controller's utilization estimate, if it has one.
     pub utilization: Option<f64>,
+    /// Largest queue occupancy (bytes) any hop reported in the INT of the ACK that triggered
+    /// this sample.
+    pub qlen_bytes: Option<u64>,
 }

@@ -5,7 +5,9 @@
 
 pub mod cc;
 pub mod content;
+pub mod endpoint;
 pub mod flow;
 pub mod packet;
 pub mod receiver;
 pub mod sender;
+pub mod socket;

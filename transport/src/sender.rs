@@ -50,6 +50,8 @@ pub struct SendQp {
     last_sample_ns: Option<u64>,
     /// One packet's payload, filled before each send.
     scratch: Vec<u8>,
+    rtt_sum: u128,
+    rtt_count: u64,
 }
 
 /// A packet index from its 24-bit PSN, near `base` (PSN of `base` = base & mask).
@@ -83,6 +85,8 @@ impl SendQp {
                 naks: 0,
                 cnps: 0,
                 wire_bytes: 0,
+                rtt_min_ns: None,
+                rtt_mean_ns: None,
             },
             spec,
             cc,
@@ -101,6 +105,8 @@ impl SendQp {
             series: Vec::new(),
             last_sample_ns: None,
             scratch: vec![0; mtu as usize],
+            rtt_sum: 0,
+            rtt_count: 0,
         }
     }
 
@@ -208,6 +214,12 @@ impl SendQp {
         };
         let acked_idx = (idx.max(0) as u64).min(self.packets - 1) as usize;
         let rtt = (newly > 0 && self.sent_count[acked_idx] == 1).then(|| now.saturating_sub(self.send_time[acked_idx]));
+        if let Some(r) = rtt {
+            self.rtt_sum += u128::from(r);
+            self.rtt_count += 1;
+            self.record.rtt_min_ns = Some(self.record.rtt_min_ns.map_or(r, |m| m.min(r)));
+            self.record.rtt_mean_ns = Some((self.rtt_sum / u128::from(self.rtt_count)) as u64);
+        }
         self.cc.on_ack(&Ack {
             now_ns: now,
             acked_bytes: self.bytes_before(self.una),
@@ -216,7 +228,8 @@ impl SendQp {
             rtt_ns: rtt,
             hops,
         });
-        self.sample(now);
+        let qlen = hops.iter().filter_map(|h| h.queue_occupancy).max().map(u64::from);
+        self.sample(now, qlen);
         if self.una >= self.packets && self.record.end_ns.is_none() {
             self.record.end_ns = Some(now);
             self.rto_deadline = None;
@@ -242,7 +255,7 @@ impl SendQp {
     pub fn on_cnp(&mut self, now: u64) {
         self.record.cnps += 1;
         self.cc.on_cnp(now);
-        self.sample(now);
+        self.sample(now, None);
     }
 
     /// Fires the retransmission timer and the controller's timer when due.
@@ -256,7 +269,7 @@ impl SendQp {
         }
         if self.cc.next_timer_ns().is_some_and(|t| now >= t) {
             self.cc.on_timer(now);
-            self.sample(now);
+            self.sample(now, None);
         }
     }
 
@@ -273,7 +286,7 @@ impl SendQp {
             .min()
     }
 
-    fn sample(&mut self, now: u64) {
+    fn sample(&mut self, now: u64, qlen_bytes: Option<u64>) {
         let every = self.timing.sample_every_ns;
         if every == 0 || self.last_sample_ns.is_some_and(|t| now < t + every) {
             return;
@@ -284,6 +297,7 @@ impl SendQp {
             rate_bps: self.cc.rate_bps(),
             window_bytes: self.cc.window_bytes(),
             utilization: self.cc.utilization(),
+            qlen_bytes,
         });
     }
 

@@ -1,0 +1,625 @@
+//! One emulated host's transport: a thread that owns the host's sockets and queue pairs, receives
+//! and answers in batches, paces data out on each QP's virtual schedule, and runs the timers.
+//! The caller decides where the thread runs (`enter` is called first, e.g. to join a network
+//! namespace), so the transport itself knows nothing of namespaces.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use int_format::int::{HopRecord, IntHeaders, source};
+use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
+use int_format::{Error, Layer};
+use serde::Serialize;
+
+use crate::cc::{ControllerConfig, PathInfo};
+use crate::flow::{FlowRecord, FlowSpec, ReceiveRecord, Sample};
+use crate::packet::{self, Addressing, Extension, Received};
+use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
+use crate::sender::{SendQp, SenderTiming, WIRE_OVERHEAD};
+use crate::socket::{BATCH, RecvBatch, SendBatch, Socket};
+
+/// Hops a received echo may carry at most (more are ignored).
+const MAX_HOPS: usize = 16;
+/// Batches read per socket per loop turn, so sending is never starved.
+const RX_BATCHES_PER_TURN: usize = 4;
+
+/// When data packets carry INT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntMode {
+    /// When the controller needs it.
+    #[default]
+    Auto,
+    /// Always (HPCC's instruction set if the controller names none); its bytes cost goodput.
+    On,
+    /// Never.
+    Off,
+}
+
+/// How an endpoint behaves.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// Name for logs and reports.
+    pub name: String,
+    /// The host's address: sockets bind to it, and only to it.
+    pub ip: Ipv4Addr,
+    /// UDP port that signals INT.
+    pub int_port: u16,
+    /// Payload bytes per packet (RoCE MTU: 1024, 2048 or 4096).
+    pub mtu: u64,
+    /// ACK every this many packets.
+    pub ack_every: u32,
+    /// Shortest time between CNPs of one QP (ns).
+    pub cnp_interval_ns: u64,
+    /// Sender timers.
+    pub timing: SenderTiming,
+    /// Longest sleep before polling again (ns).
+    pub idle_poll_ns: u64,
+    /// DSCP of every packet.
+    pub dscp: u8,
+    /// INT on data packets.
+    pub int_mode: IntMode,
+    /// Most switches that may stamp INT.
+    pub hop_limit: u8,
+    /// The host's NIC rate (b/s).
+    pub line_rate_bps: u64,
+    /// Base RTT of its paths (ns), for the controllers.
+    pub base_rtt_ns: u64,
+    /// The shared clock's origin: flow times are ns since it.
+    pub origin: Instant,
+}
+
+impl EndpointConfig {
+    /// Defaults: MTU 1024, ACK per packet, CNPs at most every 50 us, RTO 4 base RTTs (at least
+    /// 4 ms, since wake-ups on a shared machine can add milliseconds) doubling up to 64 times,
+    /// 50 us idle poll, DSCP 26, INT when the controller needs it, hop limit 8.
+    pub fn new(name: &str, ip: Ipv4Addr, line_rate_bps: u64, base_rtt_ns: u64, origin: Instant) -> EndpointConfig {
+        let rto = (4 * base_rtt_ns).max(4_000_000);
+        EndpointConfig {
+            name: name.to_owned(),
+            ip,
+            int_port: int_format::int::DEFAULT_INT_PORT,
+            mtu: 1024,
+            ack_every: 1,
+            cnp_interval_ns: 50_000,
+            timing: SenderTiming {
+                rto_ns: rto,
+                rto_max_ns: 64 * rto,
+                burst_credit_ns: 100_000,
+                sample_every_ns: 0,
+            },
+            idle_poll_ns: 50_000,
+            dscp: 26,
+            int_mode: IntMode::Auto,
+            hop_limit: 8,
+            line_rate_bps,
+            base_rtt_ns,
+            origin,
+        }
+    }
+}
+
+/// What an endpoint counted.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct EndpointCounters {
+    /// Datagrams received.
+    pub rx_datagrams: u64,
+    /// Datagrams sent.
+    pub tx_datagrams: u64,
+    /// Datagrams the socket would not take.
+    pub tx_dropped: u64,
+    /// Dropped: ICRC did not verify.
+    pub bad_icrc: u64,
+    /// Dropped: INT broken or truncated.
+    pub bad_int: u64,
+    /// Dropped: not a RoCE packet this transport understands.
+    pub malformed: u64,
+    /// Dropped: no QP with that number here.
+    pub unknown_qp: u64,
+    /// Dropped: PSN outside any window.
+    pub psn_out_of_window: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// NAKs sent.
+    pub naks_sent: u64,
+    /// CNPs sent.
+    pub cnps_sent: u64,
+    /// CE-marked data packets received.
+    pub ce_received: u64,
+}
+
+/// Everything an endpoint has to say at the end.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointReport {
+    /// Endpoint name.
+    pub name: String,
+    /// Flows it sent.
+    pub sent: Vec<FlowRecord>,
+    /// Flows it received.
+    pub received: Vec<ReceiveRecord>,
+    /// Time series per sent flow (when sampling is on).
+    pub series: Vec<(u32, Vec<Sample>)>,
+    /// Counters.
+    pub counters: EndpointCounters,
+}
+
+enum Command {
+    Send(FlowSpec, ControllerConfig),
+    Expect(FlowSpec),
+    Stop,
+}
+
+/// A running endpoint.
+pub struct Endpoint {
+    commands: Sender<Command>,
+    thread: Option<JoinHandle<io::Result<EndpointReport>>>,
+    finished: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Endpoint")
+    }
+}
+
+impl Endpoint {
+    /// Starts the endpoint thread: it calls `enter` (to join the host's namespace, say), binds
+    /// its sockets, and runs. Returns once the sockets are bound.
+    pub fn start(
+        config: EndpointConfig,
+        enter: impl FnOnce() -> io::Result<()> + Send + 'static,
+    ) -> io::Result<Endpoint> {
+        let (commands, rx) = crossbeam_channel::unbounded();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
+        let finished = Arc::new(AtomicUsize::new(0));
+        let done = finished.clone();
+        let name = config.name.clone();
+        let thread = std::thread::Builder::new().name(format!("ep-{name}")).spawn(move || {
+            let setup = enter().and_then(|()| Host::open(config, rx, done));
+            match setup {
+                Ok(host) => {
+                    let _ = ready_tx.send(Ok(()));
+                    host.run()
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(io::Error::new(e.kind(), e.to_string())));
+                    Err(e)
+                }
+            }
+        })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Endpoint {
+                commands,
+                thread: Some(thread),
+                finished,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(io::Error::new(e.kind(), format!("endpoint {name}: {e}")))
+            }
+            Err(_) => Err(io::Error::other(format!("endpoint {name}: thread ended during start"))),
+        }
+    }
+
+    /// Sends `flow`'s message (starting at its start time) under the controller `cc`.
+    pub fn send(&self, flow: FlowSpec, cc: ControllerConfig) {
+        let _ = self.commands.send(Command::Send(flow, cc));
+    }
+
+    /// Prepares to receive `flow` (data for an unknown QP is dropped and counted).
+    pub fn expect(&self, flow: FlowSpec) {
+        let _ = self.commands.send(Command::Expect(flow));
+    }
+
+    /// Flows completed so far here: sent flows fully acknowledged plus received flows complete.
+    pub fn finished(&self) -> usize {
+        self.finished.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread and returns the report.
+    pub fn stop(mut self) -> io::Result<EndpointReport> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> io::Result<EndpointReport> {
+        let _ = self.commands.send(Command::Stop);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| io::Error::other("endpoint thread panicked"))?,
+            None => Ok(EndpointReport::default()),
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+struct Sending {
+    qp: SendQp,
+    socket: Socket,
+    batch: SendBatch,
+    dst: SocketAddrV4,
+    addressing: Addressing,
+    done_counted: bool,
+}
+
+/// The endpoint thread's state.
+struct Host {
+    cfg: EndpointConfig,
+    commands: Receiver<Command>,
+    finished: Arc<AtomicUsize>,
+    roce: Socket,
+    int: Socket,
+    control: SendBatch,
+    rx: RecvBatch,
+    senders: Vec<Sending>,
+    sender_of: HashMap<u32, usize>,
+    receivers: HashMap<u32, RecvQp>,
+    counters: EndpointCounters,
+    policy: ReceiverPolicy,
+}
+
+impl Host {
+    fn open(cfg: EndpointConfig, commands: Receiver<Command>, finished: Arc<AtomicUsize>) -> io::Result<Host> {
+        let roce = Socket::bind(SocketAddrV4::new(cfg.ip, ROCEV2_PORT), cfg.dscp)?;
+        let int = Socket::bind(SocketAddrV4::new(cfg.ip, cfg.int_port), cfg.dscp)?;
+        let policy = ReceiverPolicy {
+            ack_every: cfg.ack_every.max(1),
+            cnp_interval_ns: cfg.cnp_interval_ns,
+        };
+        Ok(Host {
+            cfg,
+            commands,
+            finished,
+            roce,
+            int,
+            control: SendBatch::default(),
+            rx: RecvBatch::default(),
+            senders: Vec::new(),
+            sender_of: HashMap::new(),
+            receivers: HashMap::new(),
+            counters: EndpointCounters::default(),
+            policy,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.cfg.origin.elapsed().as_nanos() as u64
+    }
+
+    fn run(mut self) -> io::Result<EndpointReport> {
+        // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        loop {
+            let mut stop = false;
+            while let Ok(cmd) = self.commands.try_recv() {
+                match cmd {
+                    Command::Send(flow, cc) => self.add_sender(flow, &cc)?,
+                    Command::Expect(flow) => {
+                        self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
+                    }
+                    Command::Stop => stop = true,
+                }
+            }
+            if stop {
+                break;
+            }
+            self.receive(false)?;
+            self.receive(true)?;
+            self.flush_control()?;
+            self.send_data()?;
+            self.wait();
+        }
+        Ok(self.report())
+    }
+
+    fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig) -> io::Result<()> {
+        let path = PathInfo {
+            line_rate_bps: self.cfg.line_rate_bps,
+            base_rtt_ns: self.cfg.base_rtt_ns,
+            mtu_wire_bytes: self.cfg.mtu + 12 + 16 + 4 + WIRE_OVERHEAD,
+        };
+        let controller = cc.build(path);
+        let instructions = match self.cfg.int_mode {
+            IntMode::Auto => controller.int_instructions(),
+            IntMode::On => Some(
+                controller
+                    .int_instructions()
+                    .unwrap_or(int_format::int::Instructions::HPCC),
+            ),
+            IntMode::Off => None,
+        };
+        let int = instructions.map(|instructions| source::SourceConfig {
+            int_port: self.cfg.int_port,
+            instructions,
+            hop_limit: self.cfg.hop_limit,
+        });
+        let port = if int.is_some() { self.cfg.int_port } else { ROCEV2_PORT };
+        let socket = Socket::bind(SocketAddrV4::new(self.cfg.ip, flow.src_port()), self.cfg.dscp)?;
+        let qp = SendQp::new(flow, controller, int, self.cfg.mtu, self.cfg.timing);
+        self.sender_of.insert(flow.id, self.senders.len());
+        self.senders.push(Sending {
+            qp,
+            socket,
+            batch: SendBatch::default(),
+            dst: SocketAddrV4::new(flow.dst, port),
+            addressing: Addressing {
+                src: self.cfg.ip,
+                dst: flow.dst,
+                src_port: flow.src_port(),
+            },
+            done_counted: false,
+        });
+        Ok(())
+    }
+
+    fn receive(&mut self, via_int: bool) -> io::Result<()> {
+        for _ in 0..RX_BATCHES_PER_TURN {
+            let sock = if via_int { &self.int } else { &self.roce };
+            let n = sock.recv_batch(&mut self.rx)?;
+            let now = self.now();
+            for i in 0..n {
+                self.counters.rx_datagrams += 1;
+                let (bytes, meta) = self.rx.get(i);
+                let a = Addressing {
+                    src: *meta.from.ip(),
+                    dst: self.cfg.ip,
+                    src_port: meta.from.port(),
+                };
+                // Decode first (borrowing the receive buffer), then act on a copy of what matters.
+                match packet::parse(bytes, via_int, &a) {
+                    Err(Error::Malformed { layer: Layer::Icrc, .. }) => self.counters.bad_icrc += 1,
+                    Err(
+                        Error::Truncated {
+                            layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                            ..
+                        }
+                        | Error::Malformed {
+                            layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                            ..
+                        },
+                    ) => self.counters.bad_int += 1,
+                    Err(_) => self.counters.malformed += 1,
+                    Ok(r) => {
+                        let ce = meta.tos & 3 == 3;
+                        let echo_len = r.int_bytes.len();
+                        let mut echo = [0u8; 512];
+                        let echo_len = echo_len.min(echo.len());
+                        echo[..echo_len].copy_from_slice(&r.int_bytes[..echo_len]);
+                        let action = Self::classify(&r);
+                        match action {
+                            Action::Data { qp, psn } => {
+                                let Some(rq) = self.receivers.get_mut(&qp) else {
+                                    self.counters.unknown_qp += 1;
+                                    continue;
+                                };
+                                let was_done = rq.is_done();
+                                let replies = rq.on_data(psn, r.payload, ce, now, &self.policy);
+                                if !was_done && rq.is_done() {
+                                    self.finished.fetch_add(1, Ordering::Relaxed);
+                                }
+                                self.counters.ce_received += u64::from(ce);
+                                self.answer(qp, replies, *meta.from.ip(), &echo[..echo_len])?;
+                            }
+                            Action::Ack { qp, psn, nak } => {
+                                let hops = match hops_of(r.payload) {
+                                    Ok(h) => h,
+                                    Err(()) => {
+                                        self.counters.bad_int += 1;
+                                        continue;
+                                    }
+                                };
+                                let Some(&s) = self.sender_of.get(&qp) else {
+                                    self.counters.unknown_qp += 1;
+                                    continue;
+                                };
+                                let sending = &mut self.senders[s];
+                                let ok = if nak {
+                                    sending.qp.on_nak(psn, now)
+                                } else {
+                                    sending.qp.on_ack(psn, now, &hops.0[..hops.1])
+                                };
+                                if !ok {
+                                    self.counters.psn_out_of_window += 1;
+                                }
+                                if sending.qp.is_done() && !sending.done_counted {
+                                    sending.done_counted = true;
+                                    self.finished.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            Action::Cnp { qp } => match self.sender_of.get(&qp) {
+                                Some(&s) => self.senders[s].qp.on_cnp(now),
+                                None => self.counters.unknown_qp += 1,
+                            },
+                            Action::Unsupported => self.counters.malformed += 1,
+                        }
+                    }
+                }
+            }
+            if n < BATCH {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn classify(r: &Received<'_>) -> Action {
+        let qp = r.bth.dest_qp;
+        match r.bth.opcode {
+            Opcode::WriteFirst | Opcode::WriteMiddle | Opcode::WriteLast | Opcode::WriteOnly => {
+                Action::Data { qp, psn: r.bth.psn }
+            }
+            Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
+                Some(Syndrome::Ack { .. }) => Action::Ack {
+                    qp,
+                    psn: r.bth.psn,
+                    nak: false,
+                },
+                Some(Syndrome::Nak(NakCode::PsnSequenceError)) => Action::Ack {
+                    qp,
+                    psn: r.bth.psn,
+                    nak: true,
+                },
+                _ => Action::Unsupported,
+            },
+            Opcode::Cnp => Action::Cnp { qp },
+            _ => Action::Unsupported,
+        }
+    }
+
+    /// Queues the ACK/NAK and CNP a data packet produced, back to `to` on the RoCE port.
+    fn answer(&mut self, qp: u32, replies: Replies, to: Ipv4Addr, echo: &[u8]) -> io::Result<()> {
+        if replies.out_of_window {
+            self.counters.psn_out_of_window += 1;
+        }
+        let a = Addressing {
+            src: self.cfg.ip,
+            dst: to,
+            src_port: ROCEV2_PORT,
+        };
+        let dst = SocketAddrV4::new(to, ROCEV2_PORT);
+        for reply in [replies.ack, replies.cnp].into_iter().flatten() {
+            if self.control.is_full() {
+                self.flush_control()?;
+            }
+            let (bth, ext, payload): (BthRepr, Extension, &[u8]) = match reply {
+                Reply::Ack { psn, msn } => {
+                    self.counters.acks_sent += 1;
+                    let aeth = AethRepr {
+                        syndrome: Syndrome::Ack {
+                            credits: Syndrome::UNLIMITED_CREDITS,
+                        },
+                        msn,
+                    };
+                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), echo)
+                }
+                Reply::Nak { psn, msn } => {
+                    self.counters.naks_sent += 1;
+                    let aeth = AethRepr {
+                        syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                        msn,
+                    };
+                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), &[])
+                }
+                Reply::Cnp => {
+                    self.counters.cnps_sent += 1;
+                    (BthRepr::new(Opcode::Cnp, qp, 0), Extension::Cnp, &[])
+                }
+            };
+            let n = packet::write(self.control.slot(), &a, None, &bth, ext, payload).map_err(io::Error::other)?;
+            self.control.commit(n, dst);
+        }
+        Ok(())
+    }
+
+    fn flush_control(&mut self) -> io::Result<()> {
+        let queued = self.control.len();
+        let sent = self.roce.send_batch(&mut self.control)?;
+        self.counters.tx_datagrams += sent as u64;
+        self.counters.tx_dropped += (queued - sent) as u64;
+        Ok(())
+    }
+
+    fn send_data(&mut self) -> io::Result<()> {
+        let now = self.now();
+        for s in &mut self.senders {
+            s.qp.on_timers(now);
+            while s.qp.ready(now) && !s.batch.is_full() {
+                let n =
+                    s.qp.build_next(now, s.batch.slot(), &s.addressing)
+                        .map_err(io::Error::other)?;
+                s.batch.commit(n, s.dst);
+            }
+            let queued = s.batch.len();
+            if queued > 0 {
+                let sent = s.socket.send_batch(&mut s.batch)?;
+                self.counters.tx_datagrams += sent as u64;
+                self.counters.tx_dropped += (queued - sent) as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self) {
+        let now = self.now();
+        let next = self.senders.iter().filter_map(|s| s.qp.next_event_ns()).min();
+        let sleep = next
+            .map_or(self.cfg.idle_poll_ns, |t| t.saturating_sub(now))
+            .min(self.cfg.idle_poll_ns);
+        if sleep == 0 {
+            return;
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: self.roce.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.int.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let d = Duration::from_nanos(sleep);
+        let ts = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: a live pollfd array of the length passed and a valid timespec.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    }
+
+    fn report(self) -> EndpointReport {
+        let mut sent = Vec::new();
+        let mut series = Vec::new();
+        for s in self.senders {
+            let (record, samples) = s.qp.finish();
+            if !samples.is_empty() {
+                series.push((record.id, samples));
+            }
+            sent.push(record);
+        }
+        let mut received: Vec<ReceiveRecord> = self.receivers.values().map(|r| r.record().clone()).collect();
+        received.sort_by_key(|r| r.id);
+        EndpointReport {
+            name: self.cfg.name,
+            sent,
+            received,
+            series,
+            counters: self.counters,
+        }
+    }
+}
+
+enum Action {
+    Data { qp: u32, psn: u32 },
+    Ack { qp: u32, psn: u32, nak: bool },
+    Cnp { qp: u32 },
+    Unsupported,
+}
+
+/// The hops of an echoed INT (ACK payload), in path order; an empty payload means no INT.
+fn hops_of(payload: &[u8]) -> Result<([HopRecord; MAX_HOPS], usize), ()> {
+    let mut out = [HopRecord::default(); MAX_HOPS];
+    if payload.is_empty() {
+        return Ok((out, 0));
+    }
+    let int = IntHeaders::parse(payload).map_err(|_| ())?;
+    let n = int.hop_count().min(MAX_HOPS);
+    // The stack is newest first; controllers want the path order.
+    for (i, hop) in int.hops().take(n).enumerate() {
+        out[n - 1 - i] = hop.map_err(|_| ())?;
+    }
+    Ok((out, n))
+}
