@@ -129,16 +129,17 @@ impl Controller for HpccPlusPlus {
     }
 
     fn on_ack(&mut self, ack: &Ack<'_>) {
-        let samples: Option<Vec<HopSample>> = ack.hops.iter().map(HopSample::from_hop).collect();
-        let Some(samples) = samples.filter(|s| !s.is_empty()) else {
+        if ack.hops.is_empty() || ack.hops.iter().any(|h| HopSample::from_hop(h).is_none()) {
             return;
-        };
-        let newest = samples.iter().map(|s| s.ts_ns).max().unwrap_or(0);
-        if self.hops.len() != samples.len() {
-            self.hops = samples;
+        }
+        let newest = ack.hops.iter().filter_map(|h| h.egress_ts).max().unwrap_or(0);
+        if self.hops.len() != ack.hops.len() {
+            self.hops.clear();
+            self.hops.extend(ack.hops.iter().filter_map(HopSample::from_hop));
             self.last_update_ts = Some(newest);
             return;
         }
+        // Between updates the stored records stay, so U covers the whole sample interval.
         if self
             .last_update_ts
             .is_some_and(|t| newest.wrapping_sub(t) < self.interval())
@@ -146,14 +147,17 @@ impl Controller for HpccPlusPlus {
             return;
         }
         let t = self.path.base_rtt_ns;
-        let u = self
+        let mut u: Option<f64> = None;
+        for (prev, s) in self
             .hops
-            .iter()
-            .zip(&samples)
-            .filter_map(|(p, s)| s.utilization(p, t))
-            .map(|(u, _)| u)
-            .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
-        self.hops = samples;
+            .iter_mut()
+            .zip(ack.hops.iter().filter_map(HopSample::from_hop))
+        {
+            if let Some((x, _)) = s.utilization(prev, t) {
+                u = Some(u.map_or(x, |m| m.max(x)));
+            }
+            *prev = s;
+        }
         self.last_update_ts = Some(newest);
         let Some(u) = u else { return };
         let u_prev = self.u.unwrap_or(u);
