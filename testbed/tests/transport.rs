@@ -30,13 +30,17 @@ fn endpoints(lab: &TwoHosts, line_rate: u64, base_rtt_ns: u64, origin: Instant) 
         c.idle_poll_ns = 20_000;
         Endpoint::start(c, ns.enter()).expect("endpoint starts")
     };
-    (mk(1, &lab.h1), mk(2, &lab.h2))
+    (mk(1, lab.h(1)), mk(2, lab.h(2)))
 }
 
-/// Bottleneck: the switch port to h2, 500 Mb/s, 200 us each way; h1's NIC runs at 1 Gb/s.
+/// Bottleneck: the switch port to h2, 500 Mb/s (100 Mb/s for the controller tests), 200 us
+/// each way; h1's NIC runs at 1 Gb/s unless a test says otherwise.
 /// The delays are long enough that the machine's wake-up noise (100-300 us a round trip here)
 /// does not dominate the RTT, as time dilation would arrange in the lab.
 const BOTTLENECK_BPS: f64 = 500e6;
+/// Rate of every link in the controller-behaviour tests: low enough that the two cores carry
+/// all hosts and the switch without starving anyone (what time dilation does in the lab).
+const CONTROLLER_TEST_BPS: u64 = 100_000_000;
 
 struct Outcome {
     sender: EndpointReport,
@@ -45,8 +49,27 @@ struct Outcome {
 }
 
 fn one_write(tag: &str, size: u64, loss: f64, cc: ControllerConfig, base_rtt_ns: u64) -> Outcome {
+    write_with_nic(tag, size, loss, cc, base_rtt_ns, 1_000_000_000)
+}
+
+/// Like [`one_write`] with h1's NIC (and its link to the switch) at `nic_bps`.
+fn write_with_nic(tag: &str, size: u64, loss: f64, cc: ControllerConfig, base_rtt_ns: u64, nic_bps: u64) -> Outcome {
+    write_through(tag, size, loss, cc, base_rtt_ns, nic_bps, BOTTLENECK_BPS as u64)
+}
+
+/// One WRITE h1 → h2 with h1's NIC and link at `nic_bps` and the bottleneck at `bottleneck_bps`.
+fn write_through(
+    tag: &str,
+    size: u64,
+    loss: f64,
+    cc: ControllerConfig,
+    base_rtt_ns: u64,
+    nic_bps: u64,
+    bottleneck_bps: u64,
+) -> Outcome {
     let mut lab = TwoHosts::single(tag, Attach::Veth, false, |s| {
-        s.ports[1].rate = Rate(BOTTLENECK_BPS as u64);
+        s.ports[0].rate = Rate(nic_bps);
+        s.ports[1].rate = Rate(bottleneck_bps);
         s.ports[1].delay = Nanos(200_000);
         s.ports[1].buffer = Bytes(400_000);
         s.ports[1].loss = loss;
@@ -77,10 +100,10 @@ fn one_write(tag: &str, size: u64, loss: f64, cc: ControllerConfig, base_rtt_ns:
     }
 }
 
-/// Bottleneck wire bytes over its line rate during the flow.
-fn busy(o: &Outcome) -> f64 {
+/// Bottleneck wire bytes over its line rate `bps` during the flow.
+fn busy(o: &Outcome, bps: f64) -> f64 {
     let fct = o.sender.sent[0].fct_ns().expect("completed") as f64 * 1e-9;
-    o.bottleneck.tx_bytes as f64 * 8.0 / fct / BOTTLENECK_BPS
+    o.bottleneck.tx_bytes as f64 * 8.0 / fct / bps
 }
 
 /// The p-quantile of the INT queue the sender saw after `after_ns`.
@@ -124,26 +147,34 @@ fn a_100_mb_write_arrives_intact() {
         o.bottleneck.int_pushed, o.sender.sent[0].packets_sent,
         "HPCC's data carries INT"
     );
-    eprintln!("HPCC, one flow: bottleneck {:.1} % busy", busy(&o) * 100.0);
+    eprintln!(
+        "HPCC, one flow: bottleneck {:.1} % busy",
+        busy(&o, BOTTLENECK_BPS) * 100.0
+    );
 }
 
 /// HPCC's acceptance figures: at least 90 % of the bottleneck busy, INT queue p99 below one BDP
-/// once converged. On the 2-vCPU reference machine this measured 88-93 % busy (queue p99 4-27 KB
-/// against a 50 KB BDP) over twelve runs and settings, so it is not yet reliable enough to gate
-/// CI: run it with `cargo test -p intlab-testbed --test transport -- --ignored`.
+/// once converged. On the 2-vCPU reference machine, one flow from a 1 Gb/s NIC measured 88-93 %
+/// busy into 500 Mb/s (queue p99 4-27 KB, BDP 50 KB) and 70-73 % into 100 Mb/s (queue p99
+/// 65-70 KB, BDP 10 KB), so it does not gate CI yet: run it with
+/// `cargo test -p intlab-testbed --test transport -- --ignored`.
 #[test]
-#[ignore = "performance target not yet reliably met on 2 vCPUs (88-93 % busy); see issue 4"]
+#[ignore = "measures 70-93 % busy depending on rates; not yet reliable on 2 vCPUs; see issue 4"]
 fn hpcc_keeps_the_bottleneck_busy_with_a_short_queue() {
     let _serial = support::serial();
-    let o = one_write(
+    // A 1 Gb/s NIC into a 100 Mb/s bottleneck: HPCC, not the NIC, has to find the rate.
+    let rate = CONTROLLER_TEST_BPS;
+    let o = write_through(
         "th",
-        100_000_000,
+        20_000_000,
         0.0,
         ControllerConfig::Hpcc(HpccConfig::paper()),
         BASE_RTT_NS,
+        1_000_000_000,
+        rate,
     );
-    let busy = busy(&o);
-    let bdp = (BOTTLENECK_BPS * BASE_RTT_NS as f64 * 1e-9 / 8.0) as u64;
+    let busy = busy(&o, rate as f64);
+    let bdp = rate * BASE_RTT_NS / 8_000_000_000;
     let q99 = int_queue_quantile(&o, 50 * BASE_RTT_NS, 0.99);
     eprintln!(
         "HPCC: bottleneck {:.1} % busy; INT queue p99 after 50 RTTs {q99} B (BDP {bdp} B); RTT min {:?} mean {:?} ns",
@@ -239,7 +270,7 @@ fn bad_datagrams_are_counted_and_dropped() {
     };
     h2.expect(flow);
     drop(h1);
-    let sock = support::udp_in(&lab.h1, std::net::SocketAddr::from((host(1).1, 40000)));
+    let sock = support::udp_in(lab.h(1), std::net::SocketAddr::from((host(1).1, 40000)));
     let a = Addressing {
         src: host(1).1,
         dst: host(2).1,
@@ -301,4 +332,110 @@ fn int_payload_prefix() -> Vec<u8> {
     };
     int_format::int::source::write_header(&mut p, &cfg, 4791).expect("header");
     p
+}
+
+/// Jain's fairness index of `x`.
+fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    sum * sum / (x.len() as f64 * sq)
+}
+
+/// Bytes flow `s` had acknowledged at time `t` (from its time series).
+fn acked_at(s: &[intlab_transport::flow::Sample], t: u64) -> Option<u64> {
+    let i = s.partition_point(|p| p.t_ns <= t);
+    (i > 0).then(|| s[i - 1].acked_bytes)
+}
+
+/// Issue 4's incast figures: Jain fairness >= 0.95 over windows of 10 base RTTs after 50 RTTs,
+/// INT queue p99 below one BDP. Measured at 100 Mb/s: Jain mean 0.959 and 0.950 in two runs,
+/// and NaN in a third (windows in which no flow progressed: each flow had 1-2 retransmission
+/// timeouts with no loss at all, a problem not yet found); queue p99 2.2-5.6 KB against 10 KB.
+#[test]
+#[ignore = "stalls (spurious timeouts) make fairness unreliable; see issue 4"]
+fn hpcc_incast_4_to_1_is_fair_with_a_short_queue() {
+    let _serial = support::serial();
+    const RATE: u64 = CONTROLLER_TEST_BPS;
+    const SIZE: u64 = 5_000_000;
+    let mut lab = support::Lab::star("ti", 5, Attach::Veth, false, |s| {
+        for p in &mut s.ports {
+            p.rate = Rate(RATE);
+            p.delay = Nanos(200_000);
+            p.buffer = Bytes(1_000_000);
+        }
+    });
+    let origin = Instant::now();
+    let eps: Vec<Endpoint> = (1..=5u8)
+        .map(|i| {
+            let mut c = EndpointConfig::new(&format!("h{i}"), host(i).1, RATE, BASE_RTT_NS, origin);
+            c.timing.sample_every_ns = 20_000;
+            c.idle_poll_ns = 20_000;
+            Endpoint::start(c, lab.h(usize::from(i)).enter()).expect("endpoint starts")
+        })
+        .collect();
+    let start_ns = origin.elapsed().as_nanos() as u64 + 20_000_000;
+    let flows: Vec<FlowSpec> = (1..=4u8)
+        .map(|i| FlowSpec {
+            id: u32::from(i),
+            src: host(i).1,
+            dst: host(5).1,
+            size: SIZE,
+            start_ns,
+        })
+        .collect();
+    for f in &flows {
+        eps[4].expect(*f);
+    }
+    for (i, f) in flows.iter().enumerate() {
+        eps[i].send(*f, ControllerConfig::Hpcc(HpccConfig::paper_for(4)));
+    }
+    let done = wait(&eps[4], 4, Duration::from_secs(60));
+    let reports: Vec<EndpointReport> = eps.into_iter().map(|e| e.stop().expect("report")).collect();
+    let sw = lab.stop().remove(0);
+    for r in &reports {
+        eprintln!("incast {}: sent {:?} counters {:?}", r.name, r.sent, r.counters);
+    }
+    assert!(done, "all four flows complete");
+    for r in &reports[4].received {
+        assert_eq!((r.bytes_ok, r.content_errors), (SIZE, 0), "flow {} intact", r.id);
+    }
+
+    // Windows of 10 base RTTs from 50 RTTs after the start until the first flow ends.
+    let series: Vec<&Vec<intlab_transport::flow::Sample>> = reports[..4].iter().map(|r| &r.series[0].1).collect();
+    let first_end = reports[..4]
+        .iter()
+        .map(|r| r.sent[0].end_ns.expect("ended"))
+        .min()
+        .expect("four flows");
+    let w = 10 * BASE_RTT_NS;
+    let mut t = start_ns + 50 * BASE_RTT_NS;
+    let mut fairness = Vec::new();
+    while t + w <= first_end {
+        let rates: Vec<f64> = series
+            .iter()
+            .map(|s| (acked_at(s, t + w).unwrap_or(0) - acked_at(s, t).unwrap_or(0)) as f64 * 8.0 / (w as f64 * 1e-9))
+            .collect();
+        fairness.push(jain(&rates));
+        t += w;
+    }
+    assert!(fairness.len() >= 10, "enough windows: {}", fairness.len());
+    let mean = fairness.iter().sum::<f64>() / fairness.len() as f64;
+    let min = fairness.iter().copied().fold(1.0, f64::min);
+    let bdp = RATE * BASE_RTT_NS / 8_000_000_000;
+    let mut q: Vec<u64> = series
+        .iter()
+        .flat_map(|s| s.iter())
+        .filter(|s| s.t_ns >= start_ns + 50 * BASE_RTT_NS)
+        .filter_map(|s| s.qlen_bytes)
+        .collect();
+    q.sort_unstable();
+    let q99 = q[(q.len() - 1) * 99 / 100];
+    eprintln!(
+        "incast: {} windows, Jain mean {mean:.3}, min {min:.3}; INT queue p99 {q99} B (BDP {bdp} B); bottleneck queue p99 {} B, drops {:?}",
+        fairness.len(),
+        sw.ports[4].queue_p99,
+        sw.ports[4].drops
+    );
+    assert!(mean >= 0.95, "Jain fairness {mean:.3}");
+    assert!(q99 < bdp, "queue p99 {q99} B >= BDP {bdp} B");
 }

@@ -90,6 +90,8 @@ pub struct ReceiveRecord {
 pub struct Sample {
     /// Time (ns).
     pub t_ns: u64,
+    /// Bytes of the message acknowledged by then.
+    pub acked_bytes: u64,
     /// Pacing rate (b/s).
     pub rate_bps: u64,
     /// Window (bytes), if the controller uses one.

@@ -294,6 +294,7 @@ impl SendQp {
         self.last_sample_ns = Some(now);
         self.series.push(Sample {
             t_ns: now,
+            acked_bytes: self.bytes_before(self.una),
             rate_bps: self.cc.rate_bps(),
             window_bytes: self.cc.window_bytes(),
             utilization: self.cc.utilization(),

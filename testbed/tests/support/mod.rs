@@ -66,6 +66,7 @@ pub fn switch_spec(
     hosts: &[(u8, usize)],
     capture: Option<&Path>,
 ) -> SwitchSpec {
+    let known = hosts.iter().map(|&(h, _)| h).max().unwrap_or(2).max(2);
     SwitchSpec {
         name: name.into(),
         node_id,
@@ -82,7 +83,7 @@ pub fn switch_spec(
             .collect(),
         macs: vec![],
         arp: ArpMode::Answer,
-        neighbors: (1..=2).map(|h| (host(h).1, host(h).0)).collect(),
+        neighbors: (1..=known).map(|h| (host(h).1, host(h).0)).collect(),
         capture: capture.map(|dir| intlab_switch::config::CaptureSpec {
             dir: dir.to_owned(),
             ports: vec![],
@@ -103,38 +104,52 @@ pub enum Attach {
     Veth,
 }
 
-/// Two hosts, h1 and h2, each on its own port of one switch (or of a chain of switches).
+/// Hosts h1..hN, each on its own port of one switch (or, for two hosts, of a chain of two).
 /// Field order is drop order: switches close their devices before namespaces go.
-pub struct TwoHosts {
+pub struct Lab {
     /// The switches, first the one h1 is on.
     pub switches: Vec<Switch>,
-    /// Host 1 (198.18.0.1).
-    pub h1: Namespace,
-    /// Host 2 (198.18.0.2).
-    pub h2: Namespace,
+    /// Host i (198.18.0.i) is `hosts[i - 1]`.
+    pub hosts: Vec<Namespace>,
     /// Namespace holding the switch ends of veth pairs.
     pub sw: Option<Namespace>,
     /// The hosts' interface names.
-    pub dev: [String; 2],
+    pub dev: Vec<String>,
     /// Capture folder, when captures are on.
     pub captures: Option<PathBuf>,
 }
 
-impl TwoHosts {
+/// The two-host lab most tests use.
+pub type TwoHosts = Lab;
+
+impl Lab {
+    /// Host `i` (from 1).
+    pub fn h(&self, i: usize) -> &Namespace {
+        &self.hosts[i - 1]
+    }
+
     /// h1 - switch - h2. `tune` adjusts the switch (ports: [to h1, to h2]) before it starts.
-    pub fn single(tag: &str, attach: Attach, capture: bool, tune: impl FnOnce(&mut SwitchSpec)) -> TwoHosts {
+    pub fn single(tag: &str, attach: Attach, capture: bool, tune: impl FnOnce(&mut SwitchSpec)) -> Lab {
+        Self::star(tag, 2, attach, capture, tune)
+    }
+
+    /// n hosts around one switch, host i on port p{i} (index i - 1). `tune` adjusts the switch
+    /// before it starts.
+    pub fn star(tag: &str, n: u8, attach: Attach, capture: bool, tune: impl FnOnce(&mut SwitchSpec)) -> Lab {
         require_root();
         let (ns, dev) = stem(tag);
-        let h1 = Namespace::create(&format!("{ns}-h1")).expect("namespace h1");
-        let h2 = Namespace::create(&format!("{ns}-h2")).expect("namespace h2");
-        let host_dev = [format!("{dev}h1"), format!("{dev}h2")];
-        let sw_dev = [format!("{dev}s1"), format!("{dev}s2")];
+        let hosts: Vec<Namespace> = (1..=n)
+            .map(|i| Namespace::create(&format!("{ns}-h{i}")).expect("host namespace"))
+            .collect();
+        let host_dev: Vec<String> = (1..=n).map(|i| format!("{dev}h{i}")).collect();
+        let sw_dev: Vec<String> = (1..=n).map(|i| format!("{dev}s{i}")).collect();
         let sw = match attach {
             Attach::Tap => None,
             Attach::Veth => {
                 let sw = Namespace::create(&format!("{ns}-sw")).expect("namespace sw");
-                netns::veth_pair(&host_dev[0], &h1, &sw_dev[0], &sw).expect("veth 1");
-                netns::veth_pair(&host_dev[1], &h2, &sw_dev[1], &sw).expect("veth 2");
+                for (i, h) in hosts.iter().enumerate() {
+                    netns::veth_pair(&host_dev[i], h, &sw_dev[i], &sw).expect("veth");
+                }
                 Some(sw)
             }
         };
@@ -147,22 +162,25 @@ impl TwoHosts {
                 netns: sw.as_ref().map(Namespace::path),
             },
         };
-        let ports = vec![port("p1", io(0)), port("p2", io(1))];
+        let ports = (0..usize::from(n))
+            .map(|i| port(&format!("p{}", i + 1), io(i)))
+            .collect();
+        let routes: Vec<(u8, usize)> = (1..=n).map(|i| (i, usize::from(i) - 1)).collect();
         let captures = capture.then(|| scratch_dir(tag));
-        let mut spec = switch_spec("s1", 1, ports, &[(1, 0), (2, 1)], captures.as_deref());
+        let mut spec = switch_spec("s1", 1, ports, &routes, captures.as_deref());
         tune(&mut spec);
-        let mut lab = TwoHosts {
+        let mut lab = Lab {
             switches: vec![],
-            h1,
-            h2,
+            hosts,
             sw,
             dev: host_dev.clone(),
             captures,
         };
         lab.switches.push(Switch::start(spec).expect("switch starts"));
         if attach == Attach::Tap {
-            netns::move_into(&host_dev[0], &lab.h1).expect("move tap 1");
-            netns::move_into(&host_dev[1], &lab.h2).expect("move tap 2");
+            for (i, d) in host_dev.iter().enumerate() {
+                netns::move_into(d, &lab.hosts[i]).expect("move tap");
+            }
         }
         lab.configure_hosts();
         lab
@@ -170,7 +188,7 @@ impl TwoHosts {
 
     /// h1 - s1 - (in-process link) - s2 - h2, TAP-attached. `tune` gets
     /// [s1 to h1, s1 to s2] and [s2 to s1, s2 to h2].
-    pub fn chain(tag: &str, tune: impl FnOnce(&mut [PortSpec], &mut [PortSpec])) -> TwoHosts {
+    pub fn chain(tag: &str, tune: impl FnOnce(&mut [PortSpec], &mut [PortSpec])) -> Lab {
         require_root();
         let (ns, dev) = stem(tag);
         let h1 = Namespace::create(&format!("{ns}-h1")).expect("namespace h1");
@@ -200,29 +218,27 @@ impl TwoHosts {
         let s1 = switch_spec("s1", 1, p1, &[(1, 0), (2, 1)], captures.as_deref());
         let s2 = switch_spec("s2", 2, p2, &[(1, 0), (2, 1)], captures.as_deref());
         let pool = intlab_switch::frame::FramePool::new(intlab_switch::frame_capacity(&s1), 1 << 14);
-        let mut lab = TwoHosts {
+        let mut lab = Lab {
             switches: vec![],
-            h1,
-            h2,
+            hosts: vec![h1, h2],
             sw: None,
-            dev: host_dev.clone(),
+            dev: host_dev.to_vec(),
             captures,
         };
         lab.switches
             .push(Switch::start_with_pool(s1, pool.clone()).expect("switch 1 starts"));
         lab.switches
             .push(Switch::start_with_pool(s2, pool).expect("switch 2 starts"));
-        netns::move_into(&host_dev[0], &lab.h1).expect("move tap 1");
-        netns::move_into(&host_dev[1], &lab.h2).expect("move tap 2");
+        netns::move_into(&host_dev[0], lab.h(1)).expect("move tap 1");
+        netns::move_into(&host_dev[1], lab.h(2)).expect("move tap 2");
         lab.configure_hosts();
         lab
     }
 
     fn configure_hosts(&self) {
-        for (i, ns) in [(1u8, &self.h1), (2, &self.h2)] {
-            let (mac, addr) = host(i);
-            ns.configure(&self.dev[usize::from(i) - 1], mac, addr, 24)
-                .expect("configure host");
+        for (i, ns) in self.hosts.iter().enumerate() {
+            let (mac, addr) = host(i as u8 + 1);
+            ns.configure(&self.dev[i], mac, addr, 24).expect("configure host");
         }
     }
 
@@ -240,7 +256,7 @@ impl TwoHosts {
     }
 }
 
-impl Drop for TwoHosts {
+impl Drop for Lab {
     fn drop(&mut self) {
         self.switches.clear();
         if let Some(dir) = &self.captures

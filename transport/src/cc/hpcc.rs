@@ -75,6 +75,17 @@ impl HpccConfig {
             ..Self::default()
         }
     }
+
+    /// The paper's values with its additive-increase rule for `flows` competing flows,
+    /// W_AI = W_init·(1 − η)/N, i.e. R_AI = line rate·(1 − η)/N. Convergence to fairness takes
+    /// a number of RTTs set by R_AI, so this matters when RTTs are long (an emulation's are).
+    pub fn paper_for(flows: u32) -> HpccConfig {
+        let base = Self::paper();
+        HpccConfig {
+            rate_ai_fraction: (1.0 - base.eta) / f64::from(flows.max(1)),
+            ..base
+        }
+    }
 }
 
 /// HPCC state of one flow.
@@ -361,6 +372,13 @@ mod tests {
         assert_eq!(h.window_bytes(), Some(1100), "at least one packet");
         let fresh = Hpcc::new(config(0), path());
         assert_eq!(fresh.window_bytes(), Some(12_500), "BDP at line rate");
+    }
+
+    #[test]
+    fn paper_rule_for_additive_increase() {
+        let c = HpccConfig::paper_for(4);
+        assert!((c.rate_ai_fraction - 0.0125).abs() < 1e-12, "(1 - 0.95)/4");
+        assert_eq!((c.eta, c.max_stage), (0.95, 5));
     }
 
     #[test]
