@@ -458,9 +458,15 @@ impl Host {
     fn classify(r: &Received<'_>) -> Action {
         let qp = r.bth.dest_qp;
         match r.bth.opcode {
-            Opcode::WriteFirst | Opcode::WriteMiddle | Opcode::WriteLast | Opcode::WriteOnly => {
-                Action::Data { qp, psn: r.bth.psn }
-            }
+            // Data without immediate (the *_IMM opcodes are not implemented: unsupported).
+            Opcode::WriteFirst
+            | Opcode::WriteMiddle
+            | Opcode::WriteLast
+            | Opcode::WriteOnly
+            | Opcode::SendFirst
+            | Opcode::SendMiddle
+            | Opcode::SendLast
+            | Opcode::SendOnly => Action::Data { qp, psn: r.bth.psn },
             Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
                 Some(Syndrome::Ack { .. }) => Action::Ack {
                     qp,

@@ -4,6 +4,17 @@ use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
+/// How a message is carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// RDMA WRITE (FIRST with RETH, MIDDLE, LAST; or ONLY).
+    #[default]
+    Write,
+    /// SEND (FIRST, MIDDLE, LAST; or ONLY).
+    Send,
+}
+
 /// One message from `src` to `dst` on queue pair `id` (the QP number at both ends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowSpec {
@@ -17,6 +28,8 @@ pub struct FlowSpec {
     pub size: u64,
     /// When the sender starts (ns on the shared clock).
     pub start_ns: u64,
+    /// WRITE or SEND.
+    pub kind: MessageKind,
 }
 
 impl FlowSpec {

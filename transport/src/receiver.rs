@@ -161,6 +161,7 @@ mod tests {
             dst: Ipv4Addr::LOCALHOST,
             size: 2500,
             start_ns: 0,
+            kind: Default::default(),
         };
         RecvQp::new(spec, 1000)
     }

@@ -7,7 +7,7 @@ use int_format::roce::{BthRepr, Opcode, RethRepr};
 
 use crate::cc::{Ack, Controller};
 use crate::content;
-use crate::flow::{FlowRecord, FlowSpec, Sample};
+use crate::flow::{FlowRecord, FlowSpec, MessageKind, Sample};
 use crate::packet::{self, Addressing, Extension};
 
 const PSN_MASK: u32 = 0x00ff_ffff;
@@ -151,15 +151,19 @@ impl SendQp {
         let idx = self.nxt;
         let first = idx == 0;
         let last = idx + 1 == self.packets;
-        let opcode = match (first, last) {
-            (true, true) => Opcode::WriteOnly,
-            (true, false) => Opcode::WriteFirst,
-            (false, false) => Opcode::WriteMiddle,
-            (false, true) => Opcode::WriteLast,
+        let opcode = match (self.spec.kind, first, last) {
+            (MessageKind::Write, true, true) => Opcode::WriteOnly,
+            (MessageKind::Write, true, false) => Opcode::WriteFirst,
+            (MessageKind::Write, false, false) => Opcode::WriteMiddle,
+            (MessageKind::Write, false, true) => Opcode::WriteLast,
+            (MessageKind::Send, true, true) => Opcode::SendOnly,
+            (MessageKind::Send, true, false) => Opcode::SendFirst,
+            (MessageKind::Send, false, false) => Opcode::SendMiddle,
+            (MessageKind::Send, false, true) => Opcode::SendLast,
         };
         let mut bth = BthRepr::new(opcode, self.spec.id, (idx as u32) & PSN_MASK);
         bth.ack_req = true;
-        let ext = if first {
+        let ext = if opcode.has_reth() {
             Extension::Reth(RethRepr {
                 virtual_addr: 0,
                 rkey: self.spec.id,
@@ -316,6 +320,58 @@ impl SendQp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::net::Ipv4Addr;
+
+    use crate::cc::LineRate;
+    use crate::packet::{self, Addressing};
+
+    fn opcodes(kind: MessageKind, size: u64) -> Vec<Opcode> {
+        let spec = FlowSpec {
+            id: 1,
+            src: Ipv4Addr::LOCALHOST,
+            dst: Ipv4Addr::LOCALHOST,
+            size,
+            start_ns: 0,
+            kind,
+        };
+        let timing = SenderTiming {
+            rto_ns: 1 << 40,
+            rto_max_ns: 1 << 41,
+            burst_credit_ns: 1 << 40,
+            sample_every_ns: 0,
+        };
+        let mut qp = SendQp::new(spec, Box::new(LineRate(1_000_000_000_000)), None, 1000, timing);
+        let a = Addressing {
+            src: Ipv4Addr::LOCALHOST,
+            dst: Ipv4Addr::LOCALHOST,
+            src_port: 49153,
+        };
+        let mut buf = [0u8; 2048];
+        let mut ops = Vec::new();
+        let mut now = 0;
+        while !qp.is_done() && qp.nxt < qp.packets {
+            now += 1_000_000;
+            assert!(qp.ready(now), "paced sender is ready a millisecond later");
+            let n = qp.build_next(now, &mut buf, &a).unwrap();
+            let r = packet::parse(&buf[..n], false, &a).unwrap();
+            assert_eq!(r.reth.is_some(), r.bth.opcode.has_reth());
+            ops.push(r.bth.opcode);
+        }
+        ops
+    }
+
+    #[test]
+    fn messages_are_segmented_into_the_right_opcodes() {
+        use Opcode::*;
+        assert_eq!(
+            opcodes(MessageKind::Write, 2500),
+            vec![WriteFirst, WriteMiddle, WriteLast]
+        );
+        assert_eq!(opcodes(MessageKind::Write, 1000), vec![WriteOnly]);
+        assert_eq!(opcodes(MessageKind::Send, 2001), vec![SendFirst, SendMiddle, SendLast]);
+        assert_eq!(opcodes(MessageKind::Send, 10), vec![SendOnly]);
+    }
 
     #[test]
     fn psn_unwrapping_around_the_24_bit_edge() {
