@@ -6,3 +6,4 @@
 pub mod capture;
 pub mod inspect;
 pub mod netns;
+pub mod topology;

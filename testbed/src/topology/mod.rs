@@ -1,0 +1,111 @@
+//! The topology a scenario describes: nodes (hosts and switches), links with their rate, delay,
+//! buffer, ECN and loss, and the routes derived from them. Loaded from YAML close to
+//! containerlab's (`nodes:`, `links:` with `endpoints: ["s1:eth1", "h1:eth0"]`).
+
+mod load;
+mod routing;
+
+pub use load::{LoadError, load_str};
+pub use routing::{Routes, shortest_paths};
+
+use std::net::Ipv4Addr;
+
+use intlab_switch::config::EcnSpec;
+use intlab_switch::units::{Bytes, Nanos, Rate};
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// An emulated host running a transport endpoint.
+    Host,
+    /// A software switch.
+    Switch,
+}
+
+/// A node of the topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Unique name.
+    pub name: String,
+    /// Host or switch.
+    pub kind: NodeKind,
+    /// A host's address (198.18.0.0/15); switches have none.
+    pub address: Option<Ipv4Addr>,
+}
+
+/// One end of a link: a node and its interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Node index.
+    pub node: usize,
+    /// Interface name on that node ("eth1").
+    pub interface: String,
+}
+
+/// Properties of a link, the same both ways.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkProps {
+    /// Line rate.
+    pub rate: Rate,
+    /// One-way propagation delay.
+    pub delay: Nanos,
+    /// Egress buffer at each switch end.
+    pub buffer: Bytes,
+    /// ECN marking at each switch end.
+    pub ecn: Option<EcnSpec>,
+    /// Loss probability on the link.
+    pub loss: f64,
+}
+
+/// A point-to-point link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Its two ends.
+    pub ends: [Endpoint; 2],
+    /// Its properties.
+    pub props: LinkProps,
+}
+
+/// A loaded, checked topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Name.
+    pub name: String,
+    /// Nodes, in file order.
+    pub nodes: Vec<Node>,
+    /// Links, in file order.
+    pub links: Vec<Link>,
+}
+
+impl Topology {
+    /// Index of the node called `name`.
+    pub fn node(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Host indices, in file order.
+    pub fn hosts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Host)
+            .map(|(i, _)| i)
+    }
+
+    /// Switch indices, in file order.
+    pub fn switches(&self) -> impl Iterator<Item = usize> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Switch)
+            .map(|(i, _)| i)
+    }
+
+    /// Links at node `n`: (link index, which end is `n`).
+    pub fn links_of(&self, n: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.links
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, l)| l.ends.iter().position(|e| e.node == n).map(|end| (i, end)))
+    }
+}
