@@ -5,5 +5,6 @@
 
 pub mod capture;
 pub mod inspect;
+pub mod lab;
 pub mod netns;
 pub mod topology;

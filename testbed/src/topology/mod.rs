@@ -6,7 +6,7 @@ mod load;
 mod routing;
 
 pub use load::{LoadError, load_str};
-pub use routing::{Routes, shortest_paths};
+pub use routing::{Routes, distances, shortest_paths};
 
 use std::net::Ipv4Addr;
 

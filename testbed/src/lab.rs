@@ -1,0 +1,299 @@
+//! A running emulated cluster built from a [`Topology`]: a network namespace per host, the
+//! hosts' links as veth pairs into one switch namespace, links between switches in-process,
+//! routes from shortest paths with ECMP, and a transport endpoint per host. Everything it
+//! creates carries the run's prefix and is removed when it is dropped, also on a panic.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use int_format::ethernet::MacAddress;
+use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::frame::FramePool;
+use intlab_switch::units::Nanos;
+use intlab_switch::{Switch, SwitchSnapshot};
+use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport};
+
+use crate::netns::{self, CommandError, Namespace};
+use crate::topology::{NodeKind, Topology, distances, shortest_paths};
+
+/// Why a lab could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// An iproute2 command failed.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// A switch did not start.
+    #[error(transparent)]
+    Switch(#[from] intlab_switch::StartError),
+    /// An endpoint did not start.
+    #[error("host {host}: {source}")]
+    Endpoint {
+        /// Host name.
+        host: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+}
+
+/// How to build a lab.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// Prefix of every namespace (must start with [`netns::PREFIX`]); unique per run.
+    pub prefix: String,
+    /// Time origin shared by switches' clients and endpoints.
+    pub origin: Instant,
+    /// Worker threads per switch.
+    pub workers_per_switch: usize,
+    /// Longest sleep of switch workers and endpoints (ns).
+    pub idle_poll_ns: u64,
+    /// Round-trip overhead of this machine added to the propagation delays when telling the
+    /// controllers their base RTT (ns): host and switch wake-ups, about 300-400 us measured here.
+    pub host_overhead_ns: u64,
+    /// Folder for per-port captures, if wanted.
+    pub capture: Option<PathBuf>,
+}
+
+impl LabConfig {
+    /// A configuration with a prefix unique to this process and a fresh origin.
+    pub fn new(tag: &str) -> LabConfig {
+        LabConfig {
+            prefix: format!("{}{tag}{}", netns::PREFIX, std::process::id() % 100_000),
+            origin: Instant::now(),
+            workers_per_switch: 1,
+            idle_poll_ns: 50_000,
+            host_overhead_ns: 400_000,
+            capture: None,
+        }
+    }
+}
+
+/// What a lab reports when it stops.
+#[derive(Debug, Clone, Default)]
+pub struct LabReport {
+    /// One report per host, in the topology's host order.
+    pub hosts: Vec<EndpointReport>,
+    /// Final counters of every switch.
+    pub switches: Vec<SwitchSnapshot>,
+}
+
+/// A running lab. Field order is teardown order.
+pub struct Lab {
+    endpoints: Vec<Option<Endpoint>>,
+    switches: Vec<Switch>,
+    hosts: Vec<Option<Namespace>>,
+    _switch_ns: Namespace,
+    topology: Topology,
+    base_rtt_ns: u64,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lab({})", self.topology.name)
+    }
+}
+
+/// The MAC of host number `i` (its position among hosts).
+fn host_mac(i: usize) -> MacAddress {
+    MacAddress([0x02, 0x1b, 0, 0, (i >> 8) as u8, i as u8])
+}
+
+impl Lab {
+    /// Builds and starts everything `t` describes.
+    pub fn build(t: &Topology, cfg: &LabConfig) -> Result<Lab, LabError> {
+        let started = Instant::now();
+        let switch_ns = Namespace::create(&format!("{}-sw", cfg.prefix))?;
+        let mut hosts: Vec<Option<Namespace>> = (0..t.nodes.len()).map(|_| None).collect();
+        let host_order: Vec<usize> = t.hosts().collect();
+        let mac_of: HashMap<usize, MacAddress> =
+            host_order.iter().enumerate().map(|(k, &h)| (h, host_mac(k))).collect();
+        for &h in &host_order {
+            hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
+        }
+        // Host links: veth with the host's end named as in the topology, the switch's end `x<link>`.
+        let mut link_pool = Vec::new();
+        let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
+        for (li, link) in t.links.iter().enumerate() {
+            let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
+            match kinds {
+                [NodeKind::Switch, NodeKind::Switch] => {
+                    let (a, b) = intlab_switch::port::link_pair(4096);
+                    ends.insert((li, 0), PortIo::Link(a));
+                    ends.insert((li, 1), PortIo::Link(b));
+                    link_pool.push(li);
+                }
+                _ => {
+                    let (he, se) = if kinds[0] == NodeKind::Host { (0, 1) } else { (1, 0) };
+                    let host = link.ends[he].node;
+                    let dev = format!("x{li}");
+                    let ns = hosts[host].as_ref().expect("host namespace");
+                    netns::veth_pair(&link.ends[he].interface, ns, &dev, &switch_ns)?;
+                    let addr = t.nodes[host].address.expect("hosts have addresses");
+                    ns.configure(&link.ends[he].interface, mac_of[&host], addr, 15)?;
+                    ends.insert(
+                        (li, se),
+                        PortIo::Veth {
+                            device: dev,
+                            netns: Some(switch_ns.path()),
+                        },
+                    );
+                }
+            }
+        }
+        let routes = shortest_paths(t);
+        let neighbors: Vec<(Ipv4Addr, MacAddress)> = host_order
+            .iter()
+            .map(|&h| (t.nodes[h].address.expect("address"), mac_of[&h]))
+            .collect();
+        let mut specs = Vec::new();
+        for (k, s) in t.switches().enumerate() {
+            let mut ports = Vec::new();
+            let mut port_of_link = HashMap::new();
+            for (li, end) in t.links_of(s) {
+                let props = &t.links[li].props;
+                port_of_link.insert(li, ports.len());
+                ports.push(PortSpec {
+                    name: t.links[li].ends[end].interface.clone(),
+                    io: ends.remove(&(li, end)).expect("every link end wired once"),
+                    rate: props.rate,
+                    delay: props.delay,
+                    buffer: props.buffer,
+                    mtu: 1500,
+                    ecn: props.ecn,
+                    int: true,
+                    loss: props.loss,
+                });
+            }
+            let table = host_order
+                .iter()
+                .filter_map(|&h| {
+                    let next: Vec<usize> = routes.next[s][h].iter().map(|li| port_of_link[li]).collect();
+                    let prefix = t.nodes[h].address?;
+                    let next = match next.len() {
+                        0 => return None,
+                        1 => NextHop::Port(next[0]),
+                        _ => NextHop::Ecmp(next),
+                    };
+                    Some(Route { prefix, len: 32, next })
+                })
+                .collect();
+            specs.push(SwitchSpec {
+                name: t.nodes[s].name.clone(),
+                node_id: k as u32 + 1,
+                workers: cfg.workers_per_switch,
+                int_port: int_format::int::DEFAULT_INT_PORT,
+                ports,
+                routes: table,
+                macs: vec![],
+                arp: ArpMode::Answer,
+                neighbors: neighbors.clone(),
+                capture: cfg.capture.as_ref().map(|dir| CaptureSpec {
+                    dir: dir.clone(),
+                    ports: vec![],
+                    drops: true,
+                }),
+                counters_file: None,
+                seed: k as u64,
+                idle_poll: Nanos(cfg.idle_poll_ns),
+            });
+        }
+        let capacity = specs.iter().map(intlab_switch::frame_capacity).max().unwrap_or(2048);
+        let pool = FramePool::new(capacity, 1 << 16);
+        let mut switches = Vec::new();
+        for spec in specs {
+            switches.push(Switch::start_with_pool(spec, pool.clone())?);
+        }
+        let base_rtt_ns = 2 * max_path_delay(t) + cfg.host_overhead_ns;
+        let mut lab = Lab {
+            endpoints: Vec::new(),
+            switches,
+            hosts,
+            _switch_ns: switch_ns,
+            topology: t.clone(),
+            base_rtt_ns,
+        };
+        for &h in &host_order {
+            let node = &t.nodes[h];
+            let rate = t
+                .links_of(h)
+                .next()
+                .map(|(li, _)| t.links[li].props.rate.bps())
+                .unwrap_or(1_000_000_000);
+            let mut ec = EndpointConfig::new(
+                &node.name,
+                node.address.expect("address"),
+                rate,
+                base_rtt_ns,
+                cfg.origin,
+            );
+            ec.idle_poll_ns = cfg.idle_poll_ns;
+            let ns = lab.hosts[h].as_ref().expect("host namespace");
+            let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
+                host: node.name.clone(),
+                source,
+            })?;
+            lab.endpoints.resize_with(t.nodes.len(), || None);
+            lab.endpoints[h] = Some(ep);
+        }
+        tracing::info!(topology = %t.name, took = ?started.elapsed(), "lab built");
+        Ok(lab)
+    }
+
+    /// The endpoint of host node `n`.
+    pub fn endpoint(&self, n: usize) -> &Endpoint {
+        self.endpoints[n].as_ref().expect("a host node")
+    }
+
+    /// The base RTT given to the controllers (ns).
+    pub fn base_rtt_ns(&self) -> u64 {
+        self.base_rtt_ns
+    }
+
+    /// Waits until the hosts have `n` finished flows between them, or `limit` passes.
+    pub fn wait_finished(&self, n: usize, limit: Duration) -> bool {
+        let t = Instant::now();
+        loop {
+            let done: usize = self.endpoints.iter().flatten().map(Endpoint::finished).sum();
+            if done >= n {
+                return true;
+            }
+            if t.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops everything, removes every namespace, and reports.
+    pub fn stop(mut self) -> LabReport {
+        let hosts = self
+            .endpoints
+            .drain(..)
+            .flatten()
+            .filter_map(|e| e.stop().ok())
+            .collect();
+        let switches = self.switches.drain(..).map(Switch::stop).collect();
+        LabReport { hosts, switches }
+    }
+}
+
+/// An upper bound of the one-way propagation delay between two hosts (ns): the most links on a
+/// shortest path between two hosts, times the largest link delay.
+fn max_path_delay(t: &Topology) -> u64 {
+    let max_delay = t.links.iter().map(|l| l.props.delay.0).max().unwrap_or(0);
+    let hosts: Vec<usize> = t.hosts().collect();
+    let hops = hosts
+        .iter()
+        .flat_map(|&a| {
+            let d = distances(t, a);
+            hosts
+                .iter()
+                .map(move |&b| d[b])
+                .filter(|&x| x != usize::MAX)
+                .collect::<Vec<_>>()
+        })
+        .max()
+        .unwrap_or(1);
+    max_delay * hops as u64
+}
