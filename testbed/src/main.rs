@@ -32,6 +32,13 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_INT_PORT)]
         int_port: u16,
     },
+    /// Remove what a killed run left behind: every lab network namespace (and the interfaces in
+    /// it).
+    Clean {
+        /// Only namespaces whose name starts with this (default: every intlab namespace).
+        #[arg(long, default_value = intlab_testbed::netns::PREFIX)]
+        prefix: String,
+    },
     /// Run a switch alone from a YAML configuration (see docs/switch.md) until Ctrl-C.
     Switch {
         /// The switch configuration.
@@ -79,6 +86,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Switch { config } => run_switch(&config),
+        Command::Clean { prefix } => {
+            anyhow::ensure!(
+                prefix.starts_with(intlab_testbed::netns::PREFIX),
+                "--prefix must start with `{}`: intlab only removes what it created",
+                intlab_testbed::netns::PREFIX
+            );
+            let (removed, failed) = intlab_testbed::netns::clean(&prefix);
+            for n in &removed {
+                println!("removed namespace {n}");
+            }
+            for e in &failed {
+                eprintln!("intlab: {e}");
+            }
+            println!("{} namespaces removed, {} failures", removed.len(), failed.len());
+            Ok(if failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
     }
 }
 

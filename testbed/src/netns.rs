@@ -190,3 +190,17 @@ pub fn lab_namespaces() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Deletes every lab namespace whose name starts with `prefix` (itself starting with
+/// [`PREFIX`]); their interfaces go with them. Returns the names removed and the failures.
+pub fn clean(prefix: &str) -> (Vec<String>, Vec<CommandError>) {
+    let mut removed = Vec::new();
+    let mut failed = Vec::new();
+    for name in lab_namespaces().into_iter().filter(|n| n.starts_with(prefix)) {
+        match ip(&["netns", "del", &name]) {
+            Ok(()) => removed.push(name),
+            Err(e) => failed.push(e),
+        }
+    }
+    (removed, failed)
+}
