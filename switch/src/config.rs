@@ -240,7 +240,7 @@ struct RawPort {
     #[serde(default = "default_mtu")]
     mtu: u16,
     #[serde(default)]
-    ecn: Option<Spanned<RawEcn>>,
+    ecn: Option<Spanned<EcnYaml>>,
     #[serde(default = "yes")]
     int: bool,
     #[serde(default)]
@@ -259,12 +259,34 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Deserialize)]
+/// ECN thresholds as written in YAML (`{ kmin: 20KB, kmax: 80KB, pmax: 0.2 }`), shared by the
+/// switch configuration and the lab's topologies.
+#[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawEcn {
-    kmin: Bytes,
-    kmax: Bytes,
-    pmax: f64,
+pub struct EcnYaml {
+    /// Lower threshold.
+    pub kmin: Bytes,
+    /// Upper threshold.
+    pub kmax: Bytes,
+    /// Marking probability at `kmax`.
+    pub pmax: f64,
+}
+
+impl EcnYaml {
+    /// The checked thresholds, or what is wrong with them.
+    pub fn resolve(&self) -> Result<EcnSpec, String> {
+        if !(0.0..=1.0).contains(&self.pmax) || self.kmin.0 > self.kmax.0 {
+            return Err(format!(
+                "expected kmin <= kmax and pmax in [0, 1], got kmin {} B, kmax {} B, pmax {}",
+                self.kmin.0, self.kmax.0, self.pmax
+            ));
+        }
+        Ok(EcnSpec {
+            kmin: self.kmin.0,
+            kmax: self.kmax.0,
+            pmax: self.pmax,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -427,26 +449,13 @@ impl Resolver<'_> {
                     format!("duplicate device `{device}` (also used at line {line})"),
                 ));
             }
-            let ecn = match p.ecn {
+            let ecn = match &p.ecn {
                 None => None,
-                Some(e) => {
-                    let v = &e.value;
-                    if !(0.0..=1.0).contains(&v.pmax) || v.kmin.0 > v.kmax.0 {
-                        return Err(self.err(
-                            &e,
-                            format!("ports[{i}].ecn"),
-                            format!(
-                                "expected kmin <= kmax and pmax in [0, 1], got kmin {} B, kmax {} B, pmax {}",
-                                v.kmin.0, v.kmax.0, v.pmax
-                            ),
-                        ));
-                    }
-                    Some(EcnSpec {
-                        kmin: v.kmin.0,
-                        kmax: v.kmax.0,
-                        pmax: v.pmax,
-                    })
-                }
+                Some(e) => Some(
+                    e.value
+                        .resolve()
+                        .map_err(|m| self.err(e, format!("ports[{i}].ecn"), m))?,
+                ),
             };
             let loss = match &p.loss {
                 Some(l) if !(0.0..1.0).contains(&l.value) => {

@@ -199,15 +199,8 @@ impl Socket {
                 std::ptr::null_mut(),
             )
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        for i in 0..r as usize {
+        let r = batch_count(r)?;
+        for i in 0..r {
             let n = &names[i];
             b.meta[i] = RecvMeta {
                 len: msgs[i].msg_len as usize,
@@ -218,7 +211,7 @@ impl Socket {
                 tos: received_tos(&msgs[i].msg_hdr),
             };
         }
-        Ok(r as usize)
+        Ok(r)
     }
 
     /// Sends what `b` holds (as much as the socket takes) and empties it; returns how many went.
@@ -246,15 +239,7 @@ impl Socket {
         }
         // SAFETY: see above.
         let r = unsafe { libc::sendmmsg(self.fd(), msgs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        Ok(r as usize)
+        batch_count(r)
     }
 }
 
@@ -271,4 +256,17 @@ fn received_tos(h: &libc::msghdr) -> u8 {
         }
     }
     0
+}
+
+/// The count a recvmmsg/sendmmsg call returned: "would block" is zero datagrams, not an error.
+fn batch_count(r: libc::c_int) -> io::Result<usize> {
+    if r >= 0 {
+        return Ok(r as usize);
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::WouldBlock {
+        Ok(0)
+    } else {
+        Err(e)
+    }
 }

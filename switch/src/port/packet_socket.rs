@@ -133,15 +133,7 @@ impl PacketSocket {
                 std::ptr::null_mut(),
             )
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(e)
-            };
-        }
-        let r = r as usize;
+        let r = batch_count(r)?;
         for i in 0..r {
             bufs[i].len = msgs[i].msg_len as usize;
             bufs[i].truncated = msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
@@ -171,16 +163,11 @@ impl PacketSocket {
                 msgs[i].msg_hdr.msg_iovlen = 1;
             }
             // SAFETY: msgs[..len] point at valid iovecs over live buffers.
-            let r = unsafe { libc::sendmmsg(self.fd(), msgs.as_mut_ptr(), chunk.len() as u32, libc::MSG_DONTWAIT) };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::WouldBlock {
-                    break;
-                }
-                return Err(e);
-            }
-            sent += r as usize;
-            if (r as usize) < chunk.len() {
+            let r = batch_count(unsafe {
+                libc::sendmmsg(self.fd(), msgs.as_mut_ptr(), chunk.len() as u32, libc::MSG_DONTWAIT)
+            })?;
+            sent += r;
+            if r < chunk.len() {
                 break;
             }
         }
@@ -203,4 +190,17 @@ fn receive_time(hdr: &libc::msghdr) -> Option<u128> {
         }
     }
     None
+}
+
+/// The count a recvmmsg/sendmmsg call returned: "would block" is zero datagrams, not an error.
+fn batch_count(r: libc::c_int) -> io::Result<usize> {
+    if r >= 0 {
+        return Ok(r as usize);
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::WouldBlock {
+        Ok(0)
+    } else {
+        Err(e)
+    }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use intlab_switch::config::EcnSpec;
+use intlab_switch::config::EcnYaml;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -85,17 +85,9 @@ struct RawLinkProps {
     #[serde(default)]
     buffer: Option<Bytes>,
     #[serde(default)]
-    ecn: Option<RawEcn>,
+    ecn: Option<EcnYaml>,
     #[serde(default)]
     loss: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawEcn {
-    kmin: Bytes,
-    kmax: Bytes,
-    pmax: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -228,19 +220,13 @@ pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
                 format!("links[{li}]: no rate (set `rate:` on the link or in defaults.link)"),
             )
         })?;
-        let ecn = p.ecn.or(defaults.ecn).map(|e| EcnSpec {
-            kmin: e.kmin.0,
-            kmax: e.kmax.0,
-            pmax: e.pmax,
-        });
-        if let Some(e) = &ecn
-            && (e.kmin > e.kmax || !(0.0..=1.0).contains(&e.pmax))
-        {
-            return Err(err(
-                &l.referenced,
-                format!("links[{li}]: ecn: expected kmin <= kmax and pmax in [0, 1]"),
-            ));
-        }
+        let ecn = match p.ecn.or(defaults.ecn) {
+            None => None,
+            Some(e) => Some(
+                e.resolve()
+                    .map_err(|m| err(&l.referenced, format!("links[{li}]: ecn: {m}")))?,
+            ),
+        };
         let loss = p.loss.or(defaults.loss).unwrap_or(0.0);
         if !(0.0..1.0).contains(&loss) {
             return Err(err(
