@@ -23,6 +23,11 @@ impl Clock {
         })
     }
 
+    /// The instant readings count from, so other components can share the time base.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// Nanoseconds since the origin.
     #[inline]
     pub fn now_ns(&self) -> u64 {

@@ -166,6 +166,8 @@ pub struct SwitchSpec {
     pub seed: u64,
     /// Longest a worker sleeps before polling its ports again (see docs/switch.md).
     pub idle_poll: Nanos,
+    /// Interval of each port's queue-over-time trace, returned in the final counters (0: none).
+    pub queue_trace_every: Nanos,
 }
 
 /// Default of [`SwitchSpec::idle_poll`]: wake-ups sent between CPUs on a virtual machine can
@@ -202,6 +204,8 @@ struct RawSwitch {
     seed: u64,
     #[serde(default = "default_idle_poll")]
     idle_poll: Nanos,
+    #[serde(default)]
+    queue_trace_every: Nanos,
 }
 
 fn default_idle_poll() -> Nanos {
@@ -588,6 +592,7 @@ impl Resolver<'_> {
             counters_file: raw.counters_file,
             seed: raw.seed,
             idle_poll: raw.idle_poll,
+            queue_trace_every: raw.queue_trace_every,
         })
     }
 }

@@ -5,6 +5,8 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::queue_trace::{QueuePoint, QueueTrace};
+
 /// Why a frame was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DropReason {
@@ -91,6 +93,7 @@ pub struct PortCounters {
     /// Largest queue occupancy seen at dequeue (bytes).
     pub queue_max: u64,
     queue: Histogram<u64>,
+    trace: QueueTrace,
     /// How late frames were released against their exact schedule (ns).
     late: Histogram<u64>,
 }
@@ -109,6 +112,7 @@ impl Default for PortCounters {
             int_mtu_exceeded: 0,
             int_malformed: 0,
             queue_max: 0,
+            trace: QueueTrace::default(),
             // Queues of up to 4 GB at 3 significant digits.
             queue: Histogram::new_with_max(1 << 32, 3)
                 .unwrap_or_else(|_| Histogram::new(3).expect("3 digits is valid")),
@@ -129,9 +133,18 @@ impl PortCounters {
         self.drops[why.index()]
     }
 
-    /// Records the queue occupancy a frame saw at dequeue.
-    pub fn record_queue(&mut self, qlen: u64) {
+    /// Counters that also keep the queue over time in intervals of `every_ns` (0: not kept).
+    pub fn with_queue_trace(every_ns: u64) -> PortCounters {
+        PortCounters {
+            trace: QueueTrace::new(every_ns),
+            ..PortCounters::default()
+        }
+    }
+
+    /// Records the queue occupancy `qlen` a frame saw when it started leaving at `t_ns`.
+    pub fn record_queue(&mut self, t_ns: u64, qlen: u64) {
         self.queue_max = self.queue_max.max(qlen);
+        self.trace.record(t_ns, qlen);
         let _ = self.queue.record(qlen.min(self.queue.high()));
     }
 
@@ -140,8 +153,8 @@ impl PortCounters {
         let _ = self.late.record(late_ns.min(self.late.high()));
     }
 
-    /// A copy for publishing.
-    pub fn snapshot(&self, name: &str) -> PortSnapshot {
+    /// A copy for publishing; the queue trace only when `with_trace` (it grows with the run).
+    pub fn snapshot(&self, name: &str, with_trace: bool) -> PortSnapshot {
         PortSnapshot {
             name: name.to_owned(),
             rx_frames: self.rx_frames,
@@ -165,6 +178,7 @@ impl PortCounters {
             release_late_p50_ns: self.late.value_at_quantile(0.5),
             release_late_p99_ns: self.late.value_at_quantile(0.99),
             release_late_max_ns: self.late.max(),
+            queue_trace: if with_trace { self.trace.points() } else { Vec::new() },
         }
     }
 }
@@ -209,6 +223,9 @@ pub struct PortSnapshot {
     pub release_late_p99_ns: u64,
     /// Largest such delay (ns).
     pub release_late_max_ns: u64,
+    /// The queue over time, in the final counters of a switch that keeps it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue_trace: Vec<QueuePoint>,
 }
 
 impl PortSnapshot {

@@ -80,7 +80,7 @@ pub enum Fate {
 
 /// Marks, stamps and decides the fate of a frame leaving `port`.
 pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
-    counters.record_queue(d.qlen);
+    counters.record_queue(d.start_ns, d.qlen);
     if let Some(red) = &port.red {
         mark_ecn(&mut d.frame, red, d.qlen, rng, counters);
     }

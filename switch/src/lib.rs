@@ -17,6 +17,7 @@ pub mod egress;
 pub mod frame;
 pub mod pipeline;
 pub mod port;
+pub mod queue_trace;
 mod switch;
 pub mod tm;
 pub mod units;

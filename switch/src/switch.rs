@@ -125,10 +125,11 @@ impl Switch {
                 port,
                 queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
                 egress: EgressPort::new(i, spec.node_id, p),
-                counters: PortCounters::default(),
+                counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                 capture,
                 link_rate: p.rate,
                 ingress_free_ps: 0,
+                link_delay_ns: p.delay.0,
             });
         }
         let n_workers = spec.workers.clamp(1, spec.ports.len().max(1));

@@ -89,6 +89,8 @@ pub struct PortSlot {
     /// When the previous received frame finished arriving (ps): the next cannot finish sooner
     /// than one serialization time later.
     pub ingress_free_ps: u64,
+    /// The link's propagation delay (ns).
+    pub link_delay_ns: u64,
 }
 
 /// What all workers of a switch share.
@@ -193,7 +195,7 @@ impl Worker {
                 self.release(s, now);
             }
             if now >= next_publish {
-                self.publish();
+                self.publish(false);
                 next_publish = now + PUBLISH_EVERY_NS;
             }
             self.wait();
@@ -233,10 +235,12 @@ impl Worker {
         if !matches!(slot.port, Port::Link(_)) {
             // A host's link delivers at most its line rate: a burst the host's stack sent at once
             // arrives spread out, as through a real NIC (store-and-forward: last bit in).
+            // The host emulates nothing, so the link's delay towards the switch is applied
+            // here: the frame counts as arriving that much later (the egress schedule holds it).
             let ser = slot.link_rate.serialization_ns(frame.len as u64) * 1000;
             let done = (frame.arrival_ns * 1000).max(slot.ingress_free_ps) + ser;
             slot.ingress_free_ps = done;
-            frame.arrival_ns = done / 1000;
+            frame.arrival_ns = done / 1000 + slot.link_delay_ns;
         }
         frame.ingress = slot.index as u16;
         slot.counters.rx_frames += 1;
@@ -375,10 +379,10 @@ impl Worker {
         }
     }
 
-    fn publish(&self) {
+    fn publish(&self, with_trace: bool) {
         if let Ok(mut p) = self.shared.published.lock() {
             for s in &self.slots {
-                p[s.index] = s.counters.snapshot(&s.name);
+                p[s.index] = s.counters.snapshot(&s.name, with_trace);
             }
         }
     }
@@ -392,6 +396,6 @@ impl Worker {
                 c.flush();
             }
         }
-        self.publish();
+        self.publish(true);
     }
 }

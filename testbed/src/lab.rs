@@ -13,10 +13,10 @@ use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Rou
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::Nanos;
 use intlab_switch::{Switch, SwitchSnapshot};
-use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport};
+use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode};
 
 use crate::netns::{self, CommandError, Namespace};
-use crate::topology::{NodeKind, Topology, distances, shortest_paths};
+use crate::topology::{NodeKind, Topology, distances, routes};
 
 /// Why a lab could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +53,52 @@ pub struct LabConfig {
     pub host_overhead_ns: u64,
     /// Folder for per-port captures, if wanted.
     pub capture: Option<PathBuf>,
+    /// Seed of the switches' ECN and loss draws (switch k uses seed + k).
+    pub seed: u64,
+    /// Interval of the switches' queue-over-time traces (ns; 0: none).
+    pub queue_trace_every_ns: u64,
+    /// How the hosts' transports behave.
+    pub transport: TransportSettings,
+}
+
+/// The transport settings every host of a lab shares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransportSettings {
+    /// Payload bytes per packet (RoCE MTU 1024, 2048 or 4096).
+    pub mtu: u64,
+    /// ACK every this many packets.
+    pub ack_every: u32,
+    /// Shortest time between CNPs of one QP (ns).
+    pub cnp_interval_ns: u64,
+    /// When data carries INT.
+    pub int_mode: IntMode,
+    /// Spacing of the per-flow time series (ns; 0: none).
+    pub sample_every_ns: u64,
+}
+
+impl TransportSettings {
+    /// The IP MTU of the lab's links: Ethernet's 1500 unless the RoCE MTU needs more, with
+    /// room for the IP, UDP, BTH, RETH, ICRC and up to 8 INT hops.
+    pub fn link_mtu(&self) -> u16 {
+        if self.mtu <= 1024 {
+            1500
+        } else {
+            u16::try_from(self.mtu + 512).unwrap_or(u16::MAX)
+        }
+    }
+}
+
+impl Default for TransportSettings {
+    /// The endpoint's defaults (see [`EndpointConfig::new`]), no time series.
+    fn default() -> Self {
+        TransportSettings {
+            mtu: 1024,
+            ack_every: 1,
+            cnp_interval_ns: 50_000,
+            int_mode: IntMode::Auto,
+            sample_every_ns: 0,
+        }
+    }
 }
 
 impl LabConfig {
@@ -65,6 +111,9 @@ impl LabConfig {
             idle_poll_ns: 50_000,
             host_overhead_ns: 400_000,
             capture: None,
+            seed: 0,
+            queue_trace_every_ns: 0,
+            transport: TransportSettings::default(),
         }
     }
 }
@@ -103,6 +152,7 @@ impl Lab {
     /// Builds and starts everything `t` describes.
     pub fn build(t: &Topology, cfg: &LabConfig) -> Result<Lab, LabError> {
         let started = Instant::now();
+        let link_mtu = cfg.transport.link_mtu();
         let switch_ns = Namespace::create(&format!("{}-sw", cfg.prefix))?;
         let mut hosts: Vec<Option<Namespace>> = (0..t.nodes.len()).map(|_| None).collect();
         let host_order: Vec<usize> = t.hosts().collect();
@@ -129,6 +179,11 @@ impl Lab {
                     let dev = format!("x{li}");
                     let ns = hosts[host].as_ref().expect("host namespace");
                     netns::veth_pair(&link.ends[he].interface, ns, &dev, &switch_ns)?;
+                    if link_mtu != 1500 {
+                        let mtu = link_mtu.to_string();
+                        ns.ip(&["link", "set", "dev", &link.ends[he].interface, "mtu", &mtu])?;
+                        switch_ns.ip(&["link", "set", "dev", &dev, "mtu", &mtu])?;
+                    }
                     let addr = t.nodes[host].address.expect("hosts have addresses");
                     ns.configure(&link.ends[he].interface, mac_of[&host], addr, 15)?;
                     ends.insert(
@@ -141,7 +196,7 @@ impl Lab {
                 }
             }
         }
-        let routes = shortest_paths(t);
+        let routes = routes(t);
         let neighbors: Vec<(Ipv4Addr, MacAddress)> = host_order
             .iter()
             .map(|&h| (t.nodes[h].address.expect("address"), mac_of[&h]))
@@ -159,7 +214,7 @@ impl Lab {
                     rate: props.rate,
                     delay: props.delay,
                     buffer: props.buffer,
-                    mtu: 1500,
+                    mtu: link_mtu,
                     ecn: props.ecn,
                     int: true,
                     loss: props.loss,
@@ -194,8 +249,9 @@ impl Lab {
                     drops: true,
                 }),
                 counters_file: None,
-                seed: k as u64,
+                seed: cfg.seed.wrapping_add(k as u64),
                 idle_poll: Nanos(cfg.idle_poll_ns),
+                queue_trace_every: Nanos(cfg.queue_trace_every_ns),
             });
         }
         let capacity = specs.iter().map(intlab_switch::frame_capacity).max().unwrap_or(2048);
@@ -204,7 +260,7 @@ impl Lab {
         for spec in specs {
             switches.push(Switch::start_with_pool(spec, pool.clone())?);
         }
-        let base_rtt_ns = 2 * max_path_delay(t) + cfg.host_overhead_ns;
+        let base_rtt_ns = base_rtt_ns(t, cfg);
         let mut lab = Lab {
             endpoints: Vec::new(),
             switches,
@@ -228,6 +284,12 @@ impl Lab {
                 cfg.origin,
             );
             ec.idle_poll_ns = cfg.idle_poll_ns;
+            let tr = &cfg.transport;
+            ec.mtu = tr.mtu;
+            ec.ack_every = tr.ack_every;
+            ec.cnp_interval_ns = tr.cnp_interval_ns;
+            ec.int_mode = tr.int_mode;
+            ec.timing.sample_every_ns = tr.sample_every_ns;
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
                 host: node.name.clone(),
@@ -250,12 +312,17 @@ impl Lab {
         self.base_rtt_ns
     }
 
+    /// Flows finished so far, counted at both ends (a completed flow counts twice: its sender
+    /// saw every byte acknowledged, its receiver got every byte).
+    pub fn finished(&self) -> usize {
+        self.endpoints.iter().flatten().map(Endpoint::finished).sum()
+    }
+
     /// Waits until the hosts have `n` finished flows between them, or `limit` passes.
     pub fn wait_finished(&self, n: usize, limit: Duration) -> bool {
         let t = Instant::now();
         loop {
-            let done: usize = self.endpoints.iter().flatten().map(Endpoint::finished).sum();
-            if done >= n {
+            if self.finished() >= n {
                 return true;
             }
             if t.elapsed() > limit {
@@ -276,6 +343,12 @@ impl Lab {
         let switches = self.switches.drain(..).map(Switch::stop).collect();
         LabReport { hosts, switches }
     }
+}
+
+/// The base RTT a lab of `t` gives its controllers (ns): twice the longest one-way propagation
+/// between hosts plus this machine's overhead.
+pub fn base_rtt_ns(t: &Topology, cfg: &LabConfig) -> u64 {
+    2 * max_path_delay(t) + cfg.host_overhead_ns
 }
 
 /// An upper bound of the one-way propagation delay between two hosts (ns): the most links on a

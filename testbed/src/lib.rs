@@ -7,4 +7,8 @@ pub mod capture;
 pub mod inspect;
 pub mod lab;
 pub mod netns;
+pub mod results;
+pub mod run;
+pub mod scenario;
 pub mod topology;
+pub mod workload;

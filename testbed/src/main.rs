@@ -10,6 +10,11 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use int_format::int::DEFAULT_INT_PORT;
 use intlab_testbed::inspect;
+use intlab_testbed::results::{Ending, summary_table};
+use intlab_testbed::run::{self as lab_run, RunOptions};
+use intlab_testbed::scenario::{Overrides, Scenario};
+
+mod progress;
 
 /// A real-packet emulation lab for datacenter congestion control.
 #[derive(Debug, Parser)]
@@ -21,6 +26,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario end to end: build the lab, run the workload, tear it down, and write the
+    /// results folder (see docs/results.md). With no file: 4-to-1 incast under HPCC.
+    Run {
+        /// The scenario (a topology file with controller, workload, ...; see docs/scenarios.md).
+        scenario: Option<PathBuf>,
+        /// Run this controller instead of the scenario's (hpcc, hpcc++, line_rate).
+        #[arg(long)]
+        cc: Option<String>,
+        /// Change one scenario key, as `key.path=value` (repeatable): `--set links.0.rate=1Gbps`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// The results folder [default: results/SCENARIO-CONTROLLER, numbered if it exists].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write a pcapng per switch port into the results folder.
+        #[arg(long)]
+        capture: bool,
+    },
     /// Decode a pcap or pcapng capture: Ethernet/IPv4/UDP, every INT hop, RoCEv2 and its ICRC.
     Inspect {
         /// The capture file.
@@ -63,6 +86,13 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Run {
+            scenario,
+            cc,
+            set,
+            out,
+            capture,
+        } => run_scenario(scenario.as_deref(), Overrides { controller: cc, set }, out, capture),
         Command::Inspect { file, json, int_port } => {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
@@ -107,6 +137,51 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 130 when
+/// interrupted (results written in every case).
+fn run_scenario(
+    file: Option<&std::path::Path>,
+    overrides: Overrides,
+    out: Option<PathBuf>,
+    capture: bool,
+) -> Result<ExitCode> {
+    let scenario = match file {
+        Some(f) => Scenario::load(f, &overrides)?,
+        None => Scenario::builtin(&overrides)?,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal ends the process at once; `intlab clean` then removes what is left.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .context("installing the signal handler")?;
+        signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
+    }
+    let out = out.unwrap_or_else(|| free_folder(&scenario));
+    let opts = RunOptions {
+        out: out.clone(),
+        capture,
+        tag: "r".into(),
+    };
+    let mut progress = progress::Reporter::new();
+    let results = lab_run::run(&scenario, &opts, &stop, &mut progress)?;
+    print!("{}", summary_table(&results.summary));
+    println!("results: {}", out.display());
+    Ok(match results.summary.ending {
+        Ending::Completed => ExitCode::SUCCESS,
+        Ending::TimedOut => ExitCode::from(3),
+        Ending::Interrupted => ExitCode::from(130),
+    })
+}
+
+/// `results/NAME-CONTROLLER`, or the first of `-2`, `-3`, ... that does not exist yet.
+fn free_folder(s: &Scenario) -> PathBuf {
+    let base = format!("results/{}-{}", s.topology.name, s.controller.name());
+    (1..)
+        .map(|k| PathBuf::from(if k == 1 { base.clone() } else { format!("{base}-{k}") }))
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| PathBuf::from(base))
 }
 
 /// Runs one switch until SIGINT or SIGTERM, then prints its counters.

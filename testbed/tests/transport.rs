@@ -144,8 +144,10 @@ fn a_100_mb_write_arrives_intact() {
         0,
         "every ICRC verifies"
     );
+    // Every datagram that reached the receiver went out of the bottleneck with a hop pushed (a
+    // few can be lost in the kernel before the switch; go-back-N resends them).
     assert_eq!(
-        o.bottleneck.int_pushed, o.sender.sent[0].packets_sent,
+        o.bottleneck.int_pushed, o.receiver.counters.rx_datagrams,
         "HPCC's data carries INT"
     );
     eprintln!(

@@ -269,6 +269,10 @@ struct Host {
     receivers: HashMap<u32, RecvQp>,
     counters: EndpointCounters,
     policy: ReceiverPolicy,
+    /// When the NIC finishes the data it was last given (ns): every QP shares its line rate.
+    nic_free_ns: u64,
+    /// The QP the NIC serves first next time (round robin).
+    next_qp: usize,
 }
 
 impl Host {
@@ -292,6 +296,8 @@ impl Host {
             receivers: HashMap::new(),
             counters: EndpointCounters::default(),
             policy,
+            nic_free_ns: 0,
+            next_qp: 0,
         })
     }
 
@@ -538,16 +544,42 @@ impl Host {
         Ok(())
     }
 
+    /// Sends what is due as a NIC would: QPs served round robin, one packet at a time, never
+    /// faster than the line rate in total, so the host's link never queues more than a real
+    /// NIC lets it (each QP still paces itself at its controller's rate).
     fn send_data(&mut self) -> io::Result<()> {
         let now = self.now();
         for s in &mut self.senders {
             s.qp.on_timers(now);
-            while s.qp.ready(now) && !s.batch.is_full() {
+        }
+        // A late wake-up sends what was due, but an idle NIC banks no more than the burst credit.
+        self.nic_free_ns = self
+            .nic_free_ns
+            .max(now.saturating_sub(self.cfg.timing.burst_credit_ns));
+        let n_qps = self.senders.len();
+        while self.nic_free_ns <= now {
+            let mut sent_one = false;
+            for k in 0..n_qps {
+                let i = (self.next_qp + k) % n_qps;
+                let s = &mut self.senders[i];
+                if !s.qp.ready(now) || s.batch.is_full() {
+                    continue;
+                }
                 let n =
                     s.qp.build_next(now, s.batch.slot(), &s.addressing)
                         .map_err(io::Error::other)?;
                 s.batch.commit(n, s.dst);
+                let wire_bits = (n as u64 + WIRE_OVERHEAD) * 8;
+                self.nic_free_ns += wire_bits * 1_000_000_000 / self.cfg.line_rate_bps.max(1);
+                self.next_qp = (i + 1) % n_qps;
+                sent_one = true;
+                break;
             }
+            if !sent_one {
+                break;
+            }
+        }
+        for s in &mut self.senders {
             let queued = s.batch.len();
             if queued > 0 {
                 let sent = s.socket.send_batch(&mut s.batch)?;
@@ -560,7 +592,13 @@ impl Host {
 
     fn wait(&mut self) {
         let now = self.now();
-        let next = self.senders.iter().filter_map(|s| s.qp.next_event_ns()).min();
+        // A QP due now while the NIC is busy waits for the NIC.
+        let next = self
+            .senders
+            .iter()
+            .filter_map(|s| s.qp.next_event_ns())
+            .min()
+            .map(|t| if t <= now { t.max(self.nic_free_ns) } else { t });
         let sleep = next
             .map_or(self.cfg.idle_poll_ns, |t| t.saturating_sub(now))
             .min(self.cfg.idle_poll_ns);

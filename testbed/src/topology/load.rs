@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 
 use intlab_switch::config::EcnYaml;
 use intlab_switch::units::{Bytes, Nanos, Rate};
+use intlab_transport::cc::ControllerConfig;
 use serde::Deserialize;
+
+use crate::scenario::raw::{RawRun, RawTransport, RawWorkload};
 use serde_saphyr::Spanned;
 
-use super::{Endpoint, Link, LinkProps, Node, NodeKind, Topology};
+use super::{Endpoint, Link, LinkProps, Node, NodeKind, RouteOverride, Topology};
 
 /// The lab's address block: 198.18.0.0/15 (benchmarking, RFC 2544).
 const LAB_NET: u32 = 0xc612_0000;
@@ -51,6 +54,32 @@ struct RawTopology {
     defaults: RawDefaults,
     nodes: BTreeMap<String, Spanned<RawNode>>,
     links: Vec<Spanned<RawLink>>,
+    #[serde(default)]
+    routes: Vec<Spanned<RawRoute>>,
+    // The run's keys, checked by `crate::scenario`.
+    #[serde(default)]
+    controller: Option<Spanned<ControllerConfig>>,
+    #[serde(default)]
+    workload: Option<Spanned<RawWorkload>>,
+    #[serde(default)]
+    duration: Option<Spanned<Nanos>>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    capture: Option<bool>,
+    #[serde(default)]
+    dilation: Option<Spanned<f64>>,
+    #[serde(default)]
+    transport: Option<Spanned<RawTransport>>,
+}
+
+/// A route that replaces the computed next hops of one switch towards one host.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    switch: Spanned<String>,
+    to: Spanned<String>,
+    via: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,8 +127,14 @@ struct RawLink {
     props: RawLinkProps,
 }
 
-/// Parses and checks a topology; `file` is only used in errors.
+/// Parses and checks a topology; `file` is only used in errors. A scenario's run keys
+/// (controller, workload, ...) are parsed but not checked here.
 pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
+    load_document(text, file).map(|(t, _)| t)
+}
+
+/// Parses a whole scenario file: the checked topology and the run's keys as written.
+pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun), LoadError> {
     let raw: RawTopology = serde_saphyr::from_str(text).map_err(|e| {
         let (line, column) = e
             .location()
@@ -252,11 +287,59 @@ pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
             return Err(err(at, format!("host `{}` must have exactly one link", n.name)));
         }
     }
-    Ok(Topology {
+    let mut routes = Vec::new();
+    for (ri, r) in raw.routes.iter().enumerate() {
+        let node = |name: &Spanned<String>, kind: NodeKind, what: &str| {
+            index
+                .get(name.value.as_str())
+                .copied()
+                .filter(|&n| nodes[n].kind == kind)
+                .ok_or_else(|| {
+                    err(
+                        &name.referenced,
+                        format!("routes[{ri}]: expected {what}, got `{}`", name.value),
+                    )
+                })
+        };
+        let switch = node(&r.value.switch, NodeKind::Switch, "the name of a switch")?;
+        let host = node(&r.value.to, NodeKind::Host, "the name of a host")?;
+        if r.value.via.is_empty() {
+            return Err(err(&r.referenced, format!("routes[{ri}]: `via` lists no interface")));
+        }
+        let mut via = Vec::new();
+        for v in &r.value.via {
+            let li = links
+                .iter()
+                .position(|l: &Link| l.ends.iter().any(|e| e.node == switch && e.interface == v.value))
+                .ok_or_else(|| {
+                    err(
+                        &v.referenced,
+                        format!(
+                            "routes[{ri}]: `{}` is not an interface of `{}`",
+                            v.value, r.value.switch.value
+                        ),
+                    )
+                })?;
+            via.push(li);
+        }
+        routes.push(RouteOverride { switch, host, via });
+    }
+    let run = RawRun {
+        controller: raw.controller,
+        workload: raw.workload,
+        duration: raw.duration,
+        seed: raw.seed,
+        capture: raw.capture,
+        dilation: raw.dilation,
+        transport: raw.transport,
+    };
+    let topology = Topology {
         name: raw.name,
         nodes,
         links,
-    })
+        routes,
+    };
+    Ok((topology, run))
 }
 
 /// The first line of a serde-saphyr message (the rest is a source snippet we print ourselves).

@@ -5,8 +5,9 @@
 mod load;
 mod routing;
 
+pub(crate) use load::load_document;
 pub use load::{LoadError, load_str};
-pub use routing::{Routes, distances, shortest_paths};
+pub use routing::{Routes, distances, routes, shortest_paths};
 
 use std::net::Ipv4Addr;
 
@@ -75,6 +76,19 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Links, in file order.
     pub links: Vec<Link>,
+    /// Routes given in the file, replacing the computed ones.
+    pub routes: Vec<RouteOverride>,
+}
+
+/// The next hops one switch uses towards one host, given instead of computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteOverride {
+    /// The switch (node index).
+    pub switch: usize,
+    /// The destination host (node index).
+    pub host: usize,
+    /// Links to forward on (ECMP over them when more than one).
+    pub via: Vec<usize>,
 }
 
 impl Topology {

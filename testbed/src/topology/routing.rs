@@ -57,3 +57,36 @@ pub fn shortest_paths(t: &Topology) -> Routes {
     }
     Routes { next }
 }
+
+/// The routes a lab uses: shortest paths with ECMP, then the file's own routes in their place.
+pub fn routes(t: &Topology) -> Routes {
+    let mut r = shortest_paths(t);
+    for o in &t.routes {
+        r.next[o.switch][o.host] = o.via.clone();
+    }
+    r
+}
+
+impl Routes {
+    /// The links from host `src` to host `dst`, taking the first next hop at every switch (with
+    /// ECMP every choice has the same length); None when unreachable.
+    pub fn path(&self, t: &Topology, src: usize, dst: usize) -> Option<Vec<usize>> {
+        let (first, end) = t.links_of(src).next()?;
+        let mut links = vec![first];
+        let mut at = t.links[first].ends[1 - end].node;
+        while at != dst {
+            if t.nodes[at].kind != NodeKind::Switch || links.len() > t.links.len() {
+                return None;
+            }
+            let &li = self.next[at][dst].first()?;
+            let l = &t.links[li];
+            at = if l.ends[0].node == at {
+                l.ends[1].node
+            } else {
+                l.ends[0].node
+            };
+            links.push(li);
+        }
+        Some(links)
+    }
+}

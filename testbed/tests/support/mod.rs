@@ -92,6 +92,7 @@ pub fn switch_spec(
         counters_file: None,
         seed: 1,
         idle_poll: intlab_switch::config::DEFAULT_IDLE_POLL,
+        queue_trace_every: intlab_switch::units::Nanos(0),
     }
 }
 

@@ -104,6 +104,15 @@ pub enum ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// The name a scenario file uses for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ControllerConfig::Hpcc(_) => "hpcc",
+            ControllerConfig::HpccPlusPlus(_) => "hpcc++",
+            ControllerConfig::LineRate => "line_rate",
+        }
+    }
+
     /// A controller for one flow on `path`.
     pub fn build(&self, path: PathInfo) -> Box<dyn Controller> {
         match self {

@@ -1,0 +1,180 @@
+//! The results folder: CSV and JSON files whose formats docs/results.md documents.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Results, plots, table};
+
+/// File names in the results folder.
+pub const SCENARIO: &str = "scenario.yaml";
+/// Per-flow records.
+pub const FLOWS: &str = "flows.csv";
+/// Per-flow time series.
+pub const SERIES: &str = "series.csv";
+/// Per-port queues over time.
+pub const QUEUES: &str = "queues.csv";
+/// Switch and host counters.
+pub const COUNTERS: &str = "counters.json";
+/// The summary as JSON.
+pub const SUMMARY_JSON: &str = "summary.json";
+/// The summary table as printed.
+pub const SUMMARY_TXT: &str = "summary.txt";
+
+/// A CSV or JSON writing failure, with the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {source}")]
+pub struct WriteError {
+    /// The file.
+    pub file: String,
+    /// What failed.
+    pub source: io::Error,
+}
+
+fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError {
+    let file = dir.join(name).display().to_string();
+    move |source| WriteError {
+        file: file.clone(),
+        source,
+    }
+}
+
+fn csv_rows<R: Serialize>(dir: &Path, name: &str, rows: impl IntoIterator<Item = R>) -> Result<(), WriteError> {
+    let e = at(dir, name);
+    let mut w = csv::Writer::from_path(dir.join(name)).map_err(|x| e(x.into()))?;
+    for r in rows {
+        w.serialize(r).map_err(|x| e(x.into()))?;
+    }
+    w.flush().map_err(e)
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+#[derive(Serialize)]
+struct FlowRow<'a> {
+    id: u32,
+    src: &'a str,
+    dst: &'a str,
+    size_bytes: u64,
+    start_us: f64,
+    completed: bool,
+    fct_us: Option<f64>,
+    ideal_fct_us: f64,
+    slowdown: Option<f64>,
+    path_rtt_us: f64,
+    bytes_received: u64,
+    packets_sent: u64,
+    retransmissions: u64,
+    timeouts: u64,
+    naks: u64,
+    cnps: u64,
+    rtt_min_us: Option<f64>,
+    rtt_mean_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SeriesRow {
+    flow: u32,
+    t_us: f64,
+    rate_mbps: f64,
+    acked_bytes: u64,
+    window_bytes: Option<u64>,
+    utilization: Option<f64>,
+    int_qlen_bytes: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct QueueRow<'a> {
+    switch: &'a str,
+    port: &'a str,
+    t_us: f64,
+    queue_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct Counters<'a> {
+    switches: &'a [intlab_switch::SwitchSnapshot],
+    hosts: &'a [super::HostCounters],
+}
+
+/// Writes the scenario text as resolved; the first file of a run, so even a run stopped early
+/// leaves what it was running.
+pub fn write_scenario(dir: &Path, text: &str) -> Result<(), WriteError> {
+    std::fs::create_dir_all(dir).map_err(at(dir, ""))?;
+    std::fs::write(dir.join(SCENARIO), text).map_err(at(dir, SCENARIO))
+}
+
+/// Writes every results file and plot into `dir` (which exists).
+pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
+    csv_rows(
+        dir,
+        FLOWS,
+        r.flows.iter().map(|f| FlowRow {
+            id: f.id,
+            src: &f.src,
+            dst: &f.dst,
+            size_bytes: f.size,
+            start_us: us(f.start_ns),
+            completed: f.fct_ns.is_some(),
+            fct_us: f.fct_ns.map(us),
+            ideal_fct_us: us(f.ideal_fct_ns),
+            slowdown: f.slowdown,
+            path_rtt_us: us(f.path_rtt_ns),
+            bytes_received: f.bytes_received,
+            packets_sent: f.packets_sent,
+            retransmissions: f.retransmissions,
+            timeouts: f.timeouts,
+            naks: f.naks,
+            cnps: f.cnps,
+            rtt_min_us: f.rtt_min_ns.map(us),
+            rtt_mean_us: f.rtt_mean_ns.map(us),
+        }),
+    )?;
+    csv_rows(
+        dir,
+        SERIES,
+        r.series.iter().map(|p| SeriesRow {
+            flow: p.flow,
+            t_us: us(p.t_ns),
+            rate_mbps: p.rate_bps as f64 / 1e6,
+            acked_bytes: p.acked_bytes,
+            window_bytes: p.window_bytes,
+            utilization: p.utilization,
+            int_qlen_bytes: p.int_qlen_bytes,
+        }),
+    )?;
+    csv_rows(
+        dir,
+        QUEUES,
+        r.queues.iter().flat_map(|q| {
+            q.points.iter().map(|&(t, b)| QueueRow {
+                switch: &q.switch,
+                port: &q.port,
+                t_us: us(t),
+                queue_bytes: b,
+            })
+        }),
+    )?;
+    json(
+        dir,
+        COUNTERS,
+        &Counters {
+            switches: &r.switches,
+            hosts: &r.hosts,
+        },
+    )?;
+    json(dir, SUMMARY_JSON, &r.summary)?;
+    std::fs::write(dir.join(SUMMARY_TXT), table::summary_table(&r.summary)).map_err(at(dir, SUMMARY_TXT))?;
+    plots::draw_all(dir, r).map_err(at(dir, "plots"))
+}
+
+fn json<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), WriteError> {
+    let e = at(dir, name);
+    let mut w = BufWriter::new(File::create(dir.join(name)).map_err(&e)?);
+    serde_json::to_writer_pretty(&mut w, v).map_err(|x| e(x.into()))?;
+    writeln!(w).and_then(|()| w.flush()).map_err(e)
+}

@@ -1,0 +1,494 @@
+//! What a run hands back, in the scenario's units (time dilation undone): per-flow records,
+//! per-flow time series, per-port queues over time, switch and host counters, and a summary.
+//! `files` writes them (formats in docs/results.md), `plots` draws them, `table` prints the
+//! summary.
+
+mod files;
+mod plots;
+mod table;
+
+pub use files::{
+    COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all, write_scenario,
+};
+pub use plots::{FCT_CDF, QUEUE, RATES};
+pub use table::summary_table;
+
+use std::collections::HashMap;
+
+use int_format::roce::{Bth, Reth};
+use intlab_switch::SwitchSnapshot;
+use intlab_transport::cc::PathInfo;
+use intlab_transport::endpoint::{EndpointCounters, IntMode};
+use intlab_transport::sender::WIRE_OVERHEAD;
+use serde::Serialize;
+
+use crate::lab::LabReport;
+use crate::scenario::Scenario;
+use crate::topology::{Topology, routes};
+use crate::workload::PlannedFlow;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// Every flow completed.
+    Completed,
+    /// The scenario's duration passed first.
+    TimedOut,
+    /// Stopped by SIGINT or SIGTERM.
+    Interrupted,
+}
+
+/// One flow's record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowResult {
+    /// Flow id (QP number).
+    pub id: u32,
+    /// Sending host.
+    pub src: String,
+    /// Receiving host.
+    pub dst: String,
+    /// Message bytes.
+    pub size: u64,
+    /// Start after the run began (ns).
+    pub start_ns: u64,
+    /// Flow completion time: start to the last byte acknowledged (ns), if it completed.
+    pub fct_ns: Option<u64>,
+    /// FCT on an empty network (ns): see [`ideal_fct_ns`].
+    pub ideal_fct_ns: u64,
+    /// FCT over the ideal FCT.
+    pub slowdown: Option<f64>,
+    /// Round trip of propagation on its path (ns).
+    pub path_rtt_ns: u64,
+    /// Bytes the receiver got intact.
+    pub bytes_received: u64,
+    /// Data packets sent, retransmissions included.
+    pub packets_sent: u64,
+    /// Packets sent again.
+    pub retransmissions: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// NAKs received.
+    pub naks: u64,
+    /// CNPs received.
+    pub cnps: u64,
+    /// Smallest RTT sample (ns).
+    pub rtt_min_ns: Option<u64>,
+    /// Mean RTT (ns).
+    pub rtt_mean_ns: Option<u64>,
+}
+
+/// One point of a flow's time series.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    /// Flow id.
+    pub flow: u32,
+    /// Time after the run began (ns).
+    pub t_ns: u64,
+    /// The controller's pacing rate (b/s).
+    pub rate_bps: u64,
+    /// Bytes acknowledged so far.
+    pub acked_bytes: u64,
+    /// The controller's window (bytes), if it uses one.
+    pub window_bytes: Option<u64>,
+    /// The controller's utilization estimate, if it has one.
+    pub utilization: Option<f64>,
+    /// Largest queue any hop reported in the INT of the ACK behind this point (bytes).
+    pub int_qlen_bytes: Option<u64>,
+}
+
+/// One switch port's queue over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSeries {
+    /// Switch name.
+    pub switch: String,
+    /// Port (interface) name.
+    pub port: String,
+    /// (time after the run began in ns, largest queue in the interval in bytes).
+    pub points: Vec<(u64, u64)>,
+}
+
+/// A host's transport counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostCounters {
+    /// Host name.
+    pub host: String,
+    /// Its counters.
+    pub counters: EndpointCounters,
+}
+
+/// Order statistics of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Quantiles {
+    /// Nearest-rank quantiles of `v`; None when empty.
+    pub fn of(mut v: Vec<f64>) -> Option<Quantiles> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Some(Quantiles {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// The numbers of the summary table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Controller name.
+    pub controller: String,
+    /// Time dilation the run used.
+    pub dilation: f64,
+    /// How it ended.
+    pub ending: Ending,
+    /// Flows planned.
+    pub flows: usize,
+    /// Flows completed.
+    pub completed: usize,
+    /// FCT of completed flows (ns).
+    pub fct_ns: Option<Quantiles>,
+    /// Slowdown of completed flows.
+    pub slowdown: Option<Quantiles>,
+    /// Bytes delivered × 8 over the time from the first start to the last completion (b/s).
+    pub goodput_bps: f64,
+    /// Goodput over the receivers' total link rate.
+    pub normalized_goodput: f64,
+    /// The port with the largest queue: "switch:port".
+    pub bottleneck: Option<String>,
+    /// Its queue at dequeue (bytes).
+    pub bottleneck_queue: Option<Quantiles>,
+    /// Frames dropped by every switch.
+    pub drops: u64,
+    /// Frames marked CE by every switch.
+    pub ecn_marks: u64,
+    /// Packets retransmitted.
+    pub retransmissions: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// CNPs received by senders.
+    pub cnps: u64,
+    /// Bytes the receivers found corrupted (must be 0).
+    pub content_errors: u64,
+    /// Packets dropped for a bad ICRC (must be 0).
+    pub bad_icrc: u64,
+    /// Smallest propagation-only RTT of the flows' paths (ns).
+    pub path_rtt_min_ns: u64,
+    /// Per flow, its smallest measured RTT minus its path's propagation RTT (ns, scenario
+    /// time): what the hosts and switches of this machine add to every round trip.
+    pub rtt_excess_ns: Option<Quantiles>,
+    /// Worst 99th percentile, over switch ports, of how late a frame left against its exact
+    /// schedule (ns, scenario time): the timing error this machine added.
+    pub release_late_p99_ns: u64,
+    /// True when that lateness exceeds a tenth of the smallest path RTT: the machine did not
+    /// keep up, and a larger `dilation` would give more faithful results.
+    pub timing_warning: bool,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct Results {
+    /// Per flow, in id order.
+    pub flows: Vec<FlowResult>,
+    /// Per-flow time series.
+    pub series: Vec<SeriesPoint>,
+    /// Per-port queues over time (ports that sent anything).
+    pub queues: Vec<QueueSeries>,
+    /// Final switch counters (queue traces moved to `queues`).
+    pub switches: Vec<SwitchSnapshot>,
+    /// Hosts' transport counters.
+    pub hosts: Vec<HostCounters>,
+    /// The summary.
+    pub summary: Summary,
+}
+
+/// Bytes a flow of `size` puts on the wire without loss: every packet's Ethernet, IPv4, UDP,
+/// BTH and ICRC, the RETH of a WRITE's first packet, and INT with one hop per switch.
+fn wire_bytes(size: u64, mtu: u64, int_hop_bytes: Option<u64>, switches: u64) -> u64 {
+    let packets = size.div_ceil(mtu).max(1);
+    let per_packet = WIRE_OVERHEAD + Bth::<&[u8]>::LEN as u64 + 4 + int_hop_bytes.map_or(0, |h| 12 + h * switches);
+    size + packets * per_packet + Reth::<&[u8]>::LEN as u64
+}
+
+/// FCT of a flow alone on the network (ns): its wire bytes at the slowest rate on its path,
+/// one packet's store-and-forward at every other link, and a round trip of propagation (the
+/// data there, the last ACK back). Host processing is not in it, so a slowdown shows what the
+/// machine added too (the summary reports that separately).
+pub fn ideal_fct_ns(t: &Topology, path: &[usize], size: u64, mtu: u64, int_hop_bytes: Option<u64>) -> u64 {
+    let switches = path.len().saturating_sub(1) as u64;
+    let bytes = wire_bytes(size, mtu, int_hop_bytes, switches);
+    let slowest = path
+        .iter()
+        .map(|&l| t.links[l].props.rate.bps())
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    let prop: u64 = path.iter().map(|&l| t.links[l].props.delay.0).sum();
+    let packet = wire_bytes(size.min(mtu), mtu, int_hop_bytes, switches);
+    let store_forward: u64 = path
+        .iter()
+        .skip(1)
+        .map(|&l| t.links[l].props.rate.serialization_ns(packet))
+        .sum();
+    (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(slowest)) as u64 + store_forward + 2 * prop
+}
+
+/// The INT bytes per hop the scenario's data carries, if any.
+fn int_hop_bytes(s: &Scenario) -> Option<u64> {
+    let probe = s.controller.build(PathInfo {
+        line_rate_bps: 1_000_000_000,
+        base_rtt_ns: 1_000_000,
+        mtu_wire_bytes: 1500,
+    });
+    let instructions = match s.transport.int_mode {
+        IntMode::Off => None,
+        IntMode::Auto => probe.int_instructions(),
+        IntMode::On => Some(probe.int_instructions().unwrap_or(int_format::int::Instructions::HPCC)),
+    }?;
+    instructions.hop_words().ok().map(|w| 4 * u64::from(w))
+}
+
+/// How the lab's clock maps onto the scenario's time.
+#[derive(Debug, Clone, Copy)]
+pub struct Timebase {
+    /// Lab clock reading of the run's start (ns).
+    pub t0_ns: u64,
+    /// Time dilation factor.
+    pub dilation: f64,
+}
+
+impl Timebase {
+    /// A lab clock reading as scenario time after the start.
+    pub fn at(&self, lab_ns: u64) -> u64 {
+        self.span(lab_ns.saturating_sub(self.t0_ns))
+    }
+
+    /// A lab duration as scenario time.
+    pub fn span(&self, lab_ns: u64) -> u64 {
+        (lab_ns as f64 / self.dilation).round() as u64
+    }
+
+    /// A lab rate as a scenario rate.
+    pub fn rate(&self, lab_bps: u64) -> u64 {
+        (lab_bps as f64 * self.dilation).round() as u64
+    }
+}
+
+impl Results {
+    /// Gathers a stopped lab's report for scenario `s`, whose flows were `plan`.
+    pub fn collect(s: &Scenario, plan: &[PlannedFlow], report: LabReport, time: Timebase, ending: Ending) -> Results {
+        let t = &s.topology;
+        let r = routes(t);
+        let hop_bytes = int_hop_bytes(s);
+        let mut sent = HashMap::new();
+        let mut received = HashMap::new();
+        let mut series = Vec::new();
+        let mut hosts = Vec::new();
+        for h in report.hosts {
+            for f in h.sent {
+                sent.insert(f.id, f);
+            }
+            for f in h.received {
+                received.insert(f.id, f);
+            }
+            for (flow, samples) in h.series {
+                series.extend(samples.iter().map(|x| SeriesPoint {
+                    flow,
+                    t_ns: time.at(x.t_ns),
+                    rate_bps: time.rate(x.rate_bps),
+                    acked_bytes: x.acked_bytes,
+                    window_bytes: x.window_bytes,
+                    utilization: x.utilization,
+                    int_qlen_bytes: x.qlen_bytes,
+                }));
+            }
+            hosts.push(HostCounters {
+                host: h.name,
+                counters: h.counters,
+            });
+        }
+        let flows: Vec<FlowResult> = plan
+            .iter()
+            .map(|p| {
+                let path = r.path(t, p.src, p.dst).unwrap_or_default();
+                let ideal = ideal_fct_ns(t, &path, p.size, s.transport.mtu, hop_bytes);
+                let rec = sent.get(&p.id);
+                let fct = rec.and_then(|f| f.fct_ns()).map(|n| time.span(n));
+                FlowResult {
+                    id: p.id,
+                    src: t.nodes[p.src].name.clone(),
+                    dst: t.nodes[p.dst].name.clone(),
+                    size: p.size,
+                    start_ns: p.start_ns,
+                    fct_ns: fct,
+                    ideal_fct_ns: ideal,
+                    slowdown: fct.map(|f| f as f64 / ideal.max(1) as f64),
+                    path_rtt_ns: 2 * path.iter().map(|&l| t.links[l].props.delay.0).sum::<u64>(),
+                    bytes_received: received.get(&p.id).map_or(0, |x| x.bytes_ok),
+                    packets_sent: rec.map_or(0, |f| f.packets_sent),
+                    retransmissions: rec.map_or(0, |f| f.retransmissions),
+                    timeouts: rec.map_or(0, |f| f.timeouts),
+                    naks: rec.map_or(0, |f| f.naks),
+                    cnps: rec.map_or(0, |f| f.cnps),
+                    rtt_min_ns: rec.and_then(|f| f.rtt_min_ns).map(|n| time.span(n)),
+                    rtt_mean_ns: rec.and_then(|f| f.rtt_mean_ns).map(|n| time.span(n)),
+                }
+            })
+            .collect();
+        let content_errors = received.values().map(|x| x.content_errors).sum();
+        let mut queues = Vec::new();
+        let mut switches = report.switches;
+        for sw in &mut switches {
+            for p in &mut sw.ports {
+                let trace = std::mem::take(&mut p.queue_trace);
+                if p.tx_frames > 0 {
+                    queues.push(QueueSeries {
+                        switch: sw.switch.clone(),
+                        port: p.name.clone(),
+                        points: trace.iter().map(|q| (time.at(q.t_ns), q.max_bytes)).collect(),
+                    });
+                }
+            }
+        }
+        let summary = summarize(s, &flows, &switches, &hosts, content_errors, time, ending);
+        Results {
+            flows,
+            series,
+            queues,
+            switches,
+            hosts,
+            summary,
+        }
+    }
+}
+
+fn summarize(
+    s: &Scenario,
+    flows: &[FlowResult],
+    switches: &[SwitchSnapshot],
+    hosts: &[HostCounters],
+    content_errors: u64,
+    time: Timebase,
+    ending: Ending,
+) -> Summary {
+    let t = &s.topology;
+    let done: Vec<&FlowResult> = flows.iter().filter(|f| f.fct_ns.is_some()).collect();
+    let fct = Quantiles::of(done.iter().filter_map(|f| f.fct_ns).map(|n| n as f64).collect());
+    let slowdown = Quantiles::of(done.iter().filter_map(|f| f.slowdown).collect());
+    let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+    let last = done
+        .iter()
+        .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
+        .max()
+        .unwrap_or(first);
+    let delivered: u64 = flows.iter().map(|f| f.bytes_received).sum();
+    let goodput_bps = if last > first {
+        delivered as f64 * 8.0 / ((last - first) as f64 * 1e-9)
+    } else {
+        0.0
+    };
+    let mut receivers: Vec<&str> = flows.iter().map(|f| f.dst.as_str()).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    let capacity: u64 = receivers
+        .iter()
+        .filter_map(|r| t.node(r))
+        .filter_map(|n| t.links_of(n).next())
+        .map(|(l, _)| t.links[l].props.rate.bps())
+        .sum();
+    let busiest = switches
+        .iter()
+        .flat_map(|sw| sw.ports.iter().map(move |p| (sw, p)))
+        .filter(|(_, p)| p.queue_samples > 0)
+        .max_by_key(|(_, p)| (p.queue_p99, p.queue_max, p.tx_bytes));
+    let path_rtt_min_ns = flows.iter().map(|f| f.path_rtt_ns).min().unwrap_or(0);
+    let release_late_p99_ns = switches
+        .iter()
+        .flat_map(|sw| &sw.ports)
+        .filter(|p| p.tx_frames > 0)
+        .map(|p| time.span(p.release_late_p99_ns))
+        .max()
+        .unwrap_or(0);
+    Summary {
+        scenario: t.name.clone(),
+        controller: s.controller.name().to_owned(),
+        dilation: s.dilation,
+        ending,
+        flows: flows.len(),
+        completed: done.len(),
+        fct_ns: fct,
+        slowdown,
+        goodput_bps,
+        normalized_goodput: if capacity > 0 {
+            goodput_bps / capacity as f64
+        } else {
+            0.0
+        },
+        bottleneck: busiest.map(|(sw, p)| format!("{}:{}", sw.switch, p.name)),
+        bottleneck_queue: busiest.map(|(_, p)| Quantiles {
+            p50: p.queue_p50 as f64,
+            p99: p.queue_p99 as f64,
+            max: p.queue_max as f64,
+        }),
+        drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.total_drops()).sum(),
+        ecn_marks: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.ecn_marks).sum(),
+        retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
+        timeouts: flows.iter().map(|f| f.timeouts).sum(),
+        cnps: flows.iter().map(|f| f.cnps).sum(),
+        content_errors,
+        bad_icrc: hosts.iter().map(|h| h.counters.bad_icrc).sum(),
+        path_rtt_min_ns,
+        rtt_excess_ns: Quantiles::of(
+            flows
+                .iter()
+                .filter_map(|f| f.rtt_min_ns.map(|r| r.saturating_sub(f.path_rtt_ns) as f64))
+                .collect(),
+        ),
+        release_late_p99_ns,
+        timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_use_nearest_rank() {
+        let q = Quantiles::of((1..=100).map(f64::from).collect()).unwrap();
+        assert_eq!((q.p50, q.p99, q.max), (50.0, 99.0, 100.0));
+        let q = Quantiles::of(vec![3.0]).unwrap();
+        assert_eq!((q.p50, q.p99, q.max), (3.0, 3.0, 3.0));
+        assert!(Quantiles::of(vec![]).is_none());
+    }
+
+    #[test]
+    fn ideal_fct_of_one_packet_over_two_links() {
+        let t = crate::topology::load_str(
+            "name: x\nnodes:\n  s: { kind: switch }\n  a: { kind: host }\n  b: { kind: host }\nlinks:\n  - { endpoints: [\"s:1\", \"a:0\"], rate: 1Gbps, delay: 10us }\n  - { endpoints: [\"s:2\", \"b:0\"], rate: 1Gbps, delay: 10us }\n",
+            std::path::Path::new("x.yaml"),
+        )
+        .unwrap();
+        // 1000 B WRITE ONLY without INT: 1000 + 42 + 12 + 4 + 16 = 1074 B = 8592 ns at 1 Gb/s,
+        // twice (store and forward), plus 2 × 20 us of propagation.
+        assert_eq!(ideal_fct_ns(&t, &[0, 1], 1000, 1024, None), 8592 * 2 + 40_000);
+        // INT adds its 12-byte header and one 24-byte hop per packet.
+        assert_eq!(
+            ideal_fct_ns(&t, &[0, 1], 1000, 1024, Some(24)),
+            (1074 + 36) * 8 * 2 + 40_000
+        );
+    }
+}

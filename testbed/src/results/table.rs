@@ -1,0 +1,93 @@
+//! The summary as the table `intlab run` prints.
+
+use std::fmt::Write;
+
+use super::{Ending, Quantiles, Summary};
+
+fn time(ns: f64) -> String {
+    match ns {
+        n if n >= 1e9 => format!("{:.3} s", n / 1e9),
+        n if n >= 1e6 => format!("{:.3} ms", n / 1e6),
+        n => format!("{:.1} us", n / 1e3),
+    }
+}
+
+fn bytes(b: f64) -> String {
+    match b {
+        b if b >= 1e6 => format!("{:.2} MB", b / 1e6),
+        b if b >= 1e3 => format!("{:.1} KB", b / 1e3),
+        b => format!("{b:.0} B"),
+    }
+}
+
+fn rate(bps: f64) -> String {
+    match bps {
+        r if r >= 1e9 => format!("{:.2} Gb/s", r / 1e9),
+        r => format!("{:.1} Mb/s", r / 1e6),
+    }
+}
+
+fn row(out: &mut String, name: &str, q: Option<Quantiles>, f: fn(f64) -> String) {
+    let cells = q.map_or(["-".to_owned(), "-".to_owned(), "-".to_owned()], |q| {
+        [f(q.p50), f(q.p99), f(q.max)]
+    });
+    let _ = writeln!(out, "  {name:<22} {:>12} {:>12} {:>12}", cells[0], cells[1], cells[2]);
+}
+
+/// The summary as aligned text.
+pub fn summary_table(s: &Summary) -> String {
+    let mut out = String::new();
+    let ending = match s.ending {
+        Ending::Completed => "completed",
+        Ending::TimedOut => "stopped at the scenario's duration",
+        Ending::Interrupted => "interrupted (partial results)",
+    };
+    let _ = writeln!(
+        out,
+        "{} with {} (dilation {}): {}, {}/{} flows completed",
+        s.scenario, s.controller, s.dilation, ending, s.completed, s.flows
+    );
+    let _ = writeln!(out, "  {:<22} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
+    row(&mut out, "FCT", s.fct_ns, time);
+    row(&mut out, "slowdown", s.slowdown, |x| format!("{x:.2}"));
+    let queue = match &s.bottleneck {
+        Some(b) => format!("queue {b}"),
+        None => "queue".to_owned(),
+    };
+    row(&mut out, &queue, s.bottleneck_queue, bytes);
+    let _ = writeln!(
+        out,
+        "  goodput {} ({:.1} % of the receivers' links)",
+        rate(s.goodput_bps),
+        s.normalized_goodput * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
+        s.drops, s.ecn_marks, s.retransmissions, s.timeouts, s.cnps
+    );
+    if s.content_errors + s.bad_icrc > 0 {
+        let _ = writeln!(
+            out,
+            "  INTEGRITY: {} corrupted bytes, {} bad ICRCs",
+            s.content_errors, s.bad_icrc
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  timing: shortest path RTT {}; the machine adds {} to a round trip (p50 over flows) and \
+         releases frames {} late (p99)",
+        time(s.path_rtt_min_ns as f64),
+        s.rtt_excess_ns.map_or("-".to_owned(), |q| time(q.p50)),
+        time(s.release_late_p99_ns as f64)
+    );
+    if s.timing_warning {
+        let _ = writeln!(
+            out,
+            "  WARNING: frames left more than a tenth of an RTT late; the machine did not keep up. \
+             Results are less faithful: raise `dilation` (now {}).",
+            s.dilation
+        );
+    }
+    out
+}

@@ -1,0 +1,150 @@
+//! One run of a scenario: build the lab (time dilation applied), start the workload, wait for
+//! it with progress, stop on completion, on the scenario's duration or on a signal, and gather
+//! and write the results. The lab is torn down on every path out, a panic included.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use intlab_switch::clock::Clock;
+use intlab_switch::units::{Nanos, Rate};
+use intlab_transport::flow::FlowSpec;
+
+use crate::lab::{self, Lab, LabConfig, LabError};
+use crate::results::{self, Ending, Results, Timebase, WriteError};
+use crate::scenario::Scenario;
+use crate::topology::Topology;
+
+/// Where and how to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The results folder (created if missing).
+    pub out: PathBuf,
+    /// Capture every switch port to pcapng, whatever the scenario says.
+    pub capture: bool,
+    /// Short tag in the run's namespace names, to tell concurrent runs apart.
+    pub tag: String,
+}
+
+/// Told how a run progresses.
+pub trait Progress {
+    /// A step that takes a while started.
+    fn step(&mut self, what: &str);
+    /// The workload started: `flows` to finish.
+    fn begin(&mut self, flows: u64);
+    /// `done` flows have finished so far.
+    fn advance(&mut self, done: u64);
+    /// The workload is over.
+    fn end(&mut self);
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The lab could not be built.
+    #[error("building the lab: {0}")]
+    Lab(#[from] LabError),
+    /// A results file could not be written.
+    #[error("writing results: {0}")]
+    Write(#[from] WriteError),
+}
+
+/// How often the run looks at its flows, the clock and the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+/// Time between the lab being ready and the first flow, so every endpoint has its flows.
+const START_MARGIN_NS: u64 = 20_000_000;
+
+/// The topology as the lab runs it under dilation `d`: rates / d, delays × d.
+pub fn dilate(t: &Topology, d: f64) -> Topology {
+    let mut t = t.clone();
+    for l in &mut t.links {
+        l.props.rate = Rate(((l.props.rate.bps() as f64 / d).round() as u64).max(1));
+        l.props.delay = Nanos((l.props.delay.0 as f64 * d).round() as u64);
+    }
+    t
+}
+
+/// Longest idle sleep of switch workers and endpoints: 50 us while the threads are few, longer
+/// when they would otherwise spend the machine's cores waking up for nothing.
+fn idle_poll_ns(t: &Topology) -> u64 {
+    let threads = t.nodes.len() as u64;
+    50_000 * (threads / 8).max(1)
+}
+
+/// Runs `s`, writes its results into `opts.out`, and returns them. `stop` ends the run early
+/// (its results are still written, marked interrupted).
+pub fn run(
+    s: &Scenario,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Results, RunError> {
+    results::write_scenario(&opts.out, &s.text)?;
+    let d = s.dilation;
+    let topology = dilate(&s.topology, d);
+    let mut cfg = LabConfig::new(&opts.tag);
+    cfg.origin = Clock::get().origin();
+    cfg.seed = s.seed;
+    cfg.idle_poll_ns = idle_poll_ns(&topology);
+    if s.capture || opts.capture {
+        let dir = opts.out.join("capture");
+        std::fs::create_dir_all(&dir).map_err(|source| WriteError {
+            file: dir.display().to_string(),
+            source,
+        })?;
+        cfg.capture = Some(dir);
+    }
+    cfg.transport = s.transport;
+    cfg.transport.cnp_interval_ns = (s.transport.cnp_interval_ns as f64 * d).round() as u64;
+    let base_rtt = lab::base_rtt_ns(&topology, &cfg);
+    cfg.transport.sample_every_ns = base_rtt / 2;
+    cfg.queue_trace_every_ns = base_rtt / 2;
+
+    progress.step(&format!(
+        "building {} ({} hosts, {} switches)",
+        s.topology.name,
+        topology.hosts().count(),
+        topology.switches().count()
+    ));
+    let lab = Lab::build(&topology, &cfg)?;
+    let plan = s.flows();
+    let clock = Clock::get();
+    let t0 = clock.now_ns() + START_MARGIN_NS;
+    for f in &plan {
+        let spec = FlowSpec {
+            id: f.id,
+            src: topology.nodes[f.src].address.expect("hosts have addresses"),
+            dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
+            size: f.size,
+            start_ns: t0 + (f.start_ns as f64 * d).round() as u64,
+            kind: f.kind,
+        };
+        lab.endpoint(f.dst).expect(spec);
+        lab.endpoint(f.src).send(spec, s.controller.clone());
+    }
+    let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
+    progress.begin(plan.len() as u64);
+    let ending = loop {
+        std::thread::sleep(POLL);
+        // Each completed flow counts at both ends.
+        let finished = lab.finished();
+        progress.advance((finished / 2) as u64);
+        if finished >= 2 * plan.len() {
+            break Ending::Completed;
+        }
+        if stop.load(Ordering::Relaxed) {
+            break Ending::Interrupted;
+        }
+        if clock.now_ns() >= deadline {
+            break Ending::TimedOut;
+        }
+    };
+    progress.end();
+    progress.step("stopping the lab");
+    let report = lab.stop();
+    let time = Timebase { t0_ns: t0, dilation: d };
+    let results = Results::collect(s, &plan, report, time, ending);
+    progress.step("writing results");
+    results::write_all(&opts.out, &results)?;
+    Ok(results)
+}

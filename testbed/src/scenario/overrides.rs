@@ -1,0 +1,149 @@
+//! Command-line changes to a scenario (`--cc NAME`, `--set key=value`), applied to the YAML
+//! document before it is checked, so they obey exactly the rules the file does.
+
+use serde_json::{Map, Value};
+
+/// What the command line changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Run this controller (with its defaults, unless the file already names it).
+    pub controller: Option<String>,
+    /// `key.path=value` assignments, in order; the value is YAML (`100Mbps`, `[h1, h2]`).
+    pub set: Vec<String>,
+}
+
+impl Overrides {
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.controller.is_none() && self.set.is_empty()
+    }
+
+    /// The document `text` with the changes applied, as YAML.
+    pub fn apply(&self, text: &str) -> Result<String, String> {
+        let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| first_line(&e.to_string()))?;
+        if let Some(cc) = &self.controller {
+            let root = as_map(&mut doc, "the document")?;
+            let same = root
+                .get("controller")
+                .and_then(|c| c.get("name"))
+                .and_then(Value::as_str)
+                .is_some_and(|n| n == cc);
+            if !same {
+                let mut c = Map::new();
+                c.insert("name".into(), Value::String(cc.clone()));
+                root.insert("controller".into(), Value::Object(c));
+            }
+        }
+        for s in &self.set {
+            let (path, value) = s
+                .split_once('=')
+                .ok_or_else(|| format!("--set {s}: expected key.path=value"))?;
+            let value: Value =
+                serde_saphyr::from_str(value).map_err(|e| format!("--set {s}: {}", first_line(&e.to_string())))?;
+            set(&mut doc, path, value).map_err(|m| format!("--set {s}: {m}"))?;
+        }
+        serde_saphyr::to_string(&doc).map_err(|e| e.to_string())
+    }
+}
+
+fn as_map<'a>(v: &'a mut Value, what: &str) -> Result<&'a mut Map<String, Value>, String> {
+    if v.is_null() {
+        *v = Value::Object(Map::new());
+    }
+    v.as_object_mut().ok_or_else(|| format!("{what} is not a mapping"))
+}
+
+/// Sets `path` (keys and sequence indices joined by '.') in `doc`, creating missing mappings.
+fn set(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let mut at = doc;
+    let mut walked = String::new();
+    let keys: Vec<&str> = path.split('.').collect();
+    for (i, key) in keys.iter().enumerate() {
+        if key.is_empty() {
+            return Err(format!("empty key in `{path}`"));
+        }
+        let last = i + 1 == keys.len();
+        let here = if walked.is_empty() {
+            "the document".to_owned()
+        } else {
+            format!("`{walked}`")
+        };
+        at = match at {
+            Value::Array(items) => {
+                let n = items.len();
+                let slot = key
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|k| items.get_mut(k))
+                    .ok_or_else(|| format!("{here} is a list of {n}: expected an index below {n}, got `{key}`"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            other => {
+                let map = as_map(other, &here)?;
+                if last {
+                    map.insert((*key).to_owned(), value);
+                    return Ok(());
+                }
+                map.entry((*key).to_owned()).or_insert(Value::Null)
+            }
+        };
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(key);
+    }
+    Ok(())
+}
+
+/// The first line of a serde-saphyr message (the rest is a source snippet).
+pub(crate) fn first_line(m: &str) -> String {
+    m.lines().next().unwrap_or(m).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "name: t\nnodes:\n  s1: { kind: switch }\n  h2: { kind: host }\n  h1: { kind: host }\nlinks:\n  - endpoints: [\"s1:e1\", \"h1:e0\"]\n    rate: 1Gbps\ncontroller: { name: hpcc, eta: 0.9 }\n";
+
+    fn apply(cc: Option<&str>, set: &[&str]) -> Result<Value, String> {
+        let o = Overrides {
+            controller: cc.map(str::to_owned),
+            set: set.iter().map(|s| s.to_string()).collect(),
+        };
+        let text = o.apply(DOC)?;
+        Ok(serde_saphyr::from_str(&text).expect("valid YAML out"))
+    }
+
+    #[test]
+    fn sets_nested_keys_and_list_items_and_keeps_node_order() {
+        let v = apply(None, &["links.0.rate=10Mbps", "workload.incast.receiver=h1", "seed=7"]).unwrap();
+        assert_eq!(v["links"][0]["rate"], "10Mbps");
+        assert_eq!(v["workload"]["incast"]["receiver"], "h1");
+        assert_eq!(v["seed"], 7);
+        let names: Vec<&String> = v["nodes"].as_object().unwrap().keys().collect();
+        assert_eq!(names, ["s1", "h2", "h1"], "file order matters: it assigns addresses");
+    }
+
+    #[test]
+    fn cc_replaces_another_controller_but_keeps_its_own_parameters() {
+        assert_eq!(
+            apply(Some("hpcc++"), &[]).unwrap()["controller"],
+            serde_json::json!({"name": "hpcc++"})
+        );
+        assert_eq!(apply(Some("hpcc"), &[]).unwrap()["controller"]["eta"], 0.9);
+    }
+
+    #[test]
+    fn bad_assignments_say_what_was_expected() {
+        assert!(apply(None, &["seed"]).unwrap_err().contains("expected key.path=value"));
+        let e = apply(None, &["links.3.rate=1Gbps"]).unwrap_err();
+        assert!(e.contains("list of 1: expected an index below 1, got `3`"), "{e}");
+        let e = apply(None, &["name.x=1"]).unwrap_err();
+        assert!(e.contains("`name` is not a mapping"), "{e}");
+    }
+}

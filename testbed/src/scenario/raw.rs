@@ -1,0 +1,86 @@
+//! The run's keys of a scenario file as written, before they are checked against the topology.
+
+use intlab_switch::units::{Bytes, Nanos};
+use intlab_transport::cc::ControllerConfig;
+use intlab_transport::endpoint::IntMode;
+use intlab_transport::flow::MessageKind;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// Everything in a scenario file that is not topology.
+#[derive(Debug, Default)]
+pub(crate) struct RawRun {
+    pub controller: Option<Spanned<ControllerConfig>>,
+    pub workload: Option<Spanned<RawWorkload>>,
+    pub duration: Option<Spanned<Nanos>>,
+    pub seed: Option<u64>,
+    pub capture: Option<bool>,
+    pub dilation: Option<Spanned<f64>>,
+    pub transport: Option<Spanned<RawTransport>>,
+}
+
+/// `workload:` names one kind.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum RawWorkload {
+    /// N senders × M flows to one receiver.
+    Incast(RawIncast),
+    /// Every host to every other host.
+    AllToAll(RawAllToAll),
+    /// Flows listed one by one.
+    Flows(Vec<Spanned<RawFlow>>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawIncast {
+    #[serde(default)]
+    pub senders: Option<Vec<Spanned<String>>>,
+    pub receiver: Spanned<String>,
+    #[serde(default)]
+    pub flows_per_sender: Option<Spanned<u32>>,
+    pub size: Spanned<Bytes>,
+    #[serde(default)]
+    pub stagger: Option<Nanos>,
+    #[serde(default)]
+    pub kind: MessageKind,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAllToAll {
+    #[serde(default)]
+    pub hosts: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub flows_per_pair: Option<Spanned<u32>>,
+    pub size: Spanned<Bytes>,
+    #[serde(default)]
+    pub stagger: Option<Nanos>,
+    #[serde(default)]
+    pub kind: MessageKind,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFlow {
+    pub src: Spanned<String>,
+    pub dst: Spanned<String>,
+    pub size: Spanned<Bytes>,
+    #[serde(default)]
+    pub start: Option<Nanos>,
+    #[serde(default)]
+    pub kind: MessageKind,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTransport {
+    #[serde(default)]
+    pub mtu: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub ack_every: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub cnp_interval: Option<Nanos>,
+    #[serde(default)]
+    pub int: Option<IntMode>,
+}

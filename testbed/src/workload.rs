@@ -1,0 +1,148 @@
+//! Workloads: which flows a run starts, between which hosts, of what size and when.
+
+use intlab_transport::flow::MessageKind;
+
+/// The flows a run starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workload {
+    /// `senders` each start `flows_per_sender` flows of `size` bytes to `receiver`; flow k
+    /// (in sender order, then flow order) starts at k × `stagger_ns`.
+    Incast {
+        /// Sending hosts (node indices).
+        senders: Vec<usize>,
+        /// The receiving host.
+        receiver: usize,
+        /// Flows per sender.
+        flows_per_sender: u32,
+        /// Bytes per flow.
+        size: u64,
+        /// Start spacing between consecutive flows (ns); 0: all together.
+        stagger_ns: u64,
+        /// WRITE or SEND.
+        kind: MessageKind,
+    },
+    /// Every host of `hosts` sends `flows_per_pair` flows of `size` bytes to every other.
+    AllToAll {
+        /// Hosts taking part (node indices).
+        hosts: Vec<usize>,
+        /// Flows per ordered pair.
+        flows_per_pair: u32,
+        /// Bytes per flow.
+        size: u64,
+        /// Start spacing between consecutive flows (ns); 0: all together.
+        stagger_ns: u64,
+        /// WRITE or SEND.
+        kind: MessageKind,
+    },
+    /// Flows given one by one.
+    Flows(Vec<PlannedFlow>),
+}
+
+/// One flow of a run, in the scenario's time (not dilated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedFlow {
+    /// Flow id, unique in the run (1, 2, ...): the QP number at both ends.
+    pub id: u32,
+    /// Sending host (node index).
+    pub src: usize,
+    /// Receiving host (node index).
+    pub dst: usize,
+    /// Message bytes.
+    pub size: u64,
+    /// Start time after the run begins (ns).
+    pub start_ns: u64,
+    /// WRITE or SEND.
+    pub kind: MessageKind,
+}
+
+impl Workload {
+    /// Every flow, numbered from 1 in start order within each kind's natural order.
+    pub fn flows(&self) -> Vec<PlannedFlow> {
+        let mut out = Vec::new();
+        let mut push = |src, dst, size, start_ns, kind| {
+            out.push(PlannedFlow {
+                id: out.len() as u32 + 1,
+                src,
+                dst,
+                size,
+                start_ns,
+                kind,
+            });
+        };
+        match self {
+            Workload::Incast {
+                senders,
+                receiver,
+                flows_per_sender,
+                size,
+                stagger_ns,
+                kind,
+            } => {
+                let mut k = 0;
+                for &s in senders {
+                    for _ in 0..*flows_per_sender {
+                        push(s, *receiver, *size, k * stagger_ns, *kind);
+                        k += 1;
+                    }
+                }
+            }
+            Workload::AllToAll {
+                hosts,
+                flows_per_pair,
+                size,
+                stagger_ns,
+                kind,
+            } => {
+                let mut k = 0;
+                for &s in hosts {
+                    for &d in hosts.iter().filter(|&&d| d != s) {
+                        for _ in 0..*flows_per_pair {
+                            push(s, d, *size, k * stagger_ns, *kind);
+                            k += 1;
+                        }
+                    }
+                }
+            }
+            Workload::Flows(list) => {
+                for f in list {
+                    push(f.src, f.dst, f.size, f.start_ns, f.kind);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incast_numbers_and_staggers_its_flows() {
+        let w = Workload::Incast {
+            senders: vec![1, 2],
+            receiver: 3,
+            flows_per_sender: 2,
+            size: 1000,
+            stagger_ns: 10,
+            kind: MessageKind::Write,
+        };
+        let f = w.flows();
+        let got: Vec<(u32, usize, usize, u64)> = f.iter().map(|f| (f.id, f.src, f.dst, f.start_ns)).collect();
+        assert_eq!(got, [(1, 1, 3, 0), (2, 1, 3, 10), (3, 2, 3, 20), (4, 2, 3, 30)]);
+    }
+
+    #[test]
+    fn all_to_all_covers_every_ordered_pair_once() {
+        let w = Workload::AllToAll {
+            hosts: vec![0, 1, 2],
+            flows_per_pair: 1,
+            size: 5,
+            stagger_ns: 0,
+            kind: MessageKind::Send,
+        };
+        let mut pairs: Vec<(usize, usize)> = w.flows().iter().map(|f| (f.src, f.dst)).collect();
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]);
+    }
+}
