@@ -1,81 +1,77 @@
-//! Whole labs built from the shipped topologies: every flow accounted for, nothing left behind.
-//! Run as root (scripts/test).
+//! A whole shipped scenario through the library's run: fat-tree k=4, every host sending to
+//! every other host (240 flows); every flow accounted for, nothing left behind. Run as root
+//! (scripts/test).
+
+mod support;
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
-use intlab_testbed::lab::{Lab, LabConfig};
 use intlab_testbed::netns;
-use intlab_testbed::topology::load_str;
-use intlab_transport::cc::{ControllerConfig, HpccConfig};
-use intlab_transport::flow::{FlowSpec, MessageKind};
+use intlab_testbed::results::Ending;
+use intlab_testbed::run::{Progress, RunOptions, run};
+use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_testbed::workload::Workload;
 
-fn leftovers(prefix: &str) -> Vec<String> {
-    netns::lab_namespaces()
-        .into_iter()
-        .filter(|n| n.starts_with(prefix))
-        .collect()
+/// Notes when the lab was being built and when the flows started.
+#[derive(Default)]
+struct Timings {
+    building: Option<Instant>,
+    setup: Option<Duration>,
+}
+
+impl Progress for Timings {
+    fn step(&mut self, what: &str) {
+        if what.starts_with("building") {
+            self.building = Some(Instant::now());
+        }
+    }
+
+    fn begin(&mut self, _flows: u64) {
+        self.setup = self.building.map(|b| b.elapsed());
+    }
+
+    fn advance(&mut self, _done: u64) {}
+
+    fn end(&mut self) {}
 }
 
 #[test]
 fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "run as root (scripts/test)");
+    support::require_root();
+    let _serial = support::serial();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/fat-tree-k4.yaml");
-    let t = load_str(&std::fs::read_to_string(&path).expect("topology file"), &path).expect("valid topology");
-    let mut cfg = LabConfig::new("ft");
-    // Twenty switches and sixteen endpoints on two cores: poll less often than the default.
-    cfg.idle_poll_ns = 500_000;
-    let prefix = cfg.prefix.clone();
-    let built = std::time::Instant::now();
-    let lab = Lab::build(&t, &cfg).expect("lab builds");
-    let setup = built.elapsed();
-    let hosts: Vec<usize> = t.hosts().collect();
-    let start_ns = cfg.origin.elapsed().as_nanos() as u64 + 50_000_000;
-    let mut flows = Vec::new();
-    for &a in &hosts {
-        for &b in &hosts {
-            if a != b {
-                let id = flows.len() as u32 + 1;
-                let size = 20_000 + 1000 * u64::from(id % 7);
-                let f = FlowSpec {
-                    id,
-                    src: t.nodes[a].address.expect("address"),
-                    dst: t.nodes[b].address.expect("address"),
-                    size,
-                    start_ns,
-                    kind: MessageKind::Write,
-                };
-                lab.endpoint(b).expect(f);
-                flows.push((a, f));
-            }
-        }
-    }
-    for (a, f) in &flows {
-        lab.endpoint(*a)
-            .send(*f, ControllerConfig::Hpcc(HpccConfig::paper_for(4)));
-    }
-    let all = lab.wait_finished(2 * flows.len(), Duration::from_secs(120));
-    let report = lab.stop();
+    let s = Scenario::load(&path, &Overrides::default()).expect("the shipped scenario loads");
+    assert!(matches!(s.workload, Workload::AllToAll { .. }));
+    let opts = RunOptions {
+        out: support::scratch_dir("fat-tree"),
+        capture: false,
+        tag: "ft".into(),
+    };
+    let prefix = format!("{}ft{}-", netns::PREFIX, std::process::id() % 100_000);
+    let mut timings = Timings::default();
+    let r = run(&s, &opts, &AtomicBool::new(false), &mut timings).expect("the run completes");
+    let setup = timings.setup.expect("flows started");
     eprintln!(
-        "fat-tree k=4: setup {setup:?}, {} flows, all finished: {all}",
-        flows.len()
+        "fat-tree k=4: setup {setup:?}\n{}",
+        intlab_testbed::results::summary_table(&r.summary)
     );
-    assert!(setup < Duration::from_secs(30), "setup took {setup:?}");
-    let sent: Vec<_> = report.hosts.iter().flat_map(|h| h.sent.iter()).collect();
-    let received: Vec<_> = report.hosts.iter().flat_map(|h| h.received.iter()).collect();
-    assert_eq!((sent.len(), received.len()), (flows.len(), flows.len()));
-    for (_, f) in &flows {
-        let r = received.iter().find(|r| r.id == f.id).expect("receiver record");
-        let s = sent.iter().find(|s| s.id == f.id).expect("sender record");
-        assert_eq!(r.bytes_ok, f.size, "flow {}: bytes received", f.id);
-        assert_eq!(r.content_errors, 0);
-        assert!(s.end_ns.is_some(), "flow {} acknowledged", f.id);
+    assert_eq!(r.flows.len(), 16 * 15);
+    for f in &r.flows {
+        assert_eq!(
+            f.bytes_received, f.size,
+            "flow {} ({} -> {}): bytes received",
+            f.id, f.src, f.dst
+        );
+        assert!(f.fct_ns.is_some(), "flow {} acknowledged", f.id);
     }
-    assert!(all);
-    assert!(
-        leftovers(&prefix).is_empty(),
-        "namespaces left: {:?}",
-        leftovers(&prefix)
-    );
+    assert_eq!(r.summary.ending, Ending::Completed);
+    assert_eq!((r.summary.content_errors, r.summary.bad_icrc), (0, 0));
+    assert!(setup < Duration::from_secs(30), "setup took {setup:?}");
+    let left: Vec<String> = netns::lab_namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
 }

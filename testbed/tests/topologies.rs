@@ -3,12 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use intlab_testbed::topology::{Topology, load_str, shortest_paths};
+use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_testbed::topology::{Topology, shortest_paths};
 
+/// A shipped file as a whole scenario (every one has a workload), returning its topology.
 fn load(name: &str) -> Topology {
     let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    load_str(&text, &path).unwrap_or_else(|e| panic!("{e}"))
+    let s = Scenario::load(&path, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!s.flows().is_empty(), "{name}: no flows");
+    s.topology
 }
 
 fn counts(t: &Topology) -> (usize, usize) {
@@ -78,5 +81,104 @@ fn fat_tree_spreads_over_aggregation_then_core() {
         r.next[core][far].len(),
         1,
         "a core switch has one way down into each pod"
+    );
+}
+
+/// The scenario the bad-input tests break one line at a time (line numbers matter).
+const GOOD: &str = "\
+name: t
+defaults:
+  link: { rate: 100Mbps, delay: 10us }
+nodes:
+  s1: { kind: switch }
+  h1: { kind: host }
+  h2: { kind: host, address: 198.18.0.9 }
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
+    rate: 1Gbps
+workload:
+  incast: { senders: [h1], receiver: h2, size: 1MB }
+transport: { mtu: 1024 }
+";
+
+/// Runs `intlab run` on `text` as a file and returns (success, stderr).
+fn run_file(name: &str, text: &str, extra: &[&str]) -> (bool, String) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let file = dir.join(name);
+    std::fs::write(&file, text).expect("write scenario");
+    let out = dir.join(format!("{name}-results"));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .arg("run")
+        .arg(&file)
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("intlab runs");
+    assert!(!out.exists(), "{name}: a results folder was created for a bad scenario");
+    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() {
+    let before = intlab_testbed::netns::lab_namespaces().len();
+    let (ok, err) = run_file("good.yaml", GOOD, &["--set", "workload.incast.size=0B"]);
+    assert!(!ok && err.contains("size above zero"), "{err}");
+    let cases: [(&str, String, &str, &str); 7] = [
+        (
+            "indent.yaml",
+            GOOD.replace("    rate: 1Gbps", "      rate: 1Gbps"),
+            ":11:",
+            "",
+        ),
+        (
+            "unknown-key.yaml",
+            GOOD.replace("h1: { kind: host }", "h1: { kind: host, colour: red }"),
+            ":6:",
+            "colour",
+        ),
+        (
+            "missing-node.yaml",
+            GOOD.replace("h2:eth0", "h9:eth0"),
+            ":10:",
+            "no node `h9`",
+        ),
+        (
+            "negative-rate.yaml",
+            GOOD.replace("rate: 1Gbps", "rate: -1Gbps"),
+            ":11:",
+            "rate",
+        ),
+        (
+            "duplicate-address.yaml",
+            GOOD.replace("198.18.0.9", "198.18.0.1"),
+            ":7:",
+            "duplicate address 198.18.0.1",
+        ),
+        (
+            "workload-host.yaml",
+            GOOD.replace("senders: [h1]", "senders: [h7]"),
+            ":13:",
+            "expected the name of a host, got `h7`",
+        ),
+        (
+            "mtu.yaml",
+            GOOD.replace("mtu: 1024", "mtu: 1500"),
+            ":14:",
+            "expected a RoCE MTU",
+        ),
+    ];
+    for (name, text, at, what) in cases {
+        let (ok, err) = run_file(name, &text, &[]);
+        assert!(!ok, "{name} was accepted");
+        assert!(err.contains(&format!("{name}{at}")), "{name}: no file:line: in {err}");
+        assert!(err.contains(what), "{name}: `{what}` not in {err}");
+    }
+    assert_eq!(
+        intlab_testbed::netns::lab_namespaces().len(),
+        before,
+        "a namespace was created"
     );
 }

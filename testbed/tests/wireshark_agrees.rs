@@ -17,6 +17,9 @@ use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use serde_json::Value;
 
+mod support;
+use support::tshark_fields;
+
 /// What the test wrote into one frame.
 struct Expected {
     opcode: u8,
@@ -147,10 +150,6 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(format!("{name}-{}.pcapng", std::process::id()))
 }
 
-fn lua_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../int-format/wireshark/intlab_int.lua")
-}
-
 const FIELDS: [&str; 9] = [
     "infiniband.bth.opcode",
     "infiniband.bth.destqp",
@@ -162,40 +161,6 @@ const FIELDS: [&str; 9] = [
     "intlab_int.rate",
     "intlab_int.hop_latency",
 ];
-
-/// Runs tshark with the Lua dissector; one Vec of field strings per frame.
-fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-X")
-        .arg(format!("lua_script:{}", lua_script().display()))
-        .arg("-r")
-        .arg(pcap);
-    cmd.args(extra).args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=/t",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => panic!("tshark could not be run ({e}); scripts/test installs it"),
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "tshark failed: {stderr}");
-    assert!(!stderr.contains("Lua: Error"), "Lua dissector error: {stderr}");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect()
-}
 
 fn numbers(s: &str) -> Vec<u64> {
     s.split(',').filter(|x| !x.is_empty()).map(parse_number).collect()

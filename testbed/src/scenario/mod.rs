@@ -93,8 +93,19 @@ impl Scenario {
             name.push(" with --cc/--set");
             (changed, PathBuf::from(name))
         };
-        let (topology, run) = load_document(&text, &file)?;
-        Checker { file: &file }.scenario(text.clone(), topology, run)
+        let quote = |mut e: LoadError| {
+            // The changed document exists nowhere the user can see: quote the line.
+            if !overrides.is_empty()
+                && let Some(line) = text.lines().nth(e.line.wrapping_sub(1))
+            {
+                e.message = format!("{} (at `{}`)", e.message, line.trim());
+            }
+            e
+        };
+        let (topology, run) = load_document(&text, &file).map_err(quote)?;
+        Checker { file: &file }
+            .scenario(text.clone(), topology, run)
+            .map_err(quote)
     }
 
     /// Every flow of the workload.
@@ -293,5 +304,105 @@ impl Checker<'_> {
             return Err(self.err(&w.referenced, "workload: expected at least one flow".into()));
         }
         Ok(workload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "\
+name: t
+defaults:
+  link: { rate: 100Mbps, delay: 10us }
+nodes:
+  s1: { kind: switch }
+  h1: { kind: host }
+  h2: { kind: host }
+  h3: { kind: host }
+links:
+  - endpoints: [\"s1:1\", \"h1:0\"]
+  - endpoints: [\"s1:2\", \"h2:0\"]
+  - endpoints: [\"s1:3\", \"h3:0\"]
+";
+
+    fn load(run: &str) -> Result<Scenario, LoadError> {
+        Scenario::from_text(&format!("{BASE}{run}"), Path::new("s.yaml"), &Overrides::default())
+    }
+
+    fn error(run: &str) -> LoadError {
+        let e = load(run).unwrap_err();
+        assert!(e.line > 0, "no position: {e}");
+        e
+    }
+
+    #[test]
+    fn run_keys_have_documented_defaults() {
+        let s = load("workload:\n  incast: { receiver: h3, size: 10KB }\n").unwrap();
+        assert_eq!(s.controller, ControllerConfig::Hpcc(HpccConfig::default()));
+        assert_eq!(
+            (s.duration, s.seed, s.capture, s.dilation),
+            (DEFAULT_DURATION, 1, false, 1.0)
+        );
+        assert_eq!(s.transport, TransportSettings::default());
+        let pairs: Vec<(usize, usize)> = s.flows().iter().map(|f| (f.src, f.dst)).collect();
+        assert_eq!(
+            pairs,
+            [(1, 3), (2, 3)],
+            "every other host sends when no senders are listed"
+        );
+    }
+
+    #[test]
+    fn the_builtin_default_is_a_4_to_1_incast_under_hpcc() {
+        let s = Scenario::builtin(&Overrides::default()).unwrap();
+        assert_eq!(s.controller.name(), "hpcc");
+        let flows = s.flows();
+        assert_eq!(flows.len(), 4);
+        assert!(flows.iter().all(|f| s.topology.nodes[f.dst].name == "h5"));
+    }
+
+    #[test]
+    fn run_mistakes_name_the_line_and_the_expectation() {
+        let w = "workload:\n  incast: { receiver: h3, size: 10KB }\n";
+        assert!(error("").message.contains("no `workload:`"));
+        let e = error(&format!("{w}dilation: 0.5\n"));
+        assert!(e.message.contains("dilation: expected a factor from 1"), "{e}");
+        assert_eq!(e.line, 15);
+        let e = error(&format!("{w}transport: {{ ack_every: 0 }}\n"));
+        assert!(e.message.contains("ack_every: expected at least 1"), "{e}");
+        let e = error("workload:\n  incast: { senders: [h1, h1], receiver: h3, size: 1KB }\n");
+        assert!(e.message.contains("`h1` is listed twice"), "{e}");
+        let e = error("workload:\n  incast: { senders: [h1, h3], receiver: h3, size: 1KB }\n");
+        assert!(e.message.contains("`h3` is the receiver"), "{e}");
+        let e = error("workload:\n  flows:\n    - { src: h1, dst: h1, size: 1KB }\n");
+        assert!(e.message.contains("other than the source"), "{e}");
+        let e = error("workload:\n  incast: { receiver: s1, size: 1KB }\n");
+        assert!(e.message.contains("expected the name of a host, got `s1`"), "{e}");
+        let e = error(&format!("{w}controller: {{ name: hpcc, etta: 0.9 }}\n"));
+        assert!(e.message.contains("etta"), "{e}");
+        let e = error(&format!("{w}duration: 0s\n"));
+        assert!(e.message.contains("duration: expected a time above zero"), "{e}");
+    }
+
+    #[test]
+    fn overrides_are_checked_like_the_file() {
+        let o = Overrides {
+            controller: Some("hpcc++".into()),
+            set: vec!["workload.incast.size=2KB".into(), "dilation=4".into()],
+        };
+        let text = format!("{BASE}workload:\n  incast: {{ receiver: h3, size: 10KB }}\n");
+        let s = Scenario::from_text(&text, Path::new("s.yaml"), &o).unwrap();
+        assert_eq!(
+            (s.controller.name(), s.dilation, s.flows()[0].size),
+            ("hpcc++", 4.0, 2000)
+        );
+        let bad = Overrides {
+            controller: None,
+            set: vec!["dilation=0".into()],
+        };
+        let e = Scenario::from_text(&text, Path::new("s.yaml"), &bad).unwrap_err();
+        assert!(e.to_string().starts_with("s.yaml with --cc/--set:"), "{e}");
+        assert!(e.message.contains("(at `dilation: 0`)"), "{e}");
     }
 }

@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::topology::first_line;
+
 /// What the command line changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
@@ -97,11 +99,6 @@ fn set(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
         walked.push_str(key);
     }
     Ok(())
-}
-
-/// The first line of a serde-saphyr message (the rest is a source snippet).
-pub(crate) fn first_line(m: &str) -> String {
-    m.lines().next().unwrap_or(m).to_owned()
 }
 
 #[cfg(test)]

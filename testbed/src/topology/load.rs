@@ -35,6 +35,9 @@ pub struct LoadError {
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file.display(), self.message);
+        }
         write!(
             f,
             "{}:{}:{}: {}",
@@ -86,7 +89,7 @@ struct RawRoute {
 #[serde(deny_unknown_fields)]
 struct RawDefaults {
     #[serde(default)]
-    link: RawLinkProps,
+    link: Option<Spanned<RawLink>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -104,9 +107,13 @@ struct RawNode {
     address: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
+/// flatten, which could share the properties, loses the position of a bad value.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawLinkProps {
+struct RawLink {
+    #[serde(default)]
+    endpoints: Option<[Spanned<String>; 2]>,
     #[serde(default)]
     rate: Option<Rate>,
     #[serde(default)]
@@ -117,14 +124,6 @@ struct RawLinkProps {
     ecn: Option<EcnYaml>,
     #[serde(default)]
     loss: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLink {
-    endpoints: [Spanned<String>; 2],
-    #[serde(flatten)]
-    props: RawLinkProps,
 }
 
 /// Parses and checks a topology; `file` is only used in errors. A scenario's run keys
@@ -143,7 +142,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
             file: file.to_owned(),
             line,
             column,
-            message: first_line(&e.to_string()),
+            message: with_hint(first_line(&e.to_string())),
         }
     })?;
     let err = |at: &serde_saphyr::Location, message: String| LoadError {
@@ -213,12 +212,25 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     }
     let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
 
-    let defaults = &raw.defaults.link;
+    let no_defaults = RawLink::default();
+    let defaults = match &raw.defaults.link {
+        Some(d) if d.value.endpoints.is_some() => {
+            return Err(err(&d.referenced, "defaults.link: expected no `endpoints`".into()));
+        }
+        Some(d) => &d.value,
+        None => &no_defaults,
+    };
     let mut links = Vec::new();
     let mut taken: HashMap<(usize, String), usize> = HashMap::new();
     for (li, l) in raw.links.iter().enumerate() {
         let mut ends = Vec::new();
-        for e in &l.value.endpoints {
+        let endpoints = l.value.endpoints.as_ref().ok_or_else(|| {
+            err(
+                &l.referenced,
+                format!("links[{li}]: expected `endpoints: [\"node:interface\", \"node:interface\"]`"),
+            )
+        })?;
+        for e in endpoints {
             let (node, interface) = e.value.split_once(':').ok_or_else(|| {
                 err(
                     &e.referenced,
@@ -248,7 +260,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                 format!("links[{li}]: both ends are on `{}`", nodes[ends[0].node].name),
             ));
         }
-        let p = &l.value.props;
+        let p = &l.value;
         let rate = p.rate.or(defaults.rate).ok_or_else(|| {
             err(
                 &l.referenced,
@@ -342,9 +354,24 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     Ok((topology, run))
 }
 
-/// The first line of a serde-saphyr message (the rest is a source snippet we print ourselves).
-fn first_line(m: &str) -> String {
-    m.lines().next().unwrap_or(m).to_owned()
+/// Adds what the YAML parser's own words leave unsaid.
+fn with_hint(m: String) -> String {
+    if m.contains("block mapping") || m.contains("block sequence") || m.contains("mapping values") {
+        format!("{m} (expected the indentation of the lines above)")
+    } else {
+        m
+    }
+}
+
+/// What a serde-saphyr message says, without the source snippet after its first line and the
+/// "error: line L column C: " before it (the caller prints the position itself).
+pub(crate) fn first_line(m: &str) -> String {
+    let line = m.lines().next().unwrap_or(m);
+    let bare = line.strip_prefix("error: ").unwrap_or(line);
+    match bare.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((position, rest)) if position.contains(" column ") => rest.to_owned(),
+        _ => bare.to_owned(),
+    }
 }
 
 #[cfg(test)]

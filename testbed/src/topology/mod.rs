@@ -5,8 +5,8 @@
 mod load;
 mod routing;
 
-pub(crate) use load::load_document;
 pub use load::{LoadError, load_str};
+pub(crate) use load::{first_line, load_document};
 pub use routing::{Routes, distances, routes, shortest_paths};
 
 use std::net::Ipv4Addr;

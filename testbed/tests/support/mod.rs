@@ -5,6 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -270,7 +271,7 @@ impl Drop for Lab {
 
 /// A fresh folder under the target's scratch space.
 pub fn scratch_dir(tag: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("switch-{tag}-{}", std::process::id()));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch dir");
     d
@@ -344,4 +345,43 @@ pub fn int_payload(body: usize, hop_limit: u8) -> Vec<u8> {
         *b = i as u8;
     }
     p
+}
+
+/// Our Wireshark Lua dissector.
+pub fn lua_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../int-format/wireshark/intlab_int.lua")
+}
+
+/// Runs tshark with the Lua dissector; one Vec of field strings per frame.
+pub fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X")
+        .arg(format!("lua_script:{}", lua_script().display()))
+        .arg("-r")
+        .arg(pcap);
+    cmd.args(extra).args([
+        "-T",
+        "fields",
+        "-E",
+        "separator=/t",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+    ]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => panic!("tshark could not be run ({e}); scripts/test installs it"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tshark failed: {stderr}");
+    assert!(!stderr.contains("Lua: Error"), "Lua dissector error: {stderr}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
 }

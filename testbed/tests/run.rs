@@ -1,0 +1,238 @@
+//! `intlab run` as a user runs it: the built-in default end to end (results folder, summary,
+//! a capture tshark decodes), interrupted by SIGINT, and killed with SIGKILL then cleaned.
+//! Run as root (scripts/test).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use intlab_testbed::netns;
+use intlab_testbed::results;
+use support::{require_root, scratch_dir, serial, tshark_fields};
+
+fn intlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_intlab"))
+}
+
+/// The namespace prefix of a run in process `pid` (see `RunOptions::tag` in main.rs).
+fn run_prefix(pid: u32) -> String {
+    format!("{}r{}-", netns::PREFIX, pid % 100_000)
+}
+
+fn leftovers(prefix: &str) -> Vec<String> {
+    netns::lab_namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Rows of a CSV file as maps from column to value.
+fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let mut r = csv::Reader::from_path(path).expect("CSV opens");
+    let header: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("CSV record");
+            header.iter().cloned().zip(rec.iter().map(str::to_owned)).collect()
+        })
+        .collect()
+}
+
+/// Starts `intlab run ARGS` and returns once it has started its flows (the lab is built).
+fn start_run(args: &[&str]) -> Child {
+    let mut child = intlab()
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = err.read_line(&mut line).expect("read stderr");
+        assert!(n > 0, "intlab ended before running its flows: {seen}");
+        seen.push_str(&line);
+        if line.contains("running") && line.contains("flows") {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill with a live child's pid and a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+}
+
+#[test]
+fn the_default_scenario_runs_end_to_end_and_writes_every_result() {
+    require_root();
+    let _serial = serial();
+    let out = scratch_dir("run-default");
+    let child = intlab()
+        .args(["run", "--capture", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let prefix = run_prefix(child.id());
+    let o = child.wait_with_output().expect("intlab ends");
+    let t = text(&o);
+    eprintln!("{t}");
+    assert!(o.status.success(), "{t}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "incast-4to1 with hpcc",
+        "completed, 4/4 flows completed",
+        "FCT",
+        "queue s1:eth5",
+        "goodput",
+    ] {
+        assert!(stdout.contains(want), "summary lacks `{want}`: {stdout}");
+    }
+    assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
+
+    for f in [
+        results::SCENARIO,
+        results::FLOWS,
+        results::SERIES,
+        results::QUEUES,
+        results::COUNTERS,
+        results::SUMMARY_JSON,
+        results::SUMMARY_TXT,
+        results::FCT_CDF,
+        results::RATES,
+        results::QUEUE,
+    ] {
+        let len = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} missing or empty");
+    }
+    for f in [results::FCT_CDF, results::RATES, results::QUEUE] {
+        let svg = std::fs::read_to_string(out.join(f)).expect("plot");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("<polyline"),
+            "{f} draws nothing"
+        );
+    }
+    let flows = csv_rows(&out.join(results::FLOWS));
+    assert_eq!(flows.len(), 4);
+    for f in &flows {
+        assert_eq!(f["completed"], "true", "{f:?}");
+        assert_eq!(f["bytes_received"], f["size_bytes"], "{f:?}");
+        let slowdown: f64 = f["slowdown"].parse().expect("slowdown");
+        assert!(slowdown >= 1.0, "faster than an empty network: {f:?}");
+    }
+    let series = csv_rows(&out.join(results::SERIES));
+    for id in 1..=4 {
+        assert!(
+            series.iter().any(|r| r["flow"] == id.to_string()),
+            "no series for flow {id}"
+        );
+    }
+    let queues = csv_rows(&out.join(results::QUEUES));
+    assert!(
+        queues.iter().any(|r| r["port"] == "eth5" && r["queue_bytes"] != "0"),
+        "the bottleneck's queue was never above zero"
+    );
+
+    // The bottleneck's capture: RoCEv2 decoded natively, INT by our dissector.
+    let pcap = out.join("capture/s1-eth5.pcapng");
+    let rows = tshark_fields(
+        &pcap,
+        &["-c", "500", "-Y", "intlab_int"],
+        &[
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "intlab_int.qlen",
+            "intlab_int.tx_bytes",
+        ],
+    );
+    assert!(rows.len() > 100, "tshark found {} INT frames", rows.len());
+    for r in &rows {
+        assert!(!r[0].is_empty() && !r[1].is_empty(), "RoCE not decoded: {r:?}");
+        // One hop (s1) with HPCC's fields: queue length and transmitted bytes.
+        assert!(!r[2].is_empty() && !r[2].contains(','), "one INT queue length: {r:?}");
+        assert!(!r[3].is_empty() && !r[3].contains(','), "one INT txBytes: {r:?}");
+    }
+}
+
+#[test]
+fn sigint_stops_a_run_keeps_its_partial_results_and_leaves_nothing() {
+    require_root();
+    let _serial = serial();
+    let out = scratch_dir("run-sigint");
+    let child = start_run(&[
+        "--set",
+        "workload.incast.size=200MB",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let prefix = run_prefix(child.id());
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        !leftovers(&prefix).is_empty(),
+        "the run's namespaces exist while it runs"
+    );
+    signal(&child, libc::SIGINT);
+    let o = child.wait_with_output().expect("intlab ends");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("interrupted (partial results)"), "{stdout}");
+    assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
+    let flows = csv_rows(&out.join(results::FLOWS));
+    assert_eq!(flows.len(), 4);
+    assert!(flows.iter().all(|f| f["completed"] == "false"), "{flows:?}");
+    let got: u64 = flows
+        .iter()
+        .map(|f| f["bytes_received"].parse::<u64>().expect("number"))
+        .sum();
+    assert!(got > 0, "nothing arrived before the interrupt");
+    assert!(out.join(results::SCENARIO).exists() && out.join(results::QUEUE).exists());
+}
+
+#[test]
+fn clean_removes_what_a_killed_run_left() {
+    require_root();
+    let _serial = serial();
+    let out: PathBuf = scratch_dir("run-kill");
+    let mut child = start_run(&[
+        "--set",
+        "workload.incast.size=200MB",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let prefix = run_prefix(child.id());
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    // A switch namespace and five hosts: no Drop ran.
+    assert_eq!(leftovers(&prefix).len(), 6, "{:?}", leftovers(&prefix));
+    let refused = intlab()
+        .args(["clean", "--prefix", "other-"])
+        .output()
+        .expect("clean runs");
+    assert!(!refused.status.success(), "only intlab's own names may be cleaned");
+    let o = intlab()
+        .args(["clean", "--prefix", &prefix])
+        .output()
+        .expect("clean runs");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("6 namespaces removed, 0 failures"), "{t}");
+    assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
+}
