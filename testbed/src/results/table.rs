@@ -75,8 +75,8 @@ pub fn summary_table(s: &Summary) -> String {
     }
     let _ = writeln!(
         out,
-        "  timing: shortest path RTT {}; the machine adds {} to a round trip (p50 over flows) and \
-         releases frames {} late (p99)",
+        "  timing: shortest path RTT {}; a flow's smallest RTT exceeds its path's by {} (p50) and \
+         switches release frames {} late (p99)",
         time(s.path_rtt_min_ns as f64),
         s.rtt_excess_ns.map_or("-".to_owned(), |q| time(q.p50)),
         time(s.release_late_p99_ns as f64)
