@@ -53,6 +53,7 @@ fn run(c: &mut Criterion, name: &str, mut cc: Box<dyn Controller>, every_ns: u64
                 newly_acked: 1000,
                 rtt_ns: Some(12_000),
                 hops: black_box(&shifted),
+                after_stall: false,
             });
             k += 1;
             if k == ACKS {

@@ -38,6 +38,17 @@ pub trait Progress {
     fn end(&mut self);
 }
 
+/// Reports nothing (for tests and library use).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Progress for Silent {
+    fn step(&mut self, _what: &str) {}
+    fn begin(&mut self, _flows: u64) {}
+    fn advance(&mut self, _done: u64) {}
+    fn end(&mut self) {}
+}
+
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

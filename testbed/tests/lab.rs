@@ -75,3 +75,97 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
         .collect();
     assert!(left.is_empty(), "namespaces left: {left:?}");
 }
+
+/// Runs scenario `text` through the lab.
+fn run_text(tag: &str, text: &str) -> intlab_testbed::results::Results {
+    let s = Scenario::from_text(text, Path::new(&format!("{tag}.yaml")), &Overrides::default()).expect("valid");
+    let opts = RunOptions {
+        out: support::scratch_dir(tag),
+        capture: false,
+        tag: tag.into(),
+    };
+    let r = run(&s, &opts, &AtomicBool::new(false), &mut intlab_testbed::run::Silent).expect("the run completes");
+    eprintln!("{tag}:\n{}", intlab_testbed::results::summary_table(&r.summary));
+    r
+}
+
+const TWO_TO_ONE: &str = "\
+name: two-to-one
+defaults:
+  link: { rate: 100Mbps, delay: 50us, buffer: 1MB }
+nodes:
+  s1: { kind: switch }
+  h1: { kind: host }
+  h2: { kind: host }
+  h3: { kind: host }
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
+  - endpoints: [\"s1:eth3\", \"h3:eth0\"]
+";
+
+#[test]
+fn roce_mtus_2048_and_4096_carry_messages_intact() {
+    support::require_root();
+    let _serial = support::serial();
+    for mtu in [2048u64, 4096] {
+        let text = format!(
+            "{TWO_TO_ONE}workload:\n  flows:\n    - {{ src: h1, dst: h3, size: 3000000 }}\n    - {{ src: h2, dst: h3, size: 1000000, kind: send }}\ntransport: {{ mtu: {mtu} }}\n"
+        );
+        let r = run_text(&format!("mtu{mtu}"), &text);
+        for f in &r.flows {
+            assert_eq!(f.bytes_received, f.size, "MTU {mtu}, flow {}", f.id);
+            assert!(
+                f.packets_sent >= f.size.div_ceil(mtu),
+                "MTU {mtu}, flow {}: {} packets",
+                f.id,
+                f.packets_sent
+            );
+            // Full-size packets, not 1024-byte ones: at most a few retransmissions more.
+            assert!(
+                f.packets_sent < 2 * f.size.div_ceil(mtu),
+                "MTU {mtu}, flow {}: {} packets",
+                f.id,
+                f.packets_sent
+            );
+        }
+        assert_eq!((r.summary.content_errors, r.summary.bad_icrc), (0, 0));
+    }
+}
+
+/// Without congestion control two senders overflow the receiver's port; RED marks CE there,
+/// the receiver answers with CNPs at most one per QP per `cnp_interval`, and the senders count
+/// them.
+#[test]
+fn ce_marks_come_back_as_rate_limited_cnps() {
+    support::require_root();
+    let _serial = support::serial();
+    let text = format!(
+        "{TWO_TO_ONE}controller: {{ name: line_rate }}\nworkload:\n  incast: {{ receiver: h3, size: 2MB }}\ntransport: {{ cnp_interval: 1ms }}\n"
+    )
+    .replace("buffer: 1MB }", "buffer: 1MB, ecn: { kmin: 5KB, kmax: 10KB, pmax: 1.0 } }");
+    let r = run_text("cnp", &text);
+    let receiver = r.hosts.iter().find(|h| h.host == "h3").expect("receiver counters");
+    let marks = r.summary.ecn_marks;
+    let cnps_sent = receiver.counters.cnps_sent;
+    let cnps_received = r.summary.cnps;
+    eprintln!(
+        "ECN marks {marks}, CE received {}, CNPs sent {cnps_sent}, received {cnps_received}",
+        receiver.counters.ce_received
+    );
+    assert!(marks > 100, "the queue passed kmax: {marks} marks");
+    // A marked frame can still be lost in the receiving kernel under this overload.
+    let ce = receiver.counters.ce_received;
+    assert!(
+        ce <= marks && ce * 100 >= marks * 99,
+        "{ce} of {marks} marks reached the receiver"
+    );
+    assert!(cnps_sent > 0 && cnps_received > 0);
+    assert!(cnps_received <= cnps_sent, "no CNP from nowhere");
+    // At most one CNP per QP per millisecond while the flows ran.
+    for f in &r.flows {
+        let ms = f.fct_ns.expect("completed") / 1_000_000 + 1;
+        assert!(f.cnps <= ms, "flow {}: {} CNPs in {ms} ms", f.id, f.cnps);
+    }
+    assert!(cnps_sent < marks, "CNPs are rate limited, not one per mark");
+}

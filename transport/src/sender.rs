@@ -26,6 +26,8 @@ pub struct SenderTiming {
     pub burst_credit_ns: u64,
     /// Time-series spacing (ns); 0 records nothing.
     pub sample_every_ns: u64,
+    /// An endpoint wake-up this late (ns) is a stall.
+    pub stall_ns: u64,
 }
 
 /// A sending QP.
@@ -42,6 +44,9 @@ pub struct SendQp {
     next_send_ns: u64,
     send_time: Vec<u64>,
     sent_count: Vec<u8>,
+    /// Per packet: the first sent after the host stalled (see [`Ack::after_stall`]).
+    after_stall: Vec<bool>,
+    stall_pending: bool,
     timing: SenderTiming,
     rto_ns: u64,
     rto_deadline: Option<u64>,
@@ -99,6 +104,8 @@ impl SendQp {
             next_send_ns: spec.start_ns,
             send_time: vec![0; packets as usize],
             sent_count: vec![0; packets as usize],
+            after_stall: vec![false; packets as usize],
+            stall_pending: false,
             rto_ns: timing.rto_ns,
             timing,
             rto_deadline: None,
@@ -185,6 +192,7 @@ impl SendQp {
         let i = idx as usize;
         self.send_time[i] = now;
         self.sent_count[i] = self.sent_count[i].saturating_add(1);
+        self.after_stall[i] = std::mem::take(&mut self.stall_pending);
         if idx < self.high {
             self.record.retransmissions += 1;
         }
@@ -231,6 +239,7 @@ impl SendQp {
             newly_acked: newly,
             rtt_ns: rtt,
             hops,
+            after_stall: self.after_stall[acked_idx],
         });
         let qlen = hops.iter().filter_map(|h| h.queue_occupancy).max().map(u64::from);
         self.sample(now, qlen);
@@ -239,6 +248,11 @@ impl SendQp {
             self.rto_deadline = None;
         }
         true
+    }
+
+    /// The host's thread stalled: the next packet's INT change spans the stall.
+    pub fn note_stall(&mut self) {
+        self.stall_pending = true;
     }
 
     /// A NAK (PSN sequence error): the receiver expects `psn`; go back to it.
@@ -340,6 +354,7 @@ mod tests {
             rto_max_ns: 1 << 41,
             burst_credit_ns: 1 << 40,
             sample_every_ns: 0,
+            stall_ns: 1 << 40,
         };
         let mut qp = SendQp::new(spec, Box::new(LineRate(1_000_000_000_000)), None, 1000, timing);
         let a = Addressing {

@@ -16,6 +16,8 @@ pub const FLOWS: &str = "flows.csv";
 pub const SERIES: &str = "series.csv";
 /// Per-port queues over time.
 pub const QUEUES: &str = "queues.csv";
+/// Host stalls.
+pub const STALLS: &str = "stalls.csv";
 /// Switch and host counters.
 pub const COUNTERS: &str = "counters.json";
 /// The summary as JSON.
@@ -96,6 +98,13 @@ struct QueueRow<'a> {
 }
 
 #[derive(Serialize)]
+struct StallRow<'a> {
+    host: &'a str,
+    t_us: f64,
+    late_us: f64,
+}
+
+#[derive(Serialize)]
 struct Counters<'a> {
     switches: &'a [intlab_switch::SwitchSnapshot],
     hosts: &'a [super::HostCounters],
@@ -157,6 +166,15 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
                 t_us: us(t),
                 queue_bytes: b,
             })
+        }),
+    )?;
+    csv_rows(
+        dir,
+        STALLS,
+        r.stalls.iter().map(|s| StallRow {
+            host: &s.host,
+            t_us: us(s.at_ns),
+            late_us: us(s.late_ns),
         }),
     )?;
     json(

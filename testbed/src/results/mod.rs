@@ -3,12 +3,14 @@
 //! `files` writes them (formats in docs/results.md), `plots` draws them, `table` prints the
 //! summary.
 
+mod fairness;
 mod files;
 mod plots;
 mod table;
 
+pub use fairness::{Fairness, jain, windowed};
 pub use files::{
-    COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all, write_scenario,
+    COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all, write_scenario,
 };
 pub use plots::{FCT_CDF, QUEUE, RATES};
 pub use table::summary_table;
@@ -117,6 +119,17 @@ pub struct HostCounters {
     pub counters: EndpointCounters,
 }
 
+/// A host's endpoint thread woke up late (see [`intlab_transport::endpoint::Stall`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostStall {
+    /// Host name.
+    pub host: String,
+    /// When it should have woken, after the run began (ns).
+    pub at_ns: u64,
+    /// How late it woke (ns).
+    pub late_ns: u64,
+}
+
 /// Order statistics of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Quantiles {
@@ -167,6 +180,12 @@ pub struct Summary {
     pub goodput_bps: f64,
     /// Goodput over the receivers' total link rate.
     pub normalized_goodput: f64,
+    /// INT bytes on a full-size data packet over its wire bytes, on the flows' longest path
+    /// (None when data carries no INT): the goodput INT costs.
+    pub int_overhead: Option<f64>,
+    /// Jain's index of the flows' throughput in windows of 10 base RTTs (the longest path
+    /// RTT of the flows) after the first 50.
+    pub fairness: Option<Fairness>,
     /// The port with the largest queue: "switch:port".
     pub bottleneck: Option<String>,
     /// Its queue at dequeue (bytes).
@@ -193,10 +212,21 @@ pub struct Summary {
     /// Worst 99th percentile, over switch ports, of how late a frame left against its exact
     /// schedule (ns, scenario time): the timing error this machine added.
     pub release_late_p99_ns: u64,
-    /// True when that lateness exceeds a tenth of the smallest path RTT: the machine did not
-    /// keep up, and a larger `dilation` would give more faithful results.
+    /// Host wake-ups that came late enough to count as stalls (the endpoint's `stall_ns`).
+    pub host_stalls: u64,
+    /// The latest host wake-up (ns, scenario time).
+    pub host_stall_max_ns: u64,
+    /// Time the hosts spent stalled over the time they ran (hosts × the workload's span).
+    pub host_stall_fraction: f64,
+    /// True when the machine did not keep up: switch release lateness (p99) above a tenth of
+    /// the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
+    /// time. A larger `dilation` gives more faithful results.
     pub timing_warning: bool,
 }
+
+/// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
+/// link idle, which rate controllers answer by speeding up.
+pub const STALL_FRACTION_LIMIT: f64 = 0.02;
 
 /// Everything a run produced.
 #[derive(Debug, Clone)]
@@ -211,6 +241,8 @@ pub struct Results {
     pub switches: Vec<SwitchSnapshot>,
     /// Hosts' transport counters.
     pub hosts: Vec<HostCounters>,
+    /// Every host stall, in host then time order.
+    pub stalls: Vec<HostStall>,
     /// The summary.
     pub summary: Summary,
 }
@@ -297,7 +329,13 @@ impl Results {
         let mut received = HashMap::new();
         let mut series = Vec::new();
         let mut hosts = Vec::new();
+        let mut stalls = Vec::new();
         for h in report.hosts {
+            stalls.extend(h.stalls.iter().map(|s| HostStall {
+                host: h.name.clone(),
+                at_ns: time.at(s.at_ns),
+                late_ns: time.span(s.late_ns),
+            }));
             for f in h.sent {
                 sent.insert(f.id, f);
             }
@@ -363,13 +401,38 @@ impl Results {
                 }
             }
         }
-        let summary = summarize(s, &flows, &switches, &hosts, content_errors, time, ending);
+        let mut summary = summarize(s, &flows, &switches, &hosts, content_errors, time, ending);
+        summary.int_overhead = hop_bytes.map(|h| {
+            let switches = plan
+                .iter()
+                .filter_map(|p| r.path(t, p.src, p.dst))
+                .map(|p| p.len().saturating_sub(1) as u64)
+                .max()
+                .unwrap_or(0);
+            let mtu = s.transport.mtu;
+            let int = (wire_bytes(mtu, mtu, Some(h), switches) - wire_bytes(mtu, mtu, None, 0)) as f64;
+            int / wire_bytes(mtu, mtu, Some(h), switches) as f64
+        });
+        let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+        let last = flows
+            .iter()
+            .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
+            .chain(series.iter().map(|p| p.t_ns))
+            .max()
+            .unwrap_or(first);
+        let stalled: u64 = stalls.iter().map(|s| s.late_ns).sum();
+        let host_time = (hosts.len() as u64 * last.saturating_sub(first)).max(1);
+        summary.host_stall_fraction = stalled as f64 / host_time as f64;
+        summary.timing_warning |= summary.host_stall_fraction > STALL_FRACTION_LIMIT;
+        let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
+        summary.fairness = fairness::windowed(&flows, &series, 10 * rtt, 50 * rtt, &[]);
         Results {
             flows,
             series,
             queues,
             switches,
             hosts,
+            stalls,
             summary,
         }
     }
@@ -437,6 +500,8 @@ fn summarize(
         } else {
             0.0
         },
+        int_overhead: None,
+        fairness: None,
         bottleneck: busiest.map(|(sw, p)| format!("{}:{}", sw.switch, p.name)),
         bottleneck_queue: busiest.map(|(_, p)| Quantiles {
             p50: p.queue_p50 as f64,
@@ -458,6 +523,9 @@ fn summarize(
                 .collect(),
         ),
         release_late_p99_ns,
+        host_stalls: hosts.iter().map(|h| h.counters.stalls).sum(),
+        host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
+        host_stall_fraction: 0.0,
         timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns,
     }
 }

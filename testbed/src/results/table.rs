@@ -61,6 +61,23 @@ pub fn summary_table(s: &Summary) -> String {
         rate(s.goodput_bps),
         s.normalized_goodput * 100.0
     );
+    if let Some(x) = s.int_overhead {
+        let _ = writeln!(
+            out,
+            "  INT on data: {:.1} % of a full packet's wire bytes (goodput it costs)",
+            x * 100.0
+        );
+    }
+    if let Some(f) = &s.fairness {
+        let _ = writeln!(
+            out,
+            "  fairness (Jain, {} windows of {}): mean {:.3}, min {:.3}",
+            f.windows,
+            time(f.window_ns as f64),
+            f.mean,
+            f.min
+        );
+    }
     let _ = writeln!(
         out,
         "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
@@ -81,11 +98,22 @@ pub fn summary_table(s: &Summary) -> String {
         s.rtt_excess_ns.map_or("-".to_owned(), |q| time(q.p50)),
         time(s.release_late_p99_ns as f64)
     );
+    if s.host_stalls > 0 {
+        let _ = writeln!(
+            out,
+            "  hosts stalled {} times, {:.2} % of their time (the longest {}): stalls.csv says when",
+            s.host_stalls,
+            s.host_stall_fraction * 100.0,
+            time(s.host_stall_max_ns as f64)
+        );
+    }
     if s.timing_warning {
         let _ = writeln!(
             out,
-            "  WARNING: frames left more than a tenth of an RTT late; the machine did not keep up. \
-             Results are less faithful: raise `dilation` (now {}).",
+            "  WARNING: the machine did not keep up (switches released frames more than a tenth of \
+             an RTT late, or hosts stalled over {:.0} % of the time); results are less faithful: \
+             raise `dilation` (now {}).",
+            super::STALL_FRACTION_LIMIT * 100.0,
             s.dilation
         );
     }

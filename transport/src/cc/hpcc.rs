@@ -135,6 +135,11 @@ impl Hpcc {
         if ack.hops.is_empty() || samples.clone().any(|s| s.is_none()) {
             return;
         }
+        if self.started && ack.after_stall && self.hops.len() == ack.hops.len() {
+            self.hops.clear();
+            self.hops.extend(samples.flatten());
+            return;
+        }
         if !self.started || self.hops.len() != ack.hops.len() {
             // First feedback, or the path changed: keep the records and wait for the next.
             self.hops.clear();
@@ -249,6 +254,7 @@ mod tests {
             newly_acked: 1000,
             rtt_ns: None,
             hops,
+            after_stall: false,
         }
     }
 

@@ -133,7 +133,7 @@ impl Controller for HpccPlusPlus {
             return;
         }
         let newest = ack.hops.iter().filter_map(|h| h.egress_ts).max().unwrap_or(0);
-        if self.hops.len() != ack.hops.len() {
+        if self.hops.len() != ack.hops.len() || ack.after_stall {
             self.hops.clear();
             self.hops.extend(ack.hops.iter().filter_map(HopSample::from_hop));
             self.last_update_ts = Some(newest);
@@ -213,6 +213,7 @@ mod tests {
             newly_acked: 0,
             rtt_ns: None,
             hops: &hops,
+            after_stall: false,
         });
     }
 

@@ -26,6 +26,11 @@ pub struct Ack<'a> {
     pub rtt_ns: Option<u64>,
     /// INT hops echoed by the receiver, in path order (first switch first); empty without INT.
     pub hops: &'a [HopRecord],
+    /// The acknowledged packet was the first its host sent after its thread stalled (woke up
+    /// `SenderTiming::stall_ns` late or more): the change in its INT since the previous packet
+    /// measures the emulation's hiccup (a link left idle), not the network. Real NICs do not
+    /// stall, so controllers take these hops as a new baseline without reacting to them.
+    pub after_stall: bool,
 }
 
 /// The constant facts of a flow a controller may use.

@@ -1,0 +1,134 @@
+//! HPCC's acceptance figures through the whole lab (`intlab run`'s path): one long flow keeps
+//! the bottleneck busy with a short queue, and a 4-to-1 incast is fair with a short queue.
+//! Queue and fairness are judged in steady state: after the first 50 RTTs, and away from the
+//! times a host stalled (the run reports them; see `SETTLE_RTTS`). Run as root (scripts/test).
+
+mod support;
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use intlab_testbed::results::{Results, windowed};
+use intlab_testbed::run::{RunOptions, Silent, run};
+use intlab_testbed::scenario::{Overrides, Scenario};
+
+/// Runs the machine could not keep up with (the summary's timing warning: switches releasing
+/// frames more than a tenth of an RTT late, or hosts stalled over 2 % of the time) say nothing
+/// about the controller; this many are tried.
+const ATTEMPTS: usize = 5;
+
+/// Runs `s` until a run in which the machine kept up, at most [`ATTEMPTS`] times.
+fn run_kept_up(tag: &str, s: &Scenario) -> Results {
+    for attempt in 1..=ATTEMPTS {
+        let opts = RunOptions {
+            out: support::scratch_dir(&format!("{tag}{attempt}")),
+            capture: false,
+            tag: tag.into(),
+        };
+        let r = run(s, &opts, &AtomicBool::new(false), &mut Silent).expect("the run completes");
+        eprintln!(
+            "{tag} attempt {attempt}:\n{}",
+            intlab_testbed::results::summary_table(&r.summary)
+        );
+        if !r.summary.timing_warning {
+            return r;
+        }
+    }
+    panic!("the machine did not keep up in {ATTEMPTS} runs");
+}
+
+/// Host stalls leave a link idle or hold ACKs back, and the flows take some RTTs to settle
+/// again: the times from each stall to [`SETTLE_RTTS`] RTTs after it are not steady state.
+const SETTLE_RTTS: u64 = 20;
+
+/// The intervals disturbed by host stalls (see [`SETTLE_RTTS`]).
+fn disturbed(r: &Results) -> Vec<(u64, u64)> {
+    r.stalls
+        .iter()
+        .map(|s| (s.at_ns, s.at_ns + s.late_ns + SETTLE_RTTS * RTT_NS))
+        .collect()
+}
+
+/// The p99 of the queue the INT of the ACKs reported after `after_ns`, outside disturbed times.
+fn int_queue_p99(r: &Results, after_ns: u64) -> u64 {
+    let avoid = disturbed(r);
+    let mut q: Vec<u64> = r
+        .series
+        .iter()
+        .filter(|p| p.t_ns >= after_ns && !avoid.iter().any(|&(a, b)| (a..b).contains(&p.t_ns)))
+        .filter_map(|p| p.int_qlen_bytes)
+        .collect();
+    assert!(q.len() > 100, "{} INT samples", q.len());
+    q.sort_unstable();
+    q[(q.len() - 1) * 99 / 100]
+}
+
+/// 100 Mb/s, 800 us of propagation a round trip: one BDP.
+const BDP: u64 = 100_000_000 * 800_000 / 8_000_000_000;
+const RTT_NS: u64 = 800_000;
+
+/// One flow from a 1 Gb/s NIC into a 100 Mb/s bottleneck: HPCC, not the NIC, finds the rate.
+/// Issue 4: at least 90 % busy (wire bytes over line rate), INT queue p99 below one BDP after 50
+/// RTTs. Measured: 95 % busy, INT queue p99 1.1 KB.
+#[test]
+fn hpcc_keeps_the_bottleneck_busy_with_a_short_queue() {
+    support::require_root();
+    let _serial = support::serial();
+    let text = "\
+name: one-flow
+defaults:
+  link: { rate: 100Mbps, delay: 200us, buffer: 1MB }
+nodes:
+  s1: { kind: switch }
+  h1: { kind: host }
+  h2: { kind: host }
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+    rate: 1Gbps
+  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
+controller: { name: hpcc }
+workload:
+  flows:
+    - { src: h1, dst: h2, size: 20MB }
+";
+    let s = Scenario::from_text(text, Path::new("one-flow.yaml"), &Overrides::default()).expect("valid");
+    let r = run_kept_up("hb", &s);
+    let fct = r.flows[0].fct_ns.expect("the flow completes");
+    assert_eq!(r.flows[0].bytes_received, 20_000_000);
+    let port = r
+        .switches
+        .iter()
+        .flat_map(|s| &s.ports)
+        .find(|p| p.name == "eth2")
+        .expect("bottleneck port");
+    let busy = port.tx_bytes as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6;
+    let q99 = int_queue_p99(&r, 50 * RTT_NS);
+    eprintln!(
+        "one flow: bottleneck {:.1} % busy, INT queue p99 {q99} B (BDP {BDP} B)",
+        busy * 100.0
+    );
+    assert!(busy >= 0.90, "bottleneck {:.1} % busy", busy * 100.0);
+    assert!(q99 < BDP, "INT queue p99 {q99} B is not below one BDP ({BDP} B)");
+}
+
+/// The built-in default: 4-to-1 incast at 100 Mb/s under the paper's HPCC values for 4 flows.
+/// Issue 4: Jain's index at least 0.95 in every window of 10 base RTTs after the first 50, INT
+/// queue p99 below one BDP. Measured: Jain min 0.968-0.981 (mean 0.995), INT queue p99 2-3 KB.
+#[test]
+fn hpcc_incast_4_to_1_is_fair_with_a_short_queue() {
+    support::require_root();
+    let _serial = support::serial();
+    let s = Scenario::builtin(&Overrides::default()).expect("the default loads");
+    let r = run_kept_up("hi", &s);
+    for f in &r.flows {
+        assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
+    }
+    let steady = windowed(&r.flows, &r.series, 10 * RTT_NS, 50 * RTT_NS, &disturbed(&r));
+    let fairness = steady.expect("steady windows with all four flows");
+    let q99 = int_queue_p99(&r, 50 * RTT_NS);
+    eprintln!("incast: {fairness:?}, INT queue p99 {q99} B (BDP {BDP} B)");
+    assert_eq!(fairness.window_ns, 10 * RTT_NS);
+    assert!(fairness.windows >= 30, "{} windows", fairness.windows);
+    assert!(fairness.min >= 0.95, "Jain's index fell to {:.3}", fairness.min);
+    assert!(q99 < BDP, "INT queue p99 {q99} B is not below one BDP ({BDP} B)");
+}
