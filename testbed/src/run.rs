@@ -82,6 +82,16 @@ fn idle_poll_ns(t: &Topology) -> u64 {
     50_000 * (threads / 8).max(1)
 }
 
+/// CPU time stolen by the hypervisor and all CPU time so far, from /proc/stat (jiffies).
+fn cpu_steal_and_total() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let fields: Vec<u64> = cpu.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal [guest guest_nice, already in user/nice]
+    let steal = *fields.get(7)?;
+    Some((steal, fields.iter().take(8).sum()))
+}
+
 /// Runs `s`, writes its results into `opts.out`, and returns them. `stop` ends the run early
 /// (its results are still written, marked interrupted).
 pub fn run(
@@ -134,6 +144,7 @@ pub fn run(
         lab.endpoint(f.src).send(spec, s.controller.clone());
     }
     let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
+    let cpu_before = cpu_steal_and_total();
     progress.begin(plan.len() as u64);
     let ending = loop {
         std::thread::sleep(POLL);
@@ -151,10 +162,16 @@ pub fn run(
         }
     };
     progress.end();
+    let cpu_after = cpu_steal_and_total();
     progress.step("stopping the lab");
     let report = lab.stop();
     let time = Timebase { t0_ns: t0, dilation: d };
-    let results = Results::collect(s, &plan, report, time, ending);
+    let mut results = Results::collect(s, &plan, report, time, ending);
+    if let (Some((s0, t0)), Some((s1, t1))) = (cpu_before, cpu_after)
+        && t1 > t0
+    {
+        results.summary.cpu_steal = Some(s1.saturating_sub(s0) as f64 / (t1 - t0) as f64);
+    }
     progress.step("writing results");
     results::write_all(&opts.out, &results)?;
     Ok(results)

@@ -12,29 +12,40 @@ use intlab_testbed::results::{Results, windowed};
 use intlab_testbed::run::{RunOptions, Silent, run};
 use intlab_testbed::scenario::{Overrides, Scenario};
 
-/// Runs the machine could not keep up with (the summary's timing warning: switches releasing
-/// frames more than a tenth of an RTT late, or hosts stalled over 2 % of the time) say nothing
-/// about the controller; this many are tried.
-const ATTEMPTS: usize = 5;
+/// Time dilation of each attempt. A run in which the switches released frames more than a
+/// tenth of an RTT late (p99) had its schedule broken by the machine (a busy hypervisor: right
+/// after a build, steal time reached 15 % here) and says nothing about the controller; the next
+/// attempt waits a little and runs slower, as the lab's own warning advises.
+const DILATIONS: [f64; 6] = [1.0, 1.0, 2.0, 4.0, 8.0, 8.0];
 
-/// Runs `s` until a run in which the machine kept up, at most [`ATTEMPTS`] times.
+/// Runs `s` until the machine keeps up with it (see [`DILATIONS`]).
 fn run_kept_up(tag: &str, s: &Scenario) -> Results {
-    for attempt in 1..=ATTEMPTS {
+    for (attempt, &d) in DILATIONS.iter().enumerate() {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+        }
+        let s = Scenario {
+            dilation: d,
+            ..s.clone()
+        };
         let opts = RunOptions {
             out: support::scratch_dir(&format!("{tag}{attempt}")),
             capture: false,
             tag: tag.into(),
         };
-        let r = run(s, &opts, &AtomicBool::new(false), &mut Silent).expect("the run completes");
+        let r = run(&s, &opts, &AtomicBool::new(false), &mut Silent).expect("the run completes");
         eprintln!(
             "{tag} attempt {attempt}:\n{}",
             intlab_testbed::results::summary_table(&r.summary)
         );
-        if !r.summary.timing_warning {
+        if r.summary.release_late_p99_ns * 10 <= r.summary.path_rtt_min_ns {
             return r;
         }
     }
-    panic!("the machine did not keep up in {ATTEMPTS} runs");
+    panic!(
+        "the machine did not keep up in {} runs, up to dilation 8",
+        DILATIONS.len()
+    );
 }
 
 /// Host stalls leave a link idle or hold ACKs back, and the flows take some RTTs to settle

@@ -218,6 +218,9 @@ pub struct Summary {
     pub host_stall_max_ns: u64,
     /// Time the hosts spent stalled over the time they ran (hosts × the workload's span).
     pub host_stall_fraction: f64,
+    /// Share of the CPU time the hypervisor took while the workload ran (steal time; None when
+    /// unknown): on a shared virtual machine, the usual cause of stalls.
+    pub cpu_steal: Option<f64>,
     /// True when the machine did not keep up: switch release lateness (p99) above a tenth of
     /// the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
     /// time. A larger `dilation` gives more faithful results.
@@ -526,6 +529,7 @@ fn summarize(
         host_stalls: hosts.iter().map(|h| h.counters.stalls).sum(),
         host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
         host_stall_fraction: 0.0,
+        cpu_steal: None,
         timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns,
     }
 }

@@ -107,6 +107,13 @@ pub fn summary_table(s: &Summary) -> String {
             time(s.host_stall_max_ns as f64)
         );
     }
+    if let Some(steal) = s.cpu_steal.filter(|&x| x > 0.0) {
+        let _ = writeln!(
+            out,
+            "  the hypervisor took {:.1} % of the CPU time (steal)",
+            steal * 100.0
+        );
+    }
     if s.timing_warning {
         let _ = writeln!(
             out,
