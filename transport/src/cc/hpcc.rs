@@ -319,6 +319,27 @@ mod tests {
     }
 
     #[test]
+    fn an_ack_after_a_stall_is_a_new_baseline() {
+        let mut h = Hpcc::new(config(2), path());
+        h.on_ack(&ack(0, 1, 10, &[hop(0, 0, 11_250, 10)]));
+        h.on_ack(&ack(10_000, 20, 30, &[hop(10_000, 12_500, 11_250, 10)]));
+        let (rate, u) = (h.rate_bps(), h.utilization());
+        // The sender stalled 1 ms: the link sent only 1,000 B meanwhile. As a sample that is
+        // U = 0.0008 and a jump to line rate; flagged, it only replaces the stored hop.
+        let stalled = [hop(1_010_000, 13_500, 0, 10)];
+        h.on_ack(&Ack {
+            after_stall: true,
+            ..ack(1_010_000, 40, 50, &stalled)
+        });
+        assert_eq!((h.rate_bps(), h.utilization()), (rate, u));
+        // The next ACK measures from the new baseline: 10 us, line busy, no queue: U moves
+        // from 1.9 towards 1.0 (τ = T), c = 1/0.95, R = 5.01 G·0.95 + 10 M.
+        h.on_ack(&ack(1_020_000, 60, 70, &[hop(1_020_000, 26_000, 0, 10)]));
+        assert_eq!(h.utilization(), Some(1.0));
+        assert_eq!(h.rate_bps(), (5_010_000_000.0 * 0.95 + 10e6) as u64);
+    }
+
+    #[test]
     fn additive_stages_until_max_stage() {
         let mut h = Hpcc::new(config(2), path());
         // Every ACK here acknowledges past last_update_seq, so every update commits.
