@@ -129,6 +129,7 @@ pub fn run(
     ));
     let lab = Lab::build(&topology, &cfg)?;
     let plan = s.flows();
+    let controller = s.controller.dilated(d);
     let clock = Clock::get();
     let t0 = clock.now_ns() + START_MARGIN_NS;
     for f in &plan {
@@ -141,7 +142,7 @@ pub fn run(
             kind: f.kind,
         };
         lab.endpoint(f.dst).expect(spec);
-        lab.endpoint(f.src).send(spec, s.controller.clone());
+        lab.endpoint(f.src).send(spec, controller.clone());
     }
     let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
     let cpu_before = cpu_steal_and_total();

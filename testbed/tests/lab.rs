@@ -169,3 +169,36 @@ fn ce_marks_come_back_as_rate_limited_cnps() {
     }
     assert!(cnps_sent < marks, "CNPs are rate limited, not one per mark");
 }
+
+/// DCQCN against no congestion control on the same 2-to-1 with RED marking: DCQCN's CNP-driven
+/// decreases keep the queue below the buffer (no drops) where line-rate senders overflow it.
+#[test]
+fn dcqcn_keeps_the_queue_below_what_line_rate_senders_build() {
+    support::require_root();
+    let _serial = support::serial();
+    let text = |cc: &str| {
+        format!("{TWO_TO_ONE}controller: {{ name: {cc} }}\nworkload:\n  incast: {{ receiver: h3, size: 3MB }}\n")
+            .replace(
+                "buffer: 1MB }",
+                "buffer: 1MB, ecn: { kmin: 20KB, kmax: 80KB, pmax: 0.2 } }",
+            )
+    };
+    let dcqcn = run_text("dcqcn", &text("dcqcn"));
+    let line = run_text("linerate", &text("line_rate"));
+    for f in &dcqcn.flows {
+        assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
+    }
+    let queue = |r: &intlab_testbed::results::Results| r.summary.bottleneck_queue.expect("a bottleneck").p99;
+    eprintln!(
+        "queue p99: DCQCN {} B, line rate {} B; drops {} vs {}; CNPs {}",
+        queue(&dcqcn),
+        queue(&line),
+        dcqcn.summary.drops,
+        line.summary.drops,
+        dcqcn.summary.cnps
+    );
+    assert!(dcqcn.summary.cnps > 0, "DCQCN heard CNPs");
+    assert!(line.summary.drops > 0, "line-rate senders overflow the 1 MB buffer");
+    assert_eq!(dcqcn.summary.drops, 0, "DCQCN never fills it");
+    assert!(queue(&dcqcn) < queue(&line));
+}

@@ -3,11 +3,13 @@
 //! hops and an RTT sample, CNPs, losses, timer ticks) and reads two decisions out: a pacing rate
 //! and, optionally, a window of bytes in flight. It never asks which controller it runs.
 
+mod dcqcn;
 mod hpcc;
 mod hpcc_plus_plus;
 
 use int_format::int::{HopRecord, Instructions};
 
+pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
 
@@ -104,6 +106,8 @@ pub enum ControllerConfig {
     /// HPCC++ PD law.
     #[serde(rename = "hpcc++", alias = "hpcc_plus_plus")]
     HpccPlusPlus(#[serde(default)] HpccPlusPlusConfig),
+    /// DCQCN (reaction point; the receiver is the notification point).
+    Dcqcn(#[serde(default)] DcqcnConfig),
     /// No congestion control: send at line rate.
     LineRate,
 }
@@ -114,7 +118,21 @@ impl ControllerConfig {
         match self {
             ControllerConfig::Hpcc(_) => "hpcc",
             ControllerConfig::HpccPlusPlus(_) => "hpcc++",
+            ControllerConfig::Dcqcn(_) => "dcqcn",
             ControllerConfig::LineRate => "line_rate",
+        }
+    }
+
+    /// The same controller with every time parameter `factor` times longer (time dilation;
+    /// rates are fractions of the line rate, which the lab dilates itself).
+    pub fn dilated(&self, factor: f64) -> ControllerConfig {
+        match self {
+            ControllerConfig::HpccPlusPlus(c) => ControllerConfig::HpccPlusPlus(HpccPlusPlusConfig {
+                sample_interval_ns: (c.sample_interval_ns as f64 * factor).round() as u64,
+                ..c.clone()
+            }),
+            ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.dilated(factor)),
+            other => other.clone(),
         }
     }
 
@@ -123,6 +141,7 @@ impl ControllerConfig {
         match self {
             ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
             ControllerConfig::HpccPlusPlus(c) => Box::new(HpccPlusPlus::new(c.clone(), path)),
+            ControllerConfig::Dcqcn(c) => Box::new(Dcqcn::new(c.clone(), path)),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
         }
     }
