@@ -1,11 +1,16 @@
-//! Controller decision time per ACK: HPCC with 5 INT hops, and HPCC++ (every ACK past its
-//! sample interval, so each call does the full PD step).
+//! Controller decision time per event: per ACK for HPCC with 5 INT hops and HPCC++ (every ACK
+//! past its sample interval, so each call does the full PD step), for TIMELY (every ACK a full
+//! update) and DCTCP (a window per ACK, a mark every fourth); per CNP plus due timer for DCQCN
+//! (every CNP ends in a decrease).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use int_format::int::HopRecord;
-use intlab_transport::cc::{Ack, Controller, Hpcc, HpccConfig, HpccPlusPlus, HpccPlusPlusConfig, PathInfo};
+use intlab_transport::cc::{
+    Ack, Controller, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, Hpcc, HpccConfig, HpccPlusPlus, HpccPlusPlusConfig,
+    PathInfo, Timely, TimelyConfig,
+};
 
 const HOPS: usize = 5;
 const ACKS: usize = 1024;
@@ -15,6 +20,7 @@ fn path() -> PathInfo {
         line_rate_bps: 100_000_000_000,
         base_rtt_ns: 10_000,
         mtu_wire_bytes: 1100,
+        mtu_bytes: 1024,
     }
 }
 
@@ -65,7 +71,62 @@ fn run(c: &mut Criterion, name: &str, mut cc: Box<dyn Controller>, every_ns: u64
     });
 }
 
+/// Benches `event(cc, k)` for k = 0, 1, 2, ...
+fn run_events(
+    c: &mut Criterion,
+    name: &str,
+    mut cc: Box<dyn Controller>,
+    mut event: impl FnMut(&mut dyn Controller, u64),
+) {
+    let mut k = 0u64;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            event(cc.as_mut(), black_box(k));
+            k += 1;
+            black_box(cc.rate_bps())
+        })
+    });
+}
+
+fn ack(t: u64, rtt_ns: u64) -> Ack<'static> {
+    Ack {
+        now_ns: t,
+        acked_bytes: t + 1,
+        sent_bytes: t + 1,
+        newly_acked: 1000,
+        rtt_ns: Some(rtt_ns),
+        hops: &[],
+        after_stall: false,
+    }
+}
+
 fn controllers(c: &mut Criterion) {
+    run_events(
+        c,
+        "cc_per_event/dcqcn_cnp_and_timer",
+        Box::new(Dcqcn::new(DcqcnConfig::default(), path())),
+        |cc, k| {
+            cc.on_cnp(k * 5_000);
+            cc.on_timer(k * 5_000 + 4_999);
+        },
+    );
+    run_events(
+        c,
+        "cc_per_ack/timely",
+        Box::new(Timely::new(TimelyConfig::default(), path())),
+        |cc, k| cc.on_ack(&ack(k * 1000, 20_000 + (k * 7919) % 100_000)),
+    );
+    run_events(
+        c,
+        "cc_per_ack/dctcp",
+        Box::new(Dctcp::new(DctcpConfig::default(), path())),
+        |cc, k| {
+            if k % 4 == 0 {
+                cc.on_cnp(k * 1000);
+            }
+            cc.on_ack(&ack(k * 1000, 12_000));
+        },
+    );
     run(
         c,
         "cc_per_ack/hpcc_5_hops",

@@ -360,6 +360,7 @@ impl Host {
             line_rate_bps: self.cfg.line_rate_bps,
             base_rtt_ns: self.cfg.base_rtt_ns,
             mtu_wire_bytes: self.cfg.mtu + 12 + 16 + 4 + WIRE_OVERHEAD,
+            mtu_bytes: self.cfg.mtu,
         };
         let controller = cc.build(path);
         let instructions = match self.cfg.int_mode {

@@ -287,6 +287,7 @@ fn int_hop_bytes(s: &Scenario) -> Option<u64> {
         line_rate_bps: 1_000_000_000,
         base_rtt_ns: 1_000_000,
         mtu_wire_bytes: 1500,
+        mtu_bytes: 1024,
     });
     let instructions = match s.transport.int_mode {
         IntMode::Off => None,

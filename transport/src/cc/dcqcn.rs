@@ -307,6 +307,7 @@ mod tests {
             line_rate_bps: LINE as u64,
             base_rtt_ns: 10_000,
             mtu_wire_bytes: 1100,
+            mtu_bytes: 1024,
         }
     }
 

@@ -191,6 +191,7 @@ mod tests {
             line_rate_bps: 10_000_000_000,
             base_rtt_ns: 10_000,
             mtu_wire_bytes: 1100,
+            mtu_bytes: 1024,
         }
     }
 

@@ -4,14 +4,18 @@
 //! and, optionally, a window of bytes in flight. It never asks which controller it runs.
 
 mod dcqcn;
+mod dctcp;
 mod hpcc;
 mod hpcc_plus_plus;
+mod timely;
 
 use int_format::int::{HopRecord, Instructions};
 
 pub use dcqcn::{Dcqcn, DcqcnConfig};
+pub use dctcp::{Dctcp, DctcpConfig};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
+pub use timely::{Timely, TimelyConfig};
 
 /// What the transport knows when an ACK arrives.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +48,8 @@ pub struct PathInfo {
     pub base_rtt_ns: u64,
     /// Bytes a full-size packet takes on the wire.
     pub mtu_wire_bytes: u64,
+    /// Payload bytes of a full-size packet (the RoCE MTU).
+    pub mtu_bytes: u64,
 }
 
 impl PathInfo {
@@ -108,6 +114,10 @@ pub enum ControllerConfig {
     HpccPlusPlus(#[serde(default)] HpccPlusPlusConfig),
     /// DCQCN (reaction point; the receiver is the notification point).
     Dcqcn(#[serde(default)] DcqcnConfig),
+    /// TIMELY (RTT gradient).
+    Timely(#[serde(default)] TimelyConfig),
+    /// DCTCP-style rate control on echoed ECN marks.
+    Dctcp(#[serde(default)] DctcpConfig),
     /// No congestion control: send at line rate.
     LineRate,
 }
@@ -119,6 +129,8 @@ impl ControllerConfig {
             ControllerConfig::Hpcc(_) => "hpcc",
             ControllerConfig::HpccPlusPlus(_) => "hpcc++",
             ControllerConfig::Dcqcn(_) => "dcqcn",
+            ControllerConfig::Timely(_) => "timely",
+            ControllerConfig::Dctcp(_) => "dctcp",
             ControllerConfig::LineRate => "line_rate",
         }
     }
@@ -132,6 +144,7 @@ impl ControllerConfig {
                 ..c.clone()
             }),
             ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.dilated(factor)),
+            ControllerConfig::Timely(c) => ControllerConfig::Timely(c.dilated(factor)),
             other => other.clone(),
         }
     }
@@ -142,6 +155,8 @@ impl ControllerConfig {
             ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
             ControllerConfig::HpccPlusPlus(c) => Box::new(HpccPlusPlus::new(c.clone(), path)),
             ControllerConfig::Dcqcn(c) => Box::new(Dcqcn::new(c.clone(), path)),
+            ControllerConfig::Timely(c) => Box::new(Timely::new(c.clone(), path)),
+            ControllerConfig::Dctcp(c) => Box::new(Dctcp::new(c.clone(), path)),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
         }
     }
