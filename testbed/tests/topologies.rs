@@ -43,6 +43,7 @@ fn every_shipped_topology_loads_and_routes() {
     let shapes = [
         ("dumbbell.yaml", 4, 2, 1),
         ("incast-4to1.yaml", 5, 1, 1),
+        ("incast-4to1-dc.yaml", 5, 1, 1),
         ("incast-16to1.yaml", 17, 1, 1),
         ("leaf-spine.yaml", 16, 6, 2),
         ("fat-tree-k4.yaml", 16, 20, 2),
