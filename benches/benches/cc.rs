@@ -1,6 +1,6 @@
 //! Controller decision time per event: per ACK for HPCC with 5 INT hops and HPCC++ (every ACK
 //! past its sample interval, so each call does the full PD step), for TIMELY (every ACK a full
-//! update) and DCTCP (a window per ACK, a mark every fourth); per CNP plus due timer for DCQCN
+//! update), Swift (delays around its target) and DCTCP (a window per ACK, a mark every fourth); per CNP plus due timer for DCQCN
 //! (every CNP ends in a decrease).
 
 use std::hint::black_box;
@@ -9,7 +9,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use int_format::int::HopRecord;
 use intlab_transport::cc::{
     Ack, Controller, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, Hpcc, HpccConfig, HpccPlusPlus, HpccPlusPlusConfig,
-    PathInfo, Timely, TimelyConfig,
+    PathInfo, Swift, SwiftConfig, Timely, TimelyConfig,
 };
 
 const HOPS: usize = 5;
@@ -109,6 +109,12 @@ fn controllers(c: &mut Criterion) {
             cc.on_cnp(k * 5_000);
             cc.on_timer(k * 5_000 + 4_999);
         },
+    );
+    run_events(
+        c,
+        "cc_per_ack/swift",
+        Box::new(Swift::new(SwiftConfig::default(), path())),
+        |cc, k| cc.on_ack(&ack(k * 1000, 10_000 + (k * 7919) % 40_000)),
     );
     run_events(
         c,

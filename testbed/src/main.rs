@@ -31,7 +31,7 @@ enum Command {
     Run {
         /// The scenario (a topology file with controller, workload, ...; see docs/scenarios.md).
         scenario: Option<PathBuf>,
-        /// Run this controller instead of the scenario's (hpcc, hpcc++, dcqcn, timely, dctcp, line_rate).
+        /// Run this controller instead of the scenario's (hpcc, hpcc++, dcqcn, swift, timely, dctcp, line_rate).
         #[arg(long)]
         cc: Option<String>,
         /// Change one scenario key, as `key.path=value` (repeatable): `--set links.0.rate=1Gbps`.

@@ -7,6 +7,7 @@ mod dcqcn;
 mod dctcp;
 mod hpcc;
 mod hpcc_plus_plus;
+mod swift;
 mod timely;
 
 use int_format::int::{HopRecord, Instructions};
@@ -15,6 +16,7 @@ pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
+pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
 
 /// What the transport knows when an ACK arrives.
@@ -114,6 +116,8 @@ pub enum ControllerConfig {
     HpccPlusPlus(#[serde(default)] HpccPlusPlusConfig),
     /// DCQCN (reaction point; the receiver is the notification point).
     Dcqcn(#[serde(default)] DcqcnConfig),
+    /// Swift (delay-based window).
+    Swift(#[serde(default)] SwiftConfig),
     /// TIMELY (RTT gradient).
     Timely(#[serde(default)] TimelyConfig),
     /// DCTCP-style rate control on echoed ECN marks.
@@ -129,6 +133,7 @@ impl ControllerConfig {
             ControllerConfig::Hpcc(_) => "hpcc",
             ControllerConfig::HpccPlusPlus(_) => "hpcc++",
             ControllerConfig::Dcqcn(_) => "dcqcn",
+            ControllerConfig::Swift(_) => "swift",
             ControllerConfig::Timely(_) => "timely",
             ControllerConfig::Dctcp(_) => "dctcp",
             ControllerConfig::LineRate => "line_rate",
@@ -144,6 +149,7 @@ impl ControllerConfig {
                 ..c.clone()
             }),
             ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.dilated(factor)),
+            ControllerConfig::Swift(c) => ControllerConfig::Swift(c.dilated(factor)),
             ControllerConfig::Timely(c) => ControllerConfig::Timely(c.dilated(factor)),
             other => other.clone(),
         }
@@ -155,6 +161,7 @@ impl ControllerConfig {
             ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
             ControllerConfig::HpccPlusPlus(c) => Box::new(HpccPlusPlus::new(c.clone(), path)),
             ControllerConfig::Dcqcn(c) => Box::new(Dcqcn::new(c.clone(), path)),
+            ControllerConfig::Swift(c) => Box::new(Swift::new(c.clone(), path)),
             ControllerConfig::Timely(c) => Box::new(Timely::new(c.clone(), path)),
             ControllerConfig::Dctcp(c) => Box::new(Dctcp::new(c.clone(), path)),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
