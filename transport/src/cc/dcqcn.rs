@@ -299,16 +299,12 @@ impl Controller for Dcqcn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::fixtures;
 
     const LINE: f64 = 10e9;
 
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: LINE as u64,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1024,
-        }
+        fixtures::path(1024)
     }
 
     /// Round numbers: g 1/16, α timer 10 us, decrease timer 5 us, increase timer 100 us, F 2,
@@ -415,15 +411,7 @@ mod tests {
     }
 
     fn ack(sent: u64) -> Ack<'static> {
-        Ack {
-            now_ns: 0,
-            acked_bytes: sent,
-            sent_bytes: sent,
-            newly_acked: 1000,
-            rtt_ns: None,
-            hops: &[],
-            after_stall: false,
-        }
+        fixtures::ack(0, sent, sent, None, &[])
     }
 
     #[test]

@@ -126,14 +126,10 @@ impl Controller for Dctcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::fixtures;
 
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: 10_000_000_000,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1000,
-        }
+        fixtures::path(1000)
     }
 
     fn config() -> DctcpConfig {
@@ -145,15 +141,7 @@ mod tests {
     }
 
     fn ack(acked: u64, sent: u64) -> Ack<'static> {
-        Ack {
-            now_ns: 0,
-            acked_bytes: acked,
-            sent_bytes: sent,
-            newly_acked: 1000,
-            rtt_ns: None,
-            hops: &[],
-            after_stall: false,
-        }
+        fixtures::ack(0, acked, sent, None, &[])
     }
 
     #[test]

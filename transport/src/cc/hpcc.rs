@@ -226,15 +226,11 @@ mod tests {
     use int_format::int::HopRecord;
 
     use super::*;
+    use crate::cc::fixtures;
 
     /// 10 Gb/s NIC, T = 10 us (BDP 12,500 B).
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: 10_000_000_000,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1024,
-        }
+        fixtures::path(1024)
     }
 
     fn hop(ts: u64, tx: u64, q: u32, rate_gbps: u32) -> HopRecord {
@@ -248,15 +244,7 @@ mod tests {
     }
 
     fn ack(now: u64, acked: u64, sent: u64, hops: &[HopRecord]) -> Ack<'_> {
-        Ack {
-            now_ns: now,
-            acked_bytes: acked,
-            sent_bytes: sent,
-            newly_acked: 1000,
-            rtt_ns: None,
-            hops,
-            after_stall: false,
-        }
+        fixtures::ack(now, acked, sent, None, hops)
     }
 
     fn config(max_stage: u32) -> HpccConfig {

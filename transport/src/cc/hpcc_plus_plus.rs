@@ -184,15 +184,11 @@ mod tests {
     use int_format::int::HopRecord;
 
     use super::*;
+    use crate::cc::fixtures;
 
     /// 10 Gb/s, T = 10 us: BDP 12,500 B.
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: 10_000_000_000,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1024,
-        }
+        fixtures::path(1024)
     }
 
     fn hop(ts: u64, tx: u64, q: u32) -> HopRecord {

@@ -220,3 +220,32 @@ impl HopSample {
         Some((u, tau))
     }
 }
+
+/// Fixtures the controllers' unit tests share.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{Ack, HopRecord, PathInfo};
+
+    /// A 10 Gb/s path with T = 10 us (BDP 12,500 B) carrying `mtu_bytes` of payload a packet.
+    pub fn path(mtu_bytes: u64) -> PathInfo {
+        PathInfo {
+            line_rate_bps: 10_000_000_000,
+            base_rtt_ns: 10_000,
+            mtu_wire_bytes: 1100,
+            mtu_bytes,
+        }
+    }
+
+    /// An ACK at `now_ns` of 1,000 new bytes, cumulative to `acked_bytes` of `sent_bytes` sent.
+    pub fn ack(now_ns: u64, acked_bytes: u64, sent_bytes: u64, rtt_ns: Option<u64>, hops: &[HopRecord]) -> Ack<'_> {
+        Ack {
+            now_ns,
+            acked_bytes,
+            sent_bytes,
+            newly_acked: 1000,
+            rtt_ns,
+            hops,
+            after_stall: false,
+        }
+    }
+}

@@ -225,15 +225,11 @@ impl Controller for Swift {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::fixtures;
 
     /// 10 Gb/s, T = 10 us: BDP 12,500 B = 12.5 packets of 1,000 B.
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: 10_000_000_000,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1000,
-        }
+        fixtures::path(1000)
     }
 
     /// Base 10 us, 2 us per hop, flow scaling 0 to 20 us between 1 and 100 packets.
@@ -249,15 +245,7 @@ mod tests {
     }
 
     fn ack(now: u64, rtt: u64) -> Ack<'static> {
-        Ack {
-            now_ns: now,
-            acked_bytes: 0,
-            sent_bytes: 0,
-            newly_acked: 1000,
-            rtt_ns: Some(rtt),
-            hops: &[],
-            after_stall: false,
-        }
+        fixtures::ack(now, 0, 0, Some(rtt), &[])
     }
 
     #[test]

@@ -161,14 +161,10 @@ impl Controller for Timely {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::fixtures;
 
     fn path() -> PathInfo {
-        PathInfo {
-            line_rate_bps: 10_000_000_000,
-            base_rtt_ns: 10_000,
-            mtu_wire_bytes: 1100,
-            mtu_bytes: 1024,
-        }
+        fixtures::path(1024)
     }
 
     /// Round numbers: α 0.5, β 0.5, T_low 10 us, T_high 100 us, min RTT 10 us, R_AI 1 %,
@@ -187,15 +183,7 @@ mod tests {
     }
 
     fn ack(acked: u64, sent: u64, rtt: u64) -> Ack<'static> {
-        Ack {
-            now_ns: 0,
-            acked_bytes: acked,
-            sent_bytes: sent,
-            newly_acked: 1000,
-            rtt_ns: Some(rtt),
-            hops: &[],
-            after_stall: false,
-        }
+        fixtures::ack(0, acked, sent, Some(rtt), &[])
     }
 
     #[test]
