@@ -362,11 +362,15 @@ impl Results {
                 counters: h.counters,
             });
         }
+        let paths: Vec<Vec<usize>> = plan
+            .iter()
+            .map(|p| r.path(t, p.src, p.dst).unwrap_or_default())
+            .collect();
         let flows: Vec<FlowResult> = plan
             .iter()
-            .map(|p| {
-                let path = r.path(t, p.src, p.dst).unwrap_or_default();
-                let ideal = ideal_fct_ns(t, &path, p.size, s.transport.mtu, hop_bytes);
+            .zip(&paths)
+            .map(|(p, path)| {
+                let ideal = ideal_fct_ns(t, path, p.size, s.transport.mtu, hop_bytes);
                 let rec = sent.get(&p.id);
                 let fct = rec.and_then(|f| f.fct_ns()).map(|n| time.span(n));
                 FlowResult {
@@ -405,31 +409,21 @@ impl Results {
                 }
             }
         }
-        let mut summary = summarize(s, &flows, &switches, &hosts, content_errors, time, ending);
-        summary.int_overhead = hop_bytes.map(|h| {
-            let switches = plan
+        let measured = Measured {
+            flows: &flows,
+            series: &series,
+            stalls: &stalls,
+            switches: &switches,
+            hosts: &hosts,
+            content_errors,
+            max_path_switches: paths
                 .iter()
-                .filter_map(|p| r.path(t, p.src, p.dst))
                 .map(|p| p.len().saturating_sub(1) as u64)
                 .max()
-                .unwrap_or(0);
-            let mtu = s.transport.mtu;
-            let int = (wire_bytes(mtu, mtu, Some(h), switches) - wire_bytes(mtu, mtu, None, 0)) as f64;
-            int / wire_bytes(mtu, mtu, Some(h), switches) as f64
-        });
-        let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
-        let last = flows
-            .iter()
-            .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
-            .chain(series.iter().map(|p| p.t_ns))
-            .max()
-            .unwrap_or(first);
-        let stalled: u64 = stalls.iter().map(|s| s.late_ns).sum();
-        let host_time = (hosts.len() as u64 * last.saturating_sub(first)).max(1);
-        summary.host_stall_fraction = stalled as f64 / host_time as f64;
-        summary.timing_warning |= summary.host_stall_fraction > STALL_FRACTION_LIMIT;
-        let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
-        summary.fairness = fairness::windowed(&flows, &series, 10 * rtt, 50 * rtt, &[]);
+                .unwrap_or(0),
+            hop_bytes,
+        };
+        let summary = summarize(s, &measured, time, ending);
         Results {
             flows,
             series,
@@ -442,16 +436,23 @@ impl Results {
     }
 }
 
-fn summarize(
-    s: &Scenario,
-    flows: &[FlowResult],
-    switches: &[SwitchSnapshot],
-    hosts: &[HostCounters],
+/// What the summary is computed from.
+struct Measured<'a> {
+    flows: &'a [FlowResult],
+    series: &'a [SeriesPoint],
+    stalls: &'a [HostStall],
+    switches: &'a [SwitchSnapshot],
+    hosts: &'a [HostCounters],
     content_errors: u64,
-    time: Timebase,
-    ending: Ending,
-) -> Summary {
+    /// Switches on the longest path any flow took.
+    max_path_switches: u64,
+    /// INT bytes per hop on data, if data carries INT.
+    hop_bytes: Option<u64>,
+}
+
+fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> Summary {
     let t = &s.topology;
+    let (flows, switches, hosts) = (m.flows, m.switches, m.hosts);
     let done: Vec<&FlowResult> = flows.iter().filter(|f| f.fct_ns.is_some()).collect();
     let fct = Quantiles::of(done.iter().filter_map(|f| f.fct_ns).map(|n| n as f64).collect());
     let slowdown = Quantiles::of(done.iter().filter_map(|f| f.slowdown).collect());
@@ -489,6 +490,22 @@ fn summarize(
         .map(|p| time.span(p.release_late_p99_ns))
         .max()
         .unwrap_or(0);
+    // Host time runs to the last completion or, for unfinished flows, the last sample.
+    let host_span = flows
+        .iter()
+        .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
+        .chain(m.series.iter().map(|p| p.t_ns))
+        .max()
+        .unwrap_or(first)
+        .saturating_sub(first);
+    let stalled: u64 = m.stalls.iter().map(|s| s.late_ns).sum();
+    let host_stall_fraction = stalled as f64 / (hosts.len() as u64 * host_span).max(1) as f64;
+    let int_overhead = m.hop_bytes.map(|h| {
+        let mtu = s.transport.mtu;
+        let with_int = wire_bytes(mtu, mtu, Some(h), m.max_path_switches);
+        (with_int - wire_bytes(mtu, mtu, None, 0)) as f64 / with_int as f64
+    });
+    let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
     Summary {
         scenario: t.name.clone(),
         controller: s.controller.name().to_owned(),
@@ -504,8 +521,8 @@ fn summarize(
         } else {
             0.0
         },
-        int_overhead: None,
-        fairness: None,
+        int_overhead,
+        fairness: fairness::windowed(flows, m.series, 10 * rtt, 50 * rtt, &[]),
         bottleneck: busiest.map(|(sw, p)| format!("{}:{}", sw.switch, p.name)),
         bottleneck_queue: busiest.map(|(_, p)| Quantiles {
             p50: p.queue_p50 as f64,
@@ -517,7 +534,7 @@ fn summarize(
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
         timeouts: flows.iter().map(|f| f.timeouts).sum(),
         cnps: flows.iter().map(|f| f.cnps).sum(),
-        content_errors,
+        content_errors: m.content_errors,
         bad_icrc: hosts.iter().map(|h| h.counters.bad_icrc).sum(),
         path_rtt_min_ns,
         rtt_excess_ns: Quantiles::of(
@@ -529,9 +546,9 @@ fn summarize(
         release_late_p99_ns,
         host_stalls: hosts.iter().map(|h| h.counters.stalls).sum(),
         host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
-        host_stall_fraction: 0.0,
+        host_stall_fraction,
         cpu_steal: None,
-        timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns,
+        timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns || host_stall_fraction > STALL_FRACTION_LIMIT,
     }
 }
 
