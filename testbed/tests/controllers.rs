@@ -5,10 +5,8 @@
 mod support;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
-use intlab_testbed::results::{Results, summary_table};
-use intlab_testbed::run::{RunOptions, Silent, run};
+use intlab_testbed::results::Results;
 use intlab_testbed::scenario::{Overrides, Scenario};
 
 fn run_with(cc: &str) -> Results {
@@ -18,14 +16,7 @@ fn run_with(cc: &str) -> Results {
         set: vec![],
     };
     let s = Scenario::load(&path, &overrides).expect("the shipped scenario loads");
-    let opts = RunOptions {
-        out: support::scratch_dir(&format!("cc-{}", cc.replace('+', "p"))),
-        capture: false,
-        tag: "cc".into(),
-    };
-    let r = run(&s, &opts, &AtomicBool::new(false), &mut Silent).expect("the run completes");
-    eprintln!("{}", summary_table(&r.summary));
-    r
+    support::run_scenario(&format!("cc-{}", cc.replace('+', "p")), &s)
 }
 
 #[test]

@@ -6,10 +6,8 @@
 mod support;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 use intlab_testbed::results::{Results, windowed};
-use intlab_testbed::run::{RunOptions, Silent, run};
 use intlab_testbed::scenario::{Overrides, Scenario};
 
 /// Time dilation of each attempt. A run in which the switches released frames more than a
@@ -28,16 +26,7 @@ fn run_kept_up(tag: &str, s: &Scenario) -> Results {
             dilation: d,
             ..s.clone()
         };
-        let opts = RunOptions {
-            out: support::scratch_dir(&format!("{tag}{attempt}")),
-            capture: false,
-            tag: tag.into(),
-        };
-        let r = run(&s, &opts, &AtomicBool::new(false), &mut Silent).expect("the run completes");
-        eprintln!(
-            "{tag} attempt {attempt}:\n{}",
-            intlab_testbed::results::summary_table(&r.summary)
-        );
+        let r = support::run_scenario(&format!("{tag}{attempt}"), &s);
         if r.summary.release_late_p99_ns * 10 <= r.summary.path_rtt_min_ns {
             return r;
         }

@@ -79,14 +79,7 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
 /// Runs scenario `text` through the lab.
 fn run_text(tag: &str, text: &str) -> intlab_testbed::results::Results {
     let s = Scenario::from_text(text, Path::new(&format!("{tag}.yaml")), &Overrides::default()).expect("valid");
-    let opts = RunOptions {
-        out: support::scratch_dir(tag),
-        capture: false,
-        tag: tag.into(),
-    };
-    let r = run(&s, &opts, &AtomicBool::new(false), &mut intlab_testbed::run::Silent).expect("the run completes");
-    eprintln!("{tag}:\n{}", intlab_testbed::results::summary_table(&r.summary));
-    r
+    support::run_scenario(tag, &s)
 }
 
 const TWO_TO_ONE: &str = "\

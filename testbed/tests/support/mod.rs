@@ -385,3 +385,17 @@ pub fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<St
         .map(|l| l.split('\t').map(str::to_owned).collect())
         .collect()
 }
+
+/// Runs `s` through the lab quietly, with namespaces and results (under the target's scratch
+/// space) named after `tag`; prints the summary and returns the results.
+pub fn run_scenario(tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab_testbed::results::Results {
+    let opts = intlab_testbed::run::RunOptions {
+        out: scratch_dir(tag),
+        capture: false,
+        tag: tag.into(),
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let r = intlab_testbed::run::run(s, &opts, &stop, &mut intlab_testbed::run::Silent).expect("the run completes");
+    eprintln!("{tag}:\n{}", intlab_testbed::results::summary_table(&r.summary));
+    r
+}
