@@ -1,7 +1,8 @@
 //! Controller decision time per event: per ACK for HPCC with 5 INT hops and HPCC++ (every ACK
 //! past its sample interval, so each call does the full PD step), for TIMELY (every ACK a full
-//! update), Swift (delays around its target) and DCTCP (a window per ACK, a mark every fourth); per CNP plus due timer for DCQCN
-//! (every CNP ends in a decrease).
+//! update), Swift (delays around its target), DCTCP (a window per ACK, a mark every fourth)
+//! and Netscope (a mark every fourth ACK); per CNP plus due timer for DCQCN (every CNP ends
+//! in a decrease).
 
 use std::hint::black_box;
 
@@ -9,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use int_format::int::HopRecord;
 use intlab_transport::cc::{
     Ack, Controller, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, Hpcc, HpccConfig, HpccPlusPlus, HpccPlusPlusConfig,
-    PathInfo, Swift, SwiftConfig, Timely, TimelyConfig,
+    Netscope, NetscopeConfig, PathInfo, Swift, SwiftConfig, Timely, TimelyConfig,
 };
 
 const HOPS: usize = 5;
@@ -127,6 +128,18 @@ fn controllers(c: &mut Criterion) {
         "cc_per_ack/dctcp",
         Box::new(Dctcp::new(DctcpConfig::default(), path())),
         |cc, k| {
+            if k % 4 == 0 {
+                cc.on_cnp(k * 1000);
+            }
+            cc.on_ack(&ack(k * 1000, 12_000));
+        },
+    );
+    run_events(
+        c,
+        "cc_per_ack/netscope",
+        Box::new(Netscope::new(NetscopeConfig::default(), path())),
+        |cc, k| {
+            // ACKs 1 us apart, a mark every fourth: a window closes every 55th ACK.
             if k % 4 == 0 {
                 cc.on_cnp(k * 1000);
             }

@@ -8,12 +8,14 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Receiver;
 use int_format::ethernet::MacAddress;
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::Nanos;
 use intlab_switch::{Switch, SwitchSnapshot};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode};
+use intlab_transport::flow::Completion;
 
 use crate::netns::{self, CommandError, Namespace};
 use crate::topology::{NodeKind, Topology, distances, routes};
@@ -135,6 +137,7 @@ pub struct Lab {
     _switch_ns: Namespace,
     topology: Topology,
     base_rtt_ns: u64,
+    completions: Receiver<Completion>,
 }
 
 impl std::fmt::Debug for Lab {
@@ -261,6 +264,7 @@ impl Lab {
             switches.push(Switch::start_with_pool(spec, pool.clone())?);
         }
         let base_rtt_ns = base_rtt_ns(t, cfg);
+        let (completed, completions) = crossbeam_channel::unbounded();
         let mut lab = Lab {
             endpoints: Vec::new(),
             switches,
@@ -268,6 +272,7 @@ impl Lab {
             _switch_ns: switch_ns,
             topology: t.clone(),
             base_rtt_ns,
+            completions,
         };
         for &h in &host_order {
             let node = &t.nodes[h];
@@ -290,6 +295,7 @@ impl Lab {
             ec.cnp_interval_ns = tr.cnp_interval_ns;
             ec.int_mode = tr.int_mode;
             ec.timing.sample_every_ns = tr.sample_every_ns;
+            ec.completions = Some(completed.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
                 host: node.name.clone(),
@@ -310,6 +316,11 @@ impl Lab {
     /// The base RTT given to the controllers (ns).
     pub fn base_rtt_ns(&self) -> u64 {
         self.base_rtt_ns
+    }
+
+    /// Sent flows as they become fully acknowledged, from every host.
+    pub fn completions(&self) -> &Receiver<Completion> {
+        &self.completions
     }
 
     /// Flows finished so far, counted at both ends (a completed flow counts twice: its sender

@@ -31,12 +31,17 @@ enum Command {
     Run {
         /// The scenario (a topology file with controller, workload, ...; see docs/scenarios.md).
         scenario: Option<PathBuf>,
-        /// Run this controller instead of the scenario's (hpcc, hpcc++, dcqcn, swift, timely, dctcp, line_rate).
+        /// Run this controller instead of the scenario's (hpcc, hpcc++, dcqcn, swift, timely, dctcp,
+        /// netscope, line_rate).
         #[arg(long)]
         cc: Option<String>,
         /// Change one scenario key, as `key.path=value` (repeatable): `--set links.0.rate=1Gbps`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Run only this application of the workload: its isolated runtime, to compare with its
+        /// runtime next to the others.
+        #[arg(long, value_name = "APP")]
+        only: Option<String>,
         /// The results folder [default: results/SCENARIO-CONTROLLER, numbered if it exists].
         #[arg(long)]
         out: Option<PathBuf>,
@@ -90,9 +95,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             scenario,
             cc,
             set,
+            only,
             out,
             capture,
-        } => run_scenario(scenario.as_deref(), Overrides { controller: cc, set }, out, capture),
+        } => run_scenario(
+            scenario.as_deref(),
+            Overrides {
+                controller: cc,
+                set,
+                only,
+            },
+            out,
+            capture,
+        ),
         Command::Inspect { file, json, int_port } => {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());

@@ -14,6 +14,7 @@ use crate::lab::{self, Lab, LabConfig, LabError};
 use crate::results::{self, Ending, Results, Timebase, WriteError};
 use crate::scenario::Scenario;
 use crate::topology::Topology;
+use crate::workload::{Iterations, PlannedFlow};
 
 /// Where and how to run.
 #[derive(Debug, Clone)]
@@ -129,26 +130,44 @@ pub fn run(
     ));
     let lab = Lab::build(&topology, &cfg)?;
     let plan = s.flows();
+    let apps = s.workload.applications();
     let controller = s.controller.dilated(d);
     let clock = Clock::get();
     let t0 = clock.now_ns() + START_MARGIN_NS;
+    let spec = |f: &PlannedFlow, start_ns: u64| FlowSpec {
+        id: f.id,
+        src: topology.nodes[f.src].address.expect("hosts have addresses"),
+        dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
+        size: f.size,
+        start_ns,
+        kind: f.kind,
+    };
+    let send = |f: &PlannedFlow, start_ns: u64| {
+        let cc = controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity));
+        lab.endpoint(f.src).send(spec(f, start_ns), cc);
+    };
+    // Every receiver is ready from the start, so a flow released late finds its QP.
     for f in &plan {
-        let spec = FlowSpec {
-            id: f.id,
-            src: topology.nodes[f.src].address.expect("hosts have addresses"),
-            dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
-            size: f.size,
-            start_ns: t0 + (f.start_ns as f64 * d).round() as u64,
-            kind: f.kind,
-        };
-        lab.endpoint(f.dst).expect(spec);
-        lab.endpoint(f.src).send(spec, controller.clone());
+        lab.endpoint(f.dst).expect(spec(f, 0));
     }
+    for f in plan.iter().filter(|f| !Iterations::is_deferred(f)) {
+        send(f, t0 + (f.start_ns as f64 * d).round() as u64);
+    }
+    let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
     let cpu_before = cpu_steal_and_total();
     progress.begin(plan.len() as u64);
     let ending = loop {
-        std::thread::sleep(POLL);
+        // Completions release later iterations as soon as they arrive; the rest is polled.
+        if let Ok(c) = lab.completions().recv_timeout(POLL) {
+            for c in std::iter::once(c).chain(lab.completions().try_iter()) {
+                if let Some(r) = iterations.complete(c.id, c.end_ns) {
+                    for &k in &r.flows {
+                        send(&plan[k], r.start_ns);
+                    }
+                }
+            }
+        }
         // Each completed flow counts at both ends.
         let finished = lab.finished();
         progress.advance((finished / 2) as u64);

@@ -1,6 +1,8 @@
 //! Every controller on the same datacenter-scale 4-to-1 incast (`topologies/incast-4to1-dc.yaml`,
-//! 10 Gb/s run 100 times slower): each completes every flow intact, and HPCC's queue stays far
-//! below DCQCN's. Run as root (scripts/test).
+//! 10 Gb/s run 100 times slower): each completes every flow intact, DCQCN's queue sits between
+//! its ECN thresholds, Swift's RTT at its target, and HPCC's queue far below DCQCN's. Then
+//! Netscope's experiment (`topologies/two-apps-dc.yaml`): the delay-sensitive application's
+//! runtime grows less under Netscope than under DCQCN. Run as root (scripts/test).
 
 mod support;
 
@@ -9,26 +11,103 @@ use std::path::Path;
 use intlab_testbed::results::Results;
 use intlab_testbed::scenario::{Overrides, Scenario};
 
-fn run_with(cc: &str) -> Results {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/incast-4to1-dc.yaml");
+fn run(file: &str, cc: &str, only: Option<&str>) -> (Scenario, Results) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file);
     let overrides = Overrides {
         controller: Some(cc.into()),
-        set: vec![],
+        only: only.map(str::to_owned),
+        ..Overrides::default()
     };
     let s = Scenario::load(&path, &overrides).expect("the shipped scenario loads");
-    support::run_scenario(&format!("cc-{}", cc.replace('+', "p")), &s)
+    let tag = format!("cc-{}{}", cc.replace('+', "p"), only.map_or("", |o| &o[..1]));
+    let r = support::run_scenario(&tag, &s);
+    (s, r)
+}
+
+/// Steady state: from 50 path RTTs after the first start to the first completion (ns).
+fn steady(r: &Results) -> (u64, u64) {
+    let rtt = r.flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
+    let first = r.flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+    let end = r
+        .flows
+        .iter()
+        .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
+        .min()
+        .unwrap_or(u64::MAX);
+    (first + 50 * rtt, end)
+}
+
+/// The `q`-quantile of `v` (nearest rank).
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    assert!(!v.is_empty(), "no samples");
+    v.sort_by(f64::total_cmp);
+    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// DCQCN's bottleneck queue in steady state stays between its ECN thresholds: its median at
+/// least half of Kmin (the marking starts there) and its 90th percentile at most Kmax.
+fn assert_queue_between_thresholds(s: &Scenario, r: &Results) {
+    let ecn = s.topology.links[0].props.ecn.expect("the scenario marks ECN");
+    let bottleneck = r.summary.bottleneck.clone().expect("a bottleneck");
+    let (from, to) = steady(r);
+    let q: Vec<f64> = r
+        .queues
+        .iter()
+        .filter(|q| format!("{}:{}", q.switch, q.port) == bottleneck)
+        .flat_map(|q| &q.points)
+        .filter(|(t, _)| (from..to).contains(t))
+        .map(|&(_, b)| b as f64)
+        .collect();
+    let (p50, p90) = (quantile(q.clone(), 0.5), quantile(q, 0.9));
+    eprintln!(
+        "dcqcn steady queue at {bottleneck}: p50 {p50} B, p90 {p90} B (Kmin {}, Kmax {})",
+        ecn.kmin, ecn.kmax
+    );
+    assert!(
+        p50 >= ecn.kmin as f64 / 2.0 && p50 <= ecn.kmax as f64,
+        "DCQCN's queue median {p50} B is not between Kmin/2 and Kmax"
+    );
+    assert!(
+        p90 <= ecn.kmax as f64,
+        "DCQCN's queue p90 {p90} B is above Kmax {}",
+        ecn.kmax
+    );
+}
+
+/// Swift's RTT in steady state settles near its target delay: the median ratio of the RTT
+/// sample to the target within 25 %.
+fn assert_rtt_near_target(r: &Results) {
+    let (from, to) = steady(r);
+    let ratios: Vec<f64> = r
+        .series
+        .iter()
+        .filter(|p| (from..to).contains(&p.t_ns))
+        .filter_map(|p| Some(p.rtt_ns? as f64 / p.target_delay_ns? as f64))
+        .collect();
+    let n = ratios.len();
+    let median = quantile(ratios, 0.5);
+    eprintln!("swift steady RTT / target: median {median:.3} over {n} samples");
+    assert!(
+        (0.75..=1.25).contains(&median),
+        "Swift's RTT is {median:.2} times its target delay"
+    );
 }
 
 #[test]
-fn every_controller_completes_the_incast_and_hpcc_queues_least() {
+fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
     support::require_root();
     let _serial = support::serial();
     let mut p99 = Vec::new();
-    for cc in ["hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely"] {
-        let r = run_with(cc);
+    for cc in ["hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely", "netscope"] {
+        let (s, r) = run("incast-4to1-dc.yaml", cc, None);
         assert_eq!(r.summary.completed, 4, "{cc}: every flow completes");
         for f in &r.flows {
             assert_eq!(f.bytes_received, f.size, "{cc}: flow {} intact", f.id);
+        }
+        match cc {
+            "dcqcn" => assert_queue_between_thresholds(&s, &r),
+            "swift" => assert_rtt_near_target(&r),
+            _ => {}
         }
         p99.push((cc, r.summary.bottleneck_queue.expect("a bottleneck").p99));
     }
@@ -39,5 +118,51 @@ fn every_controller_completes_the_incast_and_hpcc_queues_least() {
         "HPCC's queue p99 {} is not 5x below DCQCN's {}",
         of("hpcc"),
         of("dcqcn")
+    );
+}
+
+/// Runtime of application `name` in `r` (ns).
+fn runtime(r: &Results, name: &str) -> f64 {
+    let a = r
+        .summary
+        .applications
+        .iter()
+        .find(|a| a.name == name)
+        .unwrap_or_else(|| panic!("no application {name}"));
+    a.runtime_ns.unwrap_or_else(|| panic!("{name} did not finish: {a:?}")) as f64
+}
+
+#[test]
+fn netscope_spares_the_delay_sensitive_application() {
+    support::require_root();
+    let _serial = support::serial();
+    let file = "two-apps-dc.yaml";
+    let mut increase = Vec::new();
+    for cc in ["dcqcn", "netscope"] {
+        let (_, together) = run(file, cc, None);
+        for app in ["sensitive", "bulk"] {
+            let (_, alone) = run(file, cc, Some(app));
+            let (t, a) = (runtime(&together, app), runtime(&alone, app));
+            increase.push((cc, app, t / a - 1.0));
+            eprintln!(
+                "{cc}: {app} isolated {:.2} ms, shared {:.2} ms: +{:.0} %",
+                a / 1e6,
+                t / 1e6,
+                (t / a - 1.0) * 100.0
+            );
+        }
+    }
+    let of = |cc: &str, app: &str| {
+        increase
+            .iter()
+            .find(|x| x.0 == cc && x.1 == app)
+            .map(|x| x.2)
+            .unwrap_or(f64::NAN)
+    };
+    assert!(
+        of("netscope", "sensitive") < of("dcqcn", "sensitive"),
+        "the sensitive application's runtime increase under Netscope ({:.2}) is not below DCQCN's ({:.2})",
+        of("netscope", "sensitive"),
+        of("dcqcn", "sensitive")
     );
 }

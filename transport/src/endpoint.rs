@@ -18,7 +18,7 @@ use int_format::{Error, Layer};
 use serde::Serialize;
 
 use crate::cc::{ControllerConfig, PathInfo};
-use crate::flow::{FlowRecord, FlowSpec, ReceiveRecord, Sample};
+use crate::flow::{Completion, FlowRecord, FlowSpec, ReceiveRecord, Sample};
 use crate::packet::{self, Addressing, Extension, Received};
 use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
 use crate::sender::{SendQp, SenderTiming, WIRE_OVERHEAD};
@@ -73,6 +73,9 @@ pub struct EndpointConfig {
     pub base_rtt_ns: u64,
     /// The shared clock's origin: flow times are ns since it.
     pub origin: Instant,
+    /// Where to announce each sent flow's completion, if anyone waits on them (a workload
+    /// whose next messages depend on earlier ones).
+    pub completions: Option<Sender<Completion>>,
 }
 
 impl EndpointConfig {
@@ -105,6 +108,7 @@ impl EndpointConfig {
             line_rate_bps,
             base_rtt_ns,
             origin,
+            completions: None,
         }
     }
 }
@@ -468,6 +472,9 @@ impl Host {
                                 if sending.qp.is_done() && !sending.done_counted {
                                     sending.done_counted = true;
                                     self.finished.fetch_add(1, Ordering::Relaxed);
+                                    if let Some(c) = &self.cfg.completions {
+                                        let _ = c.send(Completion { id: qp, end_ns: now });
+                                    }
                                 }
                             }
                             Action::Cnp { qp } => match self.sender_of.get(&qp) {

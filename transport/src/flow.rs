@@ -114,4 +114,17 @@ pub struct Sample {
     /// Largest queue occupancy (bytes) any hop reported in the INT of the ACK that triggered
     /// this sample.
     pub qlen_bytes: Option<u64>,
+    /// The RTT sample of the ACK that triggered this sample (ns).
+    pub rtt_ns: Option<u64>,
+    /// The controller's target delay, if it has one (ns).
+    pub target_delay_ns: Option<u64>,
+}
+
+/// A sent flow became fully acknowledged: what an endpoint tells whoever waits on its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// Flow id.
+    pub id: u32,
+    /// When its last byte was acknowledged (ns on the shared clock).
+    pub end_ns: u64,
 }

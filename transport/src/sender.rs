@@ -242,7 +242,7 @@ impl SendQp {
             after_stall: self.after_stall[acked_idx],
         });
         let qlen = hops.iter().filter_map(|h| h.queue_occupancy).max().map(u64::from);
-        self.sample(now, qlen);
+        self.sample(now, qlen, rtt);
         if self.una >= self.packets && self.record.end_ns.is_none() {
             self.record.end_ns = Some(now);
             self.rto_deadline = None;
@@ -273,7 +273,7 @@ impl SendQp {
     pub fn on_cnp(&mut self, now: u64) {
         self.record.cnps += 1;
         self.cc.on_cnp(now);
-        self.sample(now, None);
+        self.sample(now, None, None);
     }
 
     /// Fires the retransmission timer and the controller's timer when due.
@@ -287,7 +287,7 @@ impl SendQp {
         }
         if self.cc.next_timer_ns().is_some_and(|t| now >= t) {
             self.cc.on_timer(now);
-            self.sample(now, None);
+            self.sample(now, None, None);
         }
     }
 
@@ -304,7 +304,7 @@ impl SendQp {
             .min()
     }
 
-    fn sample(&mut self, now: u64, qlen_bytes: Option<u64>) {
+    fn sample(&mut self, now: u64, qlen_bytes: Option<u64>, rtt_ns: Option<u64>) {
         let every = self.timing.sample_every_ns;
         if every == 0 || self.last_sample_ns.is_some_and(|t| now < t + every) {
             return;
@@ -317,6 +317,8 @@ impl SendQp {
             window_bytes: self.cc.window_bytes(),
             utilization: self.cc.utilization(),
             qlen_bytes,
+            rtt_ns,
+            target_delay_ns: self.cc.target_delay_ns(),
         });
     }
 

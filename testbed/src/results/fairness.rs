@@ -123,25 +123,7 @@ mod tests {
     }
 
     fn flow(id: u32, start_ns: u64, fct_ns: u64) -> FlowResult {
-        FlowResult {
-            id,
-            src: "a".into(),
-            dst: "b".into(),
-            size: 0,
-            start_ns,
-            fct_ns: Some(fct_ns),
-            ideal_fct_ns: 1,
-            slowdown: None,
-            path_rtt_ns: 0,
-            bytes_received: 0,
-            packets_sent: 0,
-            retransmissions: 0,
-            timeouts: 0,
-            naks: 0,
-            cnps: 0,
-            rtt_min_ns: None,
-            rtt_mean_ns: None,
-        }
+        FlowResult::fixture(id, start_ns, Some(fct_ns))
     }
 
     fn point(flow: u32, t_ns: u64, acked_bytes: u64) -> SeriesPoint {
@@ -153,6 +135,8 @@ mod tests {
             window_bytes: None,
             utilization: None,
             int_qlen_bytes: None,
+            rtt_ns: None,
+            target_delay_ns: None,
         }
     }
 

@@ -18,6 +18,8 @@ pub const SERIES: &str = "series.csv";
 pub const QUEUES: &str = "queues.csv";
 /// Host stalls.
 pub const STALLS: &str = "stalls.csv";
+/// Per-application outcomes (written when the workload has applications).
+pub const APPLICATIONS: &str = "applications.csv";
 /// Switch and host counters.
 pub const COUNTERS: &str = "counters.json";
 /// The summary as JSON.
@@ -76,6 +78,20 @@ struct FlowRow<'a> {
     cnps: u64,
     rtt_min_us: Option<f64>,
     rtt_mean_us: Option<f64>,
+    app: Option<&'a str>,
+    iteration: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct ApplicationRow<'a> {
+    name: &'a str,
+    delay_sensitivity: Option<f64>,
+    iterations: u32,
+    completed_iterations: u32,
+    runtime_us: Option<f64>,
+    iteration_p50_us: Option<f64>,
+    iteration_p99_us: Option<f64>,
+    message_mean_us: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -87,6 +103,8 @@ struct SeriesRow {
     window_bytes: Option<u64>,
     utilization: Option<f64>,
     int_qlen_bytes: Option<u64>,
+    rtt_us: Option<f64>,
+    target_delay_us: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -141,8 +159,29 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             cnps: f.cnps,
             rtt_min_us: f.rtt_min_ns.map(us),
             rtt_mean_us: f.rtt_mean_ns.map(us),
+            app: f
+                .step
+                .and_then(|s| r.summary.applications.get(usize::from(s.app)))
+                .map(|a| a.name.as_str()),
+            iteration: f.step.map(|s| s.iteration),
         }),
     )?;
+    if !r.summary.applications.is_empty() {
+        csv_rows(
+            dir,
+            APPLICATIONS,
+            r.summary.applications.iter().map(|a| ApplicationRow {
+                name: &a.name,
+                delay_sensitivity: a.delay_sensitivity,
+                iterations: a.iterations,
+                completed_iterations: a.completed_iterations,
+                runtime_us: a.runtime_ns.map(us),
+                iteration_p50_us: a.iteration_ns.map(|q| q.p50 / 1e3),
+                iteration_p99_us: a.iteration_ns.map(|q| q.p99 / 1e3),
+                message_mean_us: a.message_mean_ns.map(|m| m / 1e3),
+            }),
+        )?;
+    }
     csv_rows(
         dir,
         SERIES,
@@ -154,6 +193,8 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             window_bytes: p.window_bytes,
             utilization: p.utilization,
             int_qlen_bytes: p.int_qlen_bytes,
+            rtt_us: p.rtt_ns.map(us),
+            target_delay_us: p.target_delay_ns.map(us),
         }),
     )?;
     csv_rows(

@@ -3,14 +3,17 @@
 //! `files` writes them (formats in docs/results.md), `plots` draws them, `table` prints the
 //! summary.
 
+mod applications;
 mod fairness;
 mod files;
 mod plots;
 mod table;
 
+pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
 pub use files::{
-    COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all, write_scenario,
+    APPLICATIONS, COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all,
+    write_scenario,
 };
 pub use plots::{FCT_CDF, QUEUE, RATES};
 pub use table::summary_table;
@@ -27,7 +30,7 @@ use serde::Serialize;
 use crate::lab::LabReport;
 use crate::scenario::Scenario;
 use crate::topology::{Topology, routes};
-use crate::workload::PlannedFlow;
+use crate::workload::{PlannedFlow, Step};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,6 +81,36 @@ pub struct FlowResult {
     pub rtt_min_ns: Option<u64>,
     /// Mean RTT (ns).
     pub rtt_mean_ns: Option<u64>,
+    /// The application iteration it carried, if any.
+    pub step: Option<Step>,
+}
+
+#[cfg(test)]
+impl FlowResult {
+    /// A flow of `id` from `a` to `b` that started at `start_ns`, with every count zero: what
+    /// the results' unit tests build on.
+    pub(crate) fn fixture(id: u32, start_ns: u64, fct_ns: Option<u64>) -> FlowResult {
+        FlowResult {
+            id,
+            src: "a".into(),
+            dst: "b".into(),
+            size: 0,
+            start_ns,
+            fct_ns,
+            ideal_fct_ns: 1,
+            slowdown: None,
+            path_rtt_ns: 0,
+            bytes_received: 0,
+            packets_sent: 0,
+            retransmissions: 0,
+            timeouts: 0,
+            naks: 0,
+            cnps: 0,
+            rtt_min_ns: None,
+            rtt_mean_ns: None,
+            step: None,
+        }
+    }
 }
 
 /// One point of a flow's time series.
@@ -97,6 +130,10 @@ pub struct SeriesPoint {
     pub utilization: Option<f64>,
     /// Largest queue any hop reported in the INT of the ACK behind this point (bytes).
     pub int_qlen_bytes: Option<u64>,
+    /// The RTT sample of the ACK behind this point (ns).
+    pub rtt_ns: Option<u64>,
+    /// The controller's target delay, if it has one (ns).
+    pub target_delay_ns: Option<u64>,
 }
 
 /// One switch port's queue over time.
@@ -225,6 +262,8 @@ pub struct Summary {
     /// the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
     /// time. A larger `dilation` gives more faithful results.
     pub timing_warning: bool,
+    /// Each application's outcome (empty unless the workload has applications).
+    pub applications: Vec<ApplicationResult>,
 }
 
 /// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
@@ -355,6 +394,8 @@ impl Results {
                     window_bytes: x.window_bytes,
                     utilization: x.utilization,
                     int_qlen_bytes: x.qlen_bytes,
+                    rtt_ns: x.rtt_ns.map(|n| time.span(n)),
+                    target_delay_ns: x.target_delay_ns.map(|n| time.span(n)),
                 }));
             }
             hosts.push(HostCounters {
@@ -378,7 +419,8 @@ impl Results {
                     src: t.nodes[p.src].name.clone(),
                     dst: t.nodes[p.dst].name.clone(),
                     size: p.size,
-                    start_ns: p.start_ns,
+                    // Later iterations start when released, not when planned.
+                    start_ns: rec.map_or(p.start_ns, |f| time.at(f.start_ns)),
                     fct_ns: fct,
                     ideal_fct_ns: ideal,
                     slowdown: fct.map(|f| f as f64 / ideal.max(1) as f64),
@@ -391,6 +433,7 @@ impl Results {
                     cnps: rec.map_or(0, |f| f.cnps),
                     rtt_min_ns: rec.and_then(|f| f.rtt_min_ns).map(|n| time.span(n)),
                     rtt_mean_ns: rec.and_then(|f| f.rtt_mean_ns).map(|n| time.span(n)),
+                    step: p.step,
                 }
             })
             .collect();
@@ -549,6 +592,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         host_stall_fraction,
         cpu_steal: None,
         timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns || host_stall_fraction > STALL_FRACTION_LIMIT,
+        applications: outcomes(s.workload.applications(), flows),
     }
 }
 

@@ -78,6 +78,19 @@ pub fn summary_table(s: &Summary) -> String {
             f.min
         );
     }
+    for a in &s.applications {
+        let runtime = a.runtime_ns.map_or_else(
+            || format!("unfinished ({}/{} iterations)", a.completed_iterations, a.iterations),
+            |r| time(r as f64),
+        );
+        let _ = writeln!(
+            out,
+            "  application {}: runtime {runtime}, iteration p50 {}, mean message {}",
+            a.name,
+            a.iteration_ns.map_or("-".to_owned(), |q| time(q.p50)),
+            a.message_mean_ns.map_or("-".to_owned(), time)
+        );
+    }
     let _ = writeln!(
         out,
         "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",

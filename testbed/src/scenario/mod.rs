@@ -24,8 +24,8 @@ use serde_saphyr::{Location, Spanned};
 
 use crate::lab::TransportSettings;
 use crate::topology::{LoadError, NodeKind, Topology, load_document};
-use crate::workload::{PlannedFlow, Workload};
-use raw::{RawRun, RawWorkload};
+use crate::workload::{Application, PlannedFlow, Workload};
+use raw::{RawApplication, RawRun, RawWorkload};
 
 /// The scenario `intlab run` uses when given no file: 4-to-1 incast under HPCC.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../topologies/incast-4to1.yaml");
@@ -90,7 +90,7 @@ impl Scenario {
             })?;
             // Positions now refer to the changed document (written as scenario.yaml).
             let mut name = file.as_os_str().to_owned();
-            name.push(" with --cc/--set");
+            name.push(format!(" with {}", overrides.flags()));
             (changed, PathBuf::from(name))
         };
         let quote = |mut e: LoadError| {
@@ -139,7 +139,7 @@ impl Checker<'_> {
                     file: self.file.to_owned(),
                     line: 1,
                     column: 1,
-                    message: "no `workload:`: expected one of incast, all_to_all or flows (see docs/scenarios.md)"
+                    message: "no `workload:`: expected one of incast, all_to_all, flows or applications (see docs/scenarios.md)"
                         .into(),
                 });
             }
@@ -295,15 +295,53 @@ impl Checker<'_> {
                         size: self.size(&f.value.size, &format!("{what}.size"))?,
                         start_ns: f.value.start.map_or(0, |s| s.0),
                         kind: f.value.kind,
+                        step: None,
                     });
                 }
                 Workload::Flows(flows)
+            }
+            RawWorkload::Applications(list) => {
+                let mut apps = Vec::new();
+                for (k, a) in list.iter().enumerate() {
+                    apps.push(self.application(t, &a.value, &format!("workload.applications[{k}]"))?);
+                }
+                Workload::Applications(apps)
             }
         };
         if workload.flows().is_empty() {
             return Err(self.err(&w.referenced, "workload: expected at least one flow".into()));
         }
         Ok(workload)
+    }
+
+    fn application(&self, t: &Topology, a: &RawApplication, what: &str) -> Result<Application, LoadError> {
+        let ranks = self.hosts(t, &Some(a.ranks.value.clone()), &format!("{what}.ranks"))?;
+        if ranks.len() < 2 {
+            return Err(self.err(
+                &a.ranks.referenced,
+                format!("{what}.ranks: expected at least two hosts, got {}", ranks.len()),
+            ));
+        }
+        let delay_sensitivity = match &a.delay_sensitivity {
+            Some(c) if !(c.value.is_finite() && c.value >= 0.0) => {
+                return Err(self.err(
+                    &c.referenced,
+                    format!("{what}.delay_sensitivity: expected a number ≥ 0, got {}", c.value),
+                ));
+            }
+            c => c.as_ref().map(|c| c.value),
+        };
+        Ok(Application {
+            name: a.name.value.clone(),
+            ranks,
+            exchange: a.exchange,
+            message: self.size(&a.message, &format!("{what}.message"))?,
+            compute_ns: a.compute.map_or(0, |c| c.0),
+            iterations: self.count(&Some(a.iterations.clone()), &format!("{what}.iterations"))?,
+            start_ns: a.start.map_or(0, |s| s.0),
+            delay_sensitivity,
+            kind: a.kind,
+        })
     }
 }
 
@@ -383,6 +421,44 @@ links:
         assert!(e.message.contains("etta"), "{e}");
         let e = error(&format!("{w}duration: 0s\n"));
         assert!(e.message.contains("duration: expected a time above zero"), "{e}");
+        let apps = "workload:\n  applications:\n    - { name: a, ranks: [h1, h2], message: 1KB, iterations: 2";
+        let e = error(&format!("{apps}, delay_sensitivity: -1 }}\n"));
+        assert!(
+            e.message
+                .contains("applications[0].delay_sensitivity: expected a number ≥ 0, got -1"),
+            "{e}"
+        );
+        let e = error("workload:\n  applications:\n    - { name: a, ranks: [h1], message: 1KB, iterations: 1 }\n");
+        assert!(e.message.contains("ranks: expected at least two hosts, got 1"), "{e}");
+        let e = error(&format!("{apps}, exchange: star }}\n"));
+        assert!(e.message.contains("star"), "{e}");
+    }
+
+    #[test]
+    fn applications_plan_their_first_iteration_and_defer_the_rest() {
+        let s = load(
+            "controller: { name: netscope }\nworkload:\n  applications:\n    - { name: a, ranks: [h1, h2, h3], \
+             message: 1KB, compute: 5us, iterations: 2, delay_sensitivity: 3 }\n",
+        )
+        .unwrap();
+        let flows = s.flows();
+        assert_eq!(flows.len(), 6, "a ring of 3 ranks, 2 iterations");
+        assert_eq!(
+            flows
+                .iter()
+                .filter(|f| !crate::workload::Iterations::is_deferred(f))
+                .count(),
+            3
+        );
+        assert_eq!(flows[0].start_ns, 5_000);
+        let c_a = s.workload.applications()[0].delay_sensitivity;
+        assert_eq!(
+            s.controller.for_application(c_a),
+            ControllerConfig::Netscope(intlab_transport::cc::NetscopeConfig {
+                delay_sensitivity: 3.0,
+                ..Default::default()
+            })
+        );
     }
 
     #[test]
@@ -390,6 +466,7 @@ links:
         let o = Overrides {
             controller: Some("hpcc++".into()),
             set: vec!["workload.incast.size=2KB".into(), "dilation=4".into()],
+            only: None,
         };
         let text = format!("{BASE}workload:\n  incast: {{ receiver: h3, size: 10KB }}\n");
         let s = Scenario::from_text(&text, Path::new("s.yaml"), &o).unwrap();
@@ -400,9 +477,10 @@ links:
         let bad = Overrides {
             controller: None,
             set: vec!["dilation=0".into()],
+            only: None,
         };
         let e = Scenario::from_text(&text, Path::new("s.yaml"), &bad).unwrap_err();
-        assert!(e.to_string().starts_with("s.yaml with --cc/--set:"), "{e}");
+        assert!(e.to_string().starts_with("s.yaml with --set:"), "{e}");
         assert!(e.message.contains("(at `dilation: 0`)"), "{e}");
     }
 }

@@ -12,12 +12,25 @@ pub struct Overrides {
     pub controller: Option<String>,
     /// `key.path=value` assignments, in order; the value is YAML (`100Mbps`, `[h1, h2]`).
     pub set: Vec<String>,
+    /// Keep only this application of an `applications` workload: its isolated run, the
+    /// baseline of its runtime increase.
+    pub only: Option<String>,
 }
 
 impl Overrides {
     /// True when nothing changes.
     pub fn is_empty(&self) -> bool {
-        self.controller.is_none() && self.set.is_empty()
+        self.controller.is_none() && self.set.is_empty() && self.only.is_none()
+    }
+
+    /// The options that made the changes, as the user typed them ("--cc/--set").
+    pub fn flags(&self) -> String {
+        let used = [
+            (self.controller.is_some(), "--cc"),
+            (!self.set.is_empty(), "--set"),
+            (self.only.is_some(), "--only"),
+        ];
+        used.iter().filter(|u| u.0).map(|u| u.1).collect::<Vec<_>>().join("/")
     }
 
     /// The document `text` with the changes applied, as YAML.
@@ -44,8 +57,32 @@ impl Overrides {
                 serde_saphyr::from_str(value).map_err(|e| format!("--set {s}: {}", first_line(&e.to_string())))?;
             set(&mut doc, path, value).map_err(|m| format!("--set {s}: {m}"))?;
         }
+        if let Some(name) = &self.only {
+            keep_application(&mut doc, name)?;
+        }
         serde_saphyr::to_string(&doc).map_err(|e| e.to_string())
     }
+}
+
+/// Removes every application but `name` from the workload.
+fn keep_application(doc: &mut Value, name: &str) -> Result<(), String> {
+    let apps = doc
+        .get_mut("workload")
+        .and_then(|w| w.get_mut("applications"))
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| format!("--only {name}: the workload has no `applications`"))?;
+    let names: Vec<String> = apps
+        .iter()
+        .filter_map(|a| a.get("name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    apps.retain(|a| a.get("name").and_then(Value::as_str) == Some(name));
+    if apps.is_empty() {
+        return Err(format!(
+            "--only {name}: expected the name of an application, one of {}",
+            names.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 fn as_map<'a>(v: &'a mut Value, what: &str) -> Result<&'a mut Map<String, Value>, String> {
@@ -111,6 +148,7 @@ mod tests {
         let o = Overrides {
             controller: cc.map(str::to_owned),
             set: set.iter().map(|s| s.to_string()).collect(),
+            only: None,
         };
         let text = o.apply(DOC)?;
         Ok(serde_saphyr::from_str(&text).expect("valid YAML out"))
@@ -142,5 +180,22 @@ mod tests {
         assert!(e.contains("list of 1: expected an index below 1, got `3`"), "{e}");
         let e = apply(None, &["name.x=1"]).unwrap_err();
         assert!(e.contains("`name` is not a mapping"), "{e}");
+    }
+
+    #[test]
+    fn only_keeps_one_application() {
+        let doc = format!("{DOC}workload:\n  applications:\n    - {{ name: a, x: 1 }}\n    - {{ name: b, x: 2 }}\n");
+        let only = |name: &str| Overrides {
+            only: Some(name.into()),
+            ..Overrides::default()
+        };
+        let v: Value = serde_saphyr::from_str(&only("b").apply(&doc).unwrap()).unwrap();
+        assert_eq!(
+            v["workload"]["applications"],
+            serde_json::json!([{"name": "b", "x": 2}])
+        );
+        let e = only("c").apply(&doc).unwrap_err();
+        assert!(e.contains("expected the name of an application, one of a, b"), "{e}");
+        assert!(only("a").apply(DOC).unwrap_err().contains("has no `applications`"));
     }
 }

@@ -7,6 +7,8 @@ use intlab_transport::flow::MessageKind;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use crate::workload::Exchange;
+
 /// Everything in a scenario file that is not topology.
 #[derive(Debug, Default)]
 pub(crate) struct RawRun {
@@ -29,6 +31,27 @@ pub(crate) enum RawWorkload {
     AllToAll(RawAllToAll),
     /// Flows listed one by one.
     Flows(Vec<Spanned<RawFlow>>),
+    /// Iterative jobs.
+    Applications(Vec<Spanned<RawApplication>>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawApplication {
+    pub name: Spanned<String>,
+    pub ranks: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub exchange: Exchange,
+    pub message: Spanned<Bytes>,
+    #[serde(default)]
+    pub compute: Option<Nanos>,
+    pub iterations: Spanned<u32>,
+    #[serde(default)]
+    pub start: Option<Nanos>,
+    #[serde(default)]
+    pub delay_sensitivity: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub kind: MessageKind,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,7 @@ mod dcqcn;
 mod dctcp;
 mod hpcc;
 mod hpcc_plus_plus;
+mod netscope;
 mod swift;
 mod timely;
 
@@ -16,6 +17,7 @@ pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
+pub use netscope::{Netscope, NetscopeConfig};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
 
@@ -103,6 +105,12 @@ pub trait Controller: Send + std::fmt::Debug {
     fn utilization(&self) -> Option<f64> {
         None
     }
+
+    /// The delay the controller aims the RTT at (ns), for time series (Swift's target), if
+    /// it has one.
+    fn target_delay_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Which controller to build, with its parameters; what a scenario file names.
@@ -122,6 +130,8 @@ pub enum ControllerConfig {
     Timely(#[serde(default)] TimelyConfig),
     /// DCTCP-style rate control on echoed ECN marks.
     Dctcp(#[serde(default)] DctcpConfig),
+    /// Netscope: AIMD with the decrease weighted by the application's delay sensitivity.
+    Netscope(#[serde(default)] NetscopeConfig),
     /// No congestion control: send at line rate.
     LineRate,
 }
@@ -136,6 +146,7 @@ impl ControllerConfig {
             ControllerConfig::Swift(_) => "swift",
             ControllerConfig::Timely(_) => "timely",
             ControllerConfig::Dctcp(_) => "dctcp",
+            ControllerConfig::Netscope(_) => "netscope",
             ControllerConfig::LineRate => "line_rate",
         }
     }
@@ -151,7 +162,20 @@ impl ControllerConfig {
             ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.dilated(factor)),
             ControllerConfig::Swift(c) => ControllerConfig::Swift(c.dilated(factor)),
             ControllerConfig::Timely(c) => ControllerConfig::Timely(c.dilated(factor)),
+            ControllerConfig::Netscope(c) => ControllerConfig::Netscope(c.dilated(factor)),
             other => other.clone(),
+        }
+    }
+
+    /// The controller of a flow of an application with delay sensitivity `c_a`: Netscope's
+    /// with c_a set; every other controller ignores it.
+    pub fn for_application(&self, c_a: Option<f64>) -> ControllerConfig {
+        match (self, c_a) {
+            (ControllerConfig::Netscope(c), Some(c_a)) => ControllerConfig::Netscope(NetscopeConfig {
+                delay_sensitivity: c_a,
+                ..c.clone()
+            }),
+            (other, _) => other.clone(),
         }
     }
 
@@ -164,6 +188,7 @@ impl ControllerConfig {
             ControllerConfig::Swift(c) => Box::new(Swift::new(c.clone(), path)),
             ControllerConfig::Timely(c) => Box::new(Timely::new(c.clone(), path)),
             ControllerConfig::Dctcp(c) => Box::new(Dctcp::new(c.clone(), path)),
+            ControllerConfig::Netscope(c) => Box::new(Netscope::new(c.clone(), path)),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
         }
     }

@@ -207,6 +207,10 @@ impl Controller for Swift {
         }
     }
 
+    fn target_delay_ns(&self) -> Option<u64> {
+        Some(self.target_ns() as u64)
+    }
+
     fn rate_bps(&self) -> u64 {
         if self.cwnd >= 1.0 {
             self.line_rate as u64

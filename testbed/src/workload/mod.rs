@@ -1,5 +1,9 @@
 //! Workloads: which flows a run starts, between which hosts, of what size and when.
 
+mod application;
+
+pub use application::{Application, Exchange, Iterations, Release, Step};
+
 use intlab_transport::flow::MessageKind;
 
 /// The flows a run starts.
@@ -36,6 +40,8 @@ pub enum Workload {
     },
     /// Flows given one by one.
     Flows(Vec<PlannedFlow>),
+    /// Iterative jobs sharing the network.
+    Applications(Vec<Application>),
 }
 
 /// One flow of a run, in the scenario's time (not dilated).
@@ -53,9 +59,20 @@ pub struct PlannedFlow {
     pub start_ns: u64,
     /// WRITE or SEND.
     pub kind: MessageKind,
+    /// The application iteration it belongs to, if any: it starts when the iteration before
+    /// has completed (see [`Iterations`]), not at `start_ns`.
+    pub step: Option<Step>,
 }
 
 impl Workload {
+    /// The applications of the workload (none unless it is made of them).
+    pub fn applications(&self) -> &[Application] {
+        match self {
+            Workload::Applications(apps) => apps,
+            _ => &[],
+        }
+    }
+
     /// Every flow, numbered from 1 in start order within each kind's natural order.
     pub fn flows(&self) -> Vec<PlannedFlow> {
         let mut out = Vec::new();
@@ -67,6 +84,7 @@ impl Workload {
                 size,
                 start_ns,
                 kind,
+                step: None,
             });
         };
         match self {
@@ -108,6 +126,7 @@ impl Workload {
                     push(f.src, f.dst, f.size, f.start_ns, f.kind);
                 }
             }
+            Workload::Applications(apps) => out = application::plan(apps, 1),
         }
         out
     }
