@@ -48,6 +48,7 @@ fn every_shipped_topology_loads_and_routes() {
         ("leaf-spine.yaml", 16, 6, 2),
         ("fat-tree-k4.yaml", 16, 20, 2),
         ("parking-lot.yaml", 8, 4, 1),
+        ("two-apps-dc.yaml", 4, 2, 1),
     ];
     for (file, hosts, switches, ecmp) in shapes {
         let t = load(file);
