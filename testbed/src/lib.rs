@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod lab;
 pub mod netns;
 pub mod results;
+pub mod rlcc;
 pub mod run;
 pub mod scenario;
 pub mod topology;

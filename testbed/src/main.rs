@@ -32,7 +32,7 @@ enum Command {
         /// The scenario (a topology file with controller, workload, ...; see docs/scenarios.md).
         scenario: Option<PathBuf>,
         /// Run this controller instead of the scenario's (hpcc, hpcc++, dcqcn, swift, timely, dctcp,
-        /// netscope, line_rate).
+        /// netscope, rlcc, line_rate).
         #[arg(long)]
         cc: Option<String>,
         /// Change one scenario key, as `key.path=value` (repeatable): `--set links.0.rate=1Gbps`.
@@ -67,11 +67,61 @@ enum Command {
         #[arg(long, default_value = intlab_testbed::netns::PREFIX)]
         prefix: String,
     },
+    /// RL-CC policies: train, distil to trees, explain (see docs/rlcc.md).
+    #[command(subcommand)]
+    Rlcc(RlccCommand),
     /// Run a switch alone from a YAML configuration (see docs/switch.md) until Ctrl-C.
     Switch {
         /// The switch configuration.
         #[arg(long)]
         config: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RlccCommand {
+    /// Train the policy network (ADPG) against a fluid model of a shared bottleneck; writes the
+    /// weights and the training curve (NAME-training.csv and .svg) beside them.
+    Train {
+        /// The weights file to write.
+        #[arg(long, default_value = "policies/rlcc-mlp.json")]
+        out: PathBuf,
+        /// Weight updates.
+        #[arg(long, default_value_t = 1000)]
+        updates: usize,
+        /// Seed of the initial weights and of the model.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// γ, the discount of later reward terms in an action's weight (0: eq. 3 as printed).
+        #[arg(long, default_value_t = 0.0)]
+        discount: f64,
+        /// Noise of the RTT inflation the model's flows measure (scale of a triangular draw).
+        #[arg(long, default_value_t = 0.05)]
+        noise: f64,
+    },
+    /// Distil an MLP (ours or a PyTorch checkpoint in the public RL-CC layout) into at most 20
+    /// trees of depth 4; prints the RMSE against the MLP.
+    Distill {
+        /// The MLP.
+        mlp: PathBuf,
+        /// The trees file to write.
+        #[arg(long, default_value = "policies/rlcc-trees.json")]
+        out: PathBuf,
+        /// Trees (at most 20).
+        #[arg(long, default_value_t = 20)]
+        trees: usize,
+        /// Seed of the sampled observations.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Print RL-CC's Table VI for a policy: the multiplier for each previous and current
+    /// condition, for an MLP and its trees side by side.
+    Explain {
+        /// The policy (MLP or trees JSON, or a PyTorch checkpoint).
+        policy: PathBuf,
+        /// The MLP's trees (default: distilled now).
+        #[arg(long)]
+        trees: Option<PathBuf>,
     },
 }
 
@@ -131,6 +181,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Switch { config } => run_switch(&config),
+        Command::Rlcc(cmd) => run_rlcc(cmd),
         Command::Clean { prefix } => {
             anyhow::ensure!(
                 prefix.starts_with(intlab_testbed::netns::PREFIX),
@@ -197,6 +248,75 @@ fn free_folder(s: &Scenario) -> PathBuf {
         .map(|k| PathBuf::from(if k == 1 { base.clone() } else { format!("{base}-{k}") }))
         .find(|p| !p.exists())
         .unwrap_or_else(|| PathBuf::from(base))
+}
+
+/// `intlab rlcc ...`.
+fn run_rlcc(cmd: RlccCommand) -> Result<ExitCode> {
+    match cmd {
+        RlccCommand::Train {
+            out,
+            updates,
+            seed,
+            discount,
+            noise,
+        } => {
+            let cfg = intlab_rlcc::train::TrainConfig {
+                updates,
+                seed,
+                discount,
+                noise,
+                ..Default::default()
+            };
+            let bar = indicatif::ProgressBar::new(updates as u64).with_style(
+                indicatif::ProgressStyle::with_template("training {bar:40} {pos}/{len} updates, reward {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let curve = intlab_testbed::rlcc::train_to(&cfg, &out, |p| {
+                bar.inc(1);
+                bar.set_message(format!("{:.4}", p.reward));
+            })?;
+            bar.finish_and_clear();
+            let tail = &curve[curve.len().saturating_sub(50)..];
+            let n = tail.len().max(1) as f64;
+            println!(
+                "trained {} updates: last 50 mean reward {:.4}, utilization {:.3}, queue {:.2} BDP",
+                curve.len(),
+                tail.iter().map(|p| p.reward).sum::<f64>() / n,
+                tail.iter().map(|p| p.utilization).sum::<f64>() / n,
+                tail.iter().map(|p| p.queue).sum::<f64>() / n
+            );
+            let (csv, svg) = intlab_testbed::rlcc::curve_paths(&out);
+            println!(
+                "weights: {}; training curve: {}, {}",
+                out.display(),
+                csv.display(),
+                svg.display()
+            );
+        }
+        RlccCommand::Distill { mlp, out, trees, seed } => {
+            let cfg = intlab_rlcc::distill::DistillConfig {
+                trees,
+                seed,
+                ..Default::default()
+            };
+            let d = intlab_testbed::rlcc::distill_to(&mlp, &cfg, &out)?;
+            println!(
+                "{} trees of depth ≤ {}: RMSE against the MLP {:.4} held out ({:.4} fitted); written to {}",
+                d.trees.trees().len(),
+                cfg.depth,
+                d.rmse,
+                d.train_rmse,
+                out.display()
+            );
+        }
+        RlccCommand::Explain { policy, trees } => {
+            print!(
+                "{}",
+                intlab_testbed::rlcc::explain(&policy, trees.as_deref(), &intlab_rlcc::RewardShape::default())?
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs one switch until SIGINT or SIGTERM, then prints its counters.

@@ -93,12 +93,25 @@ fn assert_rtt_near_target(r: &Results) {
     );
 }
 
+/// Mean over flows of their mean RTT over their path's propagation RTT.
+fn mean_rtt_inflation(r: &Results) -> f64 {
+    let v: Vec<f64> = r
+        .flows
+        .iter()
+        .filter_map(|f| Some(f.rtt_mean_ns? as f64 / f.path_rtt_ns.max(1) as f64))
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 #[test]
 fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
     support::require_root();
     let _serial = support::serial();
     let mut p99 = Vec::new();
-    for cc in ["hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely", "netscope"] {
+    let mut inflation = Vec::new();
+    for cc in [
+        "hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely", "netscope", "rlcc",
+    ] {
         let (s, r) = run("incast-4to1-dc.yaml", cc, None);
         assert_eq!(r.summary.completed, 4, "{cc}: every flow completes");
         for f in &r.flows {
@@ -110,8 +123,17 @@ fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
             _ => {}
         }
         p99.push((cc, r.summary.bottleneck_queue.expect("a bottleneck").p99));
+        inflation.push((cc, mean_rtt_inflation(&r), r.summary.normalized_goodput));
     }
     eprintln!("bottleneck queue p99 (bytes): {p99:?}");
+    eprintln!("mean RTT inflation, normalized goodput: {inflation:?}");
+    let infl = |name: &str| inflation.iter().find(|x| x.0 == name).map_or(f64::NAN, |x| x.1);
+    assert!(
+        infl("rlcc") < infl("dcqcn"),
+        "RL-CC's mean RTT inflation {:.2} is not below DCQCN's {:.2}",
+        infl("rlcc"),
+        infl("dcqcn")
+    );
     let of = |name: &str| p99.iter().find(|(c, _)| *c == name).map(|x| x.1).unwrap_or(0.0);
     assert!(
         of("hpcc") * 5.0 <= of("dcqcn"),

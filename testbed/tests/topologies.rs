@@ -128,7 +128,13 @@ fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() 
     let before = intlab_testbed::netns::lab_namespaces().len();
     let (ok, err) = run_file("good.yaml", GOOD, &["--set", "workload.incast.size=0B"]);
     assert!(!ok && err.contains("size above zero"), "{err}");
-    let cases: [(&str, String, &str, &str); 7] = [
+    let cases: [(&str, String, &str, &str); 8] = [
+        (
+            "bad-policy.yaml",
+            format!("{GOOD}controller: {{ name: rlcc, policy: /nonexistent/p.json }}\n"),
+            ":15:",
+            "controller.policy: /nonexistent/p.json",
+        ),
         (
             "indent.yaml",
             GOOD.replace("    rate: 1Gbps", "      rate: 1Gbps"),

@@ -129,9 +129,15 @@ impl Checker<'_> {
     }
 
     fn scenario(&self, text: String, topology: Topology, run: RawRun) -> Result<Scenario, LoadError> {
-        let controller = run
-            .controller
-            .map_or(ControllerConfig::Hpcc(HpccConfig::default()), |c| c.value);
+        let mut controller = ControllerConfig::Hpcc(HpccConfig::default());
+        if let Some(c) = run.controller {
+            controller = c.value;
+            // A policy file is read now, so that a bad one stops the run before it starts.
+            if let ControllerConfig::Rlcc(r) = &mut controller {
+                r.resolve()
+                    .map_err(|e| self.err(&c.referenced, format!("controller.policy: {e}")))?;
+            }
+        }
         let workload = match &run.workload {
             Some(w) => self.workload(&topology, w)?,
             None => {

@@ -8,6 +8,7 @@ mod dctcp;
 mod hpcc;
 mod hpcc_plus_plus;
 mod netscope;
+mod rlcc;
 mod swift;
 mod timely;
 
@@ -18,6 +19,7 @@ pub use dctcp::{Dctcp, DctcpConfig};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use hpcc_plus_plus::{Ablation, HpccPlusPlus, HpccPlusPlusConfig};
 pub use netscope::{Netscope, NetscopeConfig};
+pub use rlcc::{RlCc, RlCcConfig};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
 
@@ -132,6 +134,8 @@ pub enum ControllerConfig {
     Dctcp(#[serde(default)] DctcpConfig),
     /// Netscope: AIMD with the decrease weighted by the application's delay sensitivity.
     Netscope(#[serde(default)] NetscopeConfig),
+    /// RL-CC: a learned policy (MLP or distilled trees).
+    Rlcc(#[serde(default)] RlCcConfig),
     /// No congestion control: send at line rate.
     LineRate,
 }
@@ -147,6 +151,7 @@ impl ControllerConfig {
             ControllerConfig::Timely(_) => "timely",
             ControllerConfig::Dctcp(_) => "dctcp",
             ControllerConfig::Netscope(_) => "netscope",
+            ControllerConfig::Rlcc(_) => "rlcc",
             ControllerConfig::LineRate => "line_rate",
         }
     }
@@ -189,6 +194,7 @@ impl ControllerConfig {
             ControllerConfig::Timely(c) => Box::new(Timely::new(c.clone(), path)),
             ControllerConfig::Dctcp(c) => Box::new(Dctcp::new(c.clone(), path)),
             ControllerConfig::Netscope(c) => Box::new(Netscope::new(c.clone(), path)),
+            ControllerConfig::Rlcc(c) => Box::new(RlCc::new(c, path)),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
         }
     }

@@ -1,0 +1,232 @@
+//! RL-CC (Tessler et al., AAAI 2022; Fuhrer et al., CCGrid 2023): a learned policy decides a
+//! rate multiplier once per RTT from the last two (multiplier, reward term) pairs. The policy,
+//! its observation and reward live in `intlab_rlcc`; this is the part that runs on real
+//! sockets.
+//!
+//! - On an ACK with an RTT sample, once at least one base RTT has passed since the last
+//!   decision, the step the policy was trained with (deciding per ACK would compound up to ×1.2
+//!   per packet; once per measured RTT, a 4-to-1 incast starting at line rate outran the
+//!   ÷1.2 steps and filled a 2 MB buffer: 8-12 % goodput, 54,000 drops):
+//!   inflation = RTT / base RTT; term = (max(inflation − β, 0)·√(rate / line rate) − target)·
+//!   scale; the history takes (multiplier in force, term); a = π(history); rate ×= 1 + 0.2a
+//!   (a ≥ 0) or ÷ 1 − 0.2a, within [min rate, line rate].
+//! - A retransmission timeout is a decision too, with the time since the last RTT sample as
+//!   the RTT: retransmitted packets give no sample (their RTT is ambiguous), so without this a
+//!   flow whose queue outgrew the RTO would never decide again (measured: a 2 MB queue held for
+//!   the whole run). The papers' RTT probes do not have that gap.
+//! - Flows start at line rate.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use intlab_rlcc::{History, Policy, PolicyError, RewardShape, multiplier};
+use serde::Deserialize;
+
+use super::{Ack, Controller, PathInfo};
+
+/// RL-CC's parameters. Defaults: the shipped tree policy, the papers' target 0.064 and β 1.5,
+/// the public configuration's scale 12.5, a floor of 0.1 % of the line rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlCcConfig {
+    /// The policy file: MLP or trees JSON, or a PyTorch checkpoint in the public RL-CC layout
+    /// (a relative path is taken from the working directory). None: the shipped trees.
+    pub policy: Option<PathBuf>,
+    /// The inflation control parameter.
+    pub target: f64,
+    /// The congestion tolerance β.
+    pub beta: f64,
+    /// Scale of the reward term in the observation.
+    pub scale: f64,
+    /// Lowest rate as a fraction of the line rate.
+    pub min_rate_fraction: f64,
+    /// The policy, once read (see [`RlCcConfig::resolve`]).
+    #[serde(skip)]
+    pub loaded: Option<Arc<Policy>>,
+}
+
+impl Default for RlCcConfig {
+    fn default() -> Self {
+        let shape = RewardShape::default();
+        RlCcConfig {
+            policy: None,
+            target: shape.target,
+            beta: shape.beta,
+            scale: shape.scale,
+            min_rate_fraction: 0.001,
+            loaded: None,
+        }
+    }
+}
+
+impl RlCcConfig {
+    /// Reads the policy file now, so that a bad one is reported before a run starts.
+    pub fn resolve(&mut self) -> Result<(), PolicyError> {
+        if self.loaded.is_none() {
+            let policy = match &self.policy {
+                Some(path) => Policy::load(path)?,
+                None => Policy::builtin(),
+            };
+            self.loaded = Some(Arc::new(policy));
+        }
+        Ok(())
+    }
+
+    fn shape(&self) -> RewardShape {
+        RewardShape {
+            target: self.target,
+            beta: self.beta,
+            scale: self.scale,
+        }
+    }
+}
+
+/// RL-CC state of one flow.
+#[derive(Debug, Clone)]
+pub struct RlCc {
+    policy: Arc<Policy>,
+    shape: RewardShape,
+    line_rate: f64,
+    min_rate: f64,
+    base_rtt_ns: u64,
+    rate: f64,
+    history: History,
+    /// The multiplier applied at the last decision.
+    last_multiplier: f64,
+    /// No decision before this time (one base RTT after the last).
+    next_decision_ns: u64,
+    /// When the last RTT sample arrived (ns).
+    last_sample_ns: u64,
+}
+
+impl RlCc {
+    /// A flow at line rate. The policy is `config`'s, read now if [`RlCcConfig::resolve`] was
+    /// not called (a file that cannot be read falls back to the shipped policy, logged).
+    pub fn new(config: &RlCcConfig, path: PathInfo) -> RlCc {
+        let policy = config.loaded.clone().unwrap_or_else(|| {
+            let mut c = config.clone();
+            match c.resolve() {
+                Ok(()) => c.loaded.unwrap_or_else(|| Arc::new(Policy::builtin())),
+                Err(e) => {
+                    tracing::error!(%e, "RL-CC policy unreadable; running the shipped one");
+                    Arc::new(Policy::builtin())
+                }
+            }
+        });
+        let line_rate = path.line_rate_bps as f64;
+        RlCc {
+            policy,
+            shape: config.shape(),
+            line_rate,
+            min_rate: config.min_rate_fraction * line_rate,
+            base_rtt_ns: path.base_rtt_ns.max(1),
+            rate: line_rate,
+            history: History::default(),
+            last_multiplier: 1.0,
+            next_decision_ns: 0,
+            last_sample_ns: 0,
+        }
+    }
+
+    /// One decision from an RTT sample.
+    fn decide(&mut self, now_ns: u64, rtt_ns: u64) {
+        let inflation = rtt_ns as f64 / self.base_rtt_ns as f64;
+        let term = self.shape.term(inflation, self.rate / self.line_rate);
+        self.history.push(self.last_multiplier, term);
+        let m = multiplier(f64::from(self.policy.act(&self.history.observation())));
+        self.last_multiplier = m;
+        self.rate = (self.rate * m).clamp(self.min_rate, self.line_rate);
+        self.next_decision_ns = now_ns + self.base_rtt_ns;
+    }
+}
+
+impl Controller for RlCc {
+    fn name(&self) -> &'static str {
+        "rlcc"
+    }
+
+    fn on_ack(&mut self, ack: &Ack<'_>) {
+        let Some(rtt) = ack.rtt_ns else { return };
+        self.last_sample_ns = ack.now_ns;
+        if ack.now_ns >= self.next_decision_ns {
+            self.decide(ack.now_ns, rtt);
+        }
+    }
+
+    fn on_timeout(&mut self, now_ns: u64) {
+        let waited = now_ns.saturating_sub(self.last_sample_ns).max(self.base_rtt_ns);
+        self.decide(now_ns, waited);
+    }
+
+    fn rate_bps(&self) -> u64 {
+        self.rate as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use intlab_rlcc::Mlp;
+
+    use super::*;
+    use crate::cc::fixtures;
+
+    /// A policy that speeds up fully when the newest term is negative and slows down fully
+    /// when it is positive.
+    fn reflex() -> RlCcConfig {
+        let mut mlp = Mlp::zeros();
+        mlp.w1[0][3] = -100.0;
+        mlp.w1[1][3] = 100.0;
+        mlp.w2[0][0] = 1.0;
+        mlp.w2[1][1] = 1.0;
+        mlp.w3[0] = 1.0;
+        mlp.w3[1] = -1.0;
+        RlCcConfig {
+            loaded: Some(Arc::new(Policy::Mlp(Box::new(mlp)))),
+            ..RlCcConfig::default()
+        }
+    }
+
+    #[test]
+    fn one_decision_per_base_rtt_from_the_rtt_inflation() {
+        // Base RTT 10 us at 10 Gb/s.
+        let mut c = RlCc::new(&reflex(), fixtures::path(1000));
+        // RTT 40 us: inflation 4, term (2.5·1 − 0.064)·12.5 > 0: divide by 1.2.
+        c.on_ack(&fixtures::ack(0, 0, 0, Some(40_000), &[]));
+        let once = (10e9 / 1.2) as u64;
+        assert!(c.rate_bps().abs_diff(once) <= 1, "{}", c.rate_bps());
+        // Within one base RTT: no decision.
+        c.on_ack(&fixtures::ack(9_999, 0, 0, Some(40_000), &[]));
+        assert!(c.rate_bps().abs_diff(once) <= 1);
+        assert_eq!(
+            c.history.observation()[2] as f64,
+            1.0,
+            "multiplier in force at the decision"
+        );
+        // An RTT later at inflation 1 (< β): term −0.8: multiply by 1.2 (capped at line rate).
+        c.on_ack(&fixtures::ack(40_000, 0, 0, Some(10_000), &[]));
+        assert!(c.rate_bps().abs_diff(10_000_000_000) <= 1, "{}", c.rate_bps());
+        let obs = c.history.observation();
+        assert!(
+            (obs[2] - 1.0 / 1.2).abs() < 1e-6 && (obs[3] + 0.8).abs() < 1e-6,
+            "{obs:?}"
+        );
+        // ACKs without an RTT sample (retransmitted packets) decide nothing.
+        c.on_ack(&fixtures::ack(90_000, 0, 0, None, &[]));
+        assert_eq!(c.history.observation(), obs);
+        // A timeout 1 ms after the last sample (at 40 us) decides as an RTT of 960 us.
+        c.on_timeout(1_000_000);
+        let term = RewardShape::default().term(96.0, 1.0) as f32;
+        assert!((c.history.observation()[3] - term).abs() < 1e-3);
+        assert!(c.rate_bps().abs_diff(once) <= 1, "{}", c.rate_bps());
+    }
+
+    #[test]
+    fn a_missing_policy_file_is_reported_by_resolve() {
+        let mut cfg = RlCcConfig {
+            policy: Some(PathBuf::from("/nonexistent/policy.json")),
+            ..RlCcConfig::default()
+        };
+        let e = cfg.resolve().unwrap_err();
+        assert_eq!(e.file, PathBuf::from("/nonexistent/policy.json"));
+    }
+}
