@@ -4,6 +4,7 @@
 //! metrics arrive here as they are built (see `docs/`).
 
 pub mod capture;
+pub mod compare;
 pub mod inspect;
 pub mod lab;
 pub mod netns;
@@ -11,5 +12,6 @@ pub mod results;
 pub mod rlcc;
 pub mod run;
 pub mod scenario;
+pub mod sweep;
 pub mod topology;
 pub mod workload;

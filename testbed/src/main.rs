@@ -49,6 +49,40 @@ enum Command {
         #[arg(long)]
         capture: bool,
     },
+    /// Run one scenario once per controller (same seed) and put them side by side: a table
+    /// (compare.txt, .csv), overlaid plots and report.md, each run in its own folder.
+    Compare {
+        /// The scenario (default: the built-in 4-to-1 incast).
+        scenario: Option<PathBuf>,
+        /// The controllers, comma-separated: `--cc hpcc,dcqcn,swift`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        cc: Vec<String>,
+        /// Change one scenario key for every run, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// The folder [default: results/compare-SCENARIO, numbered if it exists].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run one scenario over a grid of parameter values (every combination): sweep.csv and,
+    /// for two parameters, heatmaps of p99 and max FCT; each run in its own folder.
+    Sweep {
+        /// The scenario (default: the built-in 4-to-1 incast).
+        scenario: Option<PathBuf>,
+        /// Run this controller instead of the scenario's.
+        #[arg(long)]
+        cc: Option<String>,
+        /// One axis, `key=v1,v2,...` (repeatable); a key without a dot is a controller
+        /// parameter; `zeta` sets HPCC++'s β to ζ·α/2. Default: the scenario's `sweep:`.
+        #[arg(long, value_name = "KEY=VALUES")]
+        grid: Vec<String>,
+        /// Change one scenario key for every run, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// The folder [default: results/sweep-SCENARIO, numbered if it exists].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Decode a pcap or pcapng capture: Ethernet/IPv4/UDP, every INT hop, RoCEv2 and its ICRC.
     Inspect {
         /// The capture file.
@@ -181,6 +215,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Switch { config } => run_switch(&config),
+        Command::Compare { scenario, cc, set, out } => run_compare(scenario.as_deref(), &cc, &set, out),
+        Command::Sweep {
+            scenario,
+            cc,
+            grid,
+            set,
+            out,
+        } => run_sweep(scenario.as_deref(), cc.as_deref(), &grid, &set, out),
         Command::Rlcc(cmd) => run_rlcc(cmd),
         Command::Clean { prefix } => {
             anyhow::ensure!(
@@ -217,14 +259,14 @@ fn run_scenario(
         Some(f) => Scenario::load(f, &overrides)?,
         None => Scenario::builtin(&overrides)?,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal ends the process at once; `intlab clean` then removes what is left.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            .context("installing the signal handler")?;
-        signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
-    }
-    let out = out.unwrap_or_else(|| free_folder(&scenario));
+    let stop = stop_on_signals()?;
+    let out = out.unwrap_or_else(|| {
+        free_folder(&format!(
+            "results/{}-{}",
+            scenario.topology.name,
+            scenario.controller.name()
+        ))
+    });
     let opts = RunOptions {
         out: out.clone(),
         capture,
@@ -234,16 +276,97 @@ fn run_scenario(
     let results = lab_run::run(&scenario, &opts, &stop, &mut progress)?;
     print!("{}", summary_table(&results.summary));
     println!("results: {}", out.display());
-    Ok(match results.summary.ending {
-        Ending::Completed => ExitCode::SUCCESS,
-        Ending::TimedOut => ExitCode::from(3),
-        Ending::Interrupted => ExitCode::from(130),
-    })
+    Ok(exit_code(&stop, std::iter::once(results.summary.ending)))
 }
 
-/// `results/NAME-CONTROLLER`, or the first of `-2`, `-3`, ... that does not exist yet.
-fn free_folder(s: &Scenario) -> PathBuf {
-    let base = format!("results/{}-{}", s.topology.name, s.controller.name());
+/// A flag SIGINT and SIGTERM raise; a second signal ends the process at once (`intlab clean`
+/// then removes what is left).
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .context("installing the signal handler")?;
+        signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
+    }
+    Ok(stop)
+}
+
+/// `intlab compare`: exit 0 when every run completed every flow, 3 when one ran out of time,
+/// 130 when interrupted.
+fn run_compare(
+    file: Option<&std::path::Path>,
+    cc: &[String],
+    set: &[String],
+    out: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let stop = stop_on_signals()?;
+    let name = match file {
+        Some(f) => f
+            .file_stem()
+            .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
+        None => "incast-4to1".to_owned(),
+    };
+    let out = out.unwrap_or_else(|| free_folder(&format!("results/compare-{name}")));
+    let mut progress = progress::Reporter::new();
+    let c = intlab_testbed::compare::compare(file, set, cc, &out, &stop, &mut progress)?;
+    print!("{}", intlab_testbed::compare::table(&c));
+    println!("comparison: {}", out.join(intlab_testbed::compare::REPORT).display());
+    Ok(exit_code(&stop, c.entries.iter().map(|e| e.results.summary.ending)))
+}
+
+/// 130 when interrupted, else 3 when a run ran out of time, else 0.
+fn exit_code(stop: &AtomicBool, endings: impl Iterator<Item = Ending>) -> ExitCode {
+    let endings: Vec<Ending> = endings.collect();
+    if stop.load(Ordering::Relaxed) || endings.contains(&Ending::Interrupted) {
+        ExitCode::from(130)
+    } else if endings.contains(&Ending::TimedOut) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `intlab sweep`: exit 0 when every run completed, 3 when one ran out of time, 130 when
+/// interrupted.
+fn run_sweep(
+    file: Option<&std::path::Path>,
+    cc: Option<&str>,
+    grid: &[String],
+    set: &[String],
+    out: Option<PathBuf>,
+) -> Result<ExitCode> {
+    use intlab_testbed::sweep::{self, Axis};
+    let mut axes = grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>()?;
+    let scenario = match file {
+        Some(f) => Scenario::load(f, &Overrides::default())?,
+        None => Scenario::builtin(&Overrides::default())?,
+    };
+    if axes.is_empty() {
+        axes = scenario
+            .sweep
+            .iter()
+            .map(|(key, values)| Axis {
+                key: key.clone(),
+                values: values.clone(),
+            })
+            .collect();
+    }
+    anyhow::ensure!(
+        !axes.is_empty(),
+        "no grid: give --grid key=v1,v2 or a `sweep:` in the scenario (docs/experiments.md)"
+    );
+    let stop = stop_on_signals()?;
+    let out = out.unwrap_or_else(|| free_folder(&format!("results/sweep-{}", scenario.topology.name)));
+    let mut progress = progress::Reporter::new();
+    let runs = sweep::sweep(file, cc, set, &axes, &out, &stop, &mut progress)?;
+    print!("{}", sweep::table(&axes, &runs));
+    println!("sweep: {}", out.join(sweep::TABLE_CSV).display());
+    Ok(exit_code(&stop, runs.iter().map(|r| r.results.summary.ending)))
+}
+
+/// `base`, or the first of `base-2`, `base-3`, ... that does not exist yet.
+fn free_folder(base: &str) -> PathBuf {
+    let base = base.to_owned();
     (1..)
         .map(|k| PathBuf::from(if k == 1 { base.clone() } else { format!("{base}-{k}") }))
         .find(|p| !p.exists())

@@ -49,6 +49,7 @@ fn every_shipped_topology_loads_and_routes() {
         ("fat-tree-k4.yaml", 16, 20, 2),
         ("parking-lot.yaml", 8, 4, 1),
         ("two-apps-dc.yaml", 4, 2, 1),
+        ("hpcc-ablations.yaml", 9, 1, 1),
     ];
     for (file, hosts, switches, ecmp) in shapes {
         let t = load(file);

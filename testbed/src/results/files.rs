@@ -26,6 +26,8 @@ pub const COUNTERS: &str = "counters.json";
 pub const SUMMARY_JSON: &str = "summary.json";
 /// The summary table as printed.
 pub const SUMMARY_TXT: &str = "summary.txt";
+/// The run's report page: the summary and the plots.
+pub const REPORT: &str = "report.md";
 
 /// A CSV or JSON writing failure, with the file.
 #[derive(Debug, thiserror::Error)]
@@ -227,8 +229,30 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
         },
     )?;
     json(dir, SUMMARY_JSON, &r.summary)?;
-    std::fs::write(dir.join(SUMMARY_TXT), table::summary_table(&r.summary)).map_err(at(dir, SUMMARY_TXT))?;
-    plots::draw_all(dir, r).map_err(at(dir, "plots"))
+    let table = table::summary_table(&r.summary);
+    std::fs::write(dir.join(SUMMARY_TXT), &table).map_err(at(dir, SUMMARY_TXT))?;
+    plots::draw_all(dir, r).map_err(at(dir, "plots"))?;
+    let report = format!(
+        "# {} with {}
+
+```
+{table}```
+
+![FCT CDF]({})
+
+![rates]({})
+
+![queue]({})
+
+Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON} (docs/results.md).
+",
+        r.summary.scenario,
+        r.summary.controller,
+        plots::FCT_CDF,
+        plots::RATES,
+        plots::QUEUE
+    );
+    std::fs::write(dir.join(REPORT), report).map_err(at(dir, REPORT))
 }
 
 fn json<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), WriteError> {

@@ -12,10 +12,10 @@ mod table;
 pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
 pub use files::{
-    APPLICATIONS, COUNTERS, FLOWS, QUEUES, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError, write_all,
-    write_scenario,
+    APPLICATIONS, COUNTERS, FLOWS, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError,
+    write_all, write_scenario,
 };
-pub use plots::{FCT_CDF, QUEUE, RATES};
+pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};
 pub use table::summary_table;
 
 use std::collections::HashMap;
@@ -167,6 +167,49 @@ pub struct HostStall {
     pub late_ns: u64,
 }
 
+/// Flows of one size range and their slowdown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeBucket {
+    /// The range, as printed ("10KB-100KB").
+    pub label: String,
+    /// Completed flows in it.
+    pub flows: usize,
+    /// Their slowdown (FCT over ideal FCT).
+    pub slowdown: Quantiles,
+}
+
+/// Upper bounds (bytes) of the size buckets, the last open-ended: the decades the HPCC and
+/// Swift papers report tail slowdown by.
+const SIZE_BOUNDS: [(u64, &str); 5] = [
+    (10_000, "<10KB"),
+    (100_000, "10KB-100KB"),
+    (1_000_000, "100KB-1MB"),
+    (10_000_000, "1MB-10MB"),
+    (u64::MAX, ">=10MB"),
+];
+
+/// Slowdown of completed `flows` per size bucket.
+pub fn slowdown_by_size(flows: &[FlowResult]) -> Vec<SizeBucket> {
+    let mut lower = 0;
+    SIZE_BOUNDS
+        .iter()
+        .filter_map(|&(upper, label)| {
+            let v: Vec<f64> = flows
+                .iter()
+                .filter(|f| (lower..upper).contains(&f.size))
+                .filter_map(|f| f.slowdown)
+                .collect();
+            lower = upper;
+            let n = v.len();
+            Quantiles::of(v).map(|slowdown| SizeBucket {
+                label: label.to_owned(),
+                flows: n,
+                slowdown,
+            })
+        })
+        .collect()
+}
+
 /// Order statistics of a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Quantiles {
@@ -246,6 +289,11 @@ pub struct Summary {
     /// Per flow, its smallest measured RTT minus its path's propagation RTT (ns, scenario
     /// time): what the hosts and switches of this machine add to every round trip.
     pub rtt_excess_ns: Option<Quantiles>,
+    /// Mean over flows of their mean RTT over their path's propagation RTT: how much the
+    /// controller inflates round trips (queueing plus this machine's overhead).
+    pub rtt_inflation: Option<f64>,
+    /// Slowdown by flow size (only the buckets that hold flows).
+    pub slowdown_by_size: Vec<SizeBucket>,
     /// Worst 99th percentile, over switch ports, of how late a frame left against its exact
     /// schedule (ns, scenario time): the timing error this machine added.
     pub release_late_p99_ns: u64,
@@ -586,6 +634,14 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 .filter_map(|f| f.rtt_min_ns.map(|r| r.saturating_sub(f.path_rtt_ns) as f64))
                 .collect(),
         ),
+        rtt_inflation: {
+            let v: Vec<f64> = flows
+                .iter()
+                .filter_map(|f| Some(f.rtt_mean_ns? as f64 / f.path_rtt_ns.max(1) as f64))
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        },
+        slowdown_by_size: slowdown_by_size(flows),
         release_late_p99_ns,
         host_stalls: hosts.iter().map(|h| h.counters.stalls).sum(),
         host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
@@ -624,5 +680,24 @@ mod tests {
             ideal_fct_ns(&t, &[0, 1], 1000, 1024, Some(24)),
             (1074 + 36) * 8 * 2 + 40_000
         );
+    }
+
+    #[test]
+    fn slowdown_is_bucketed_by_size_decade() {
+        let flow = |size: u64, slowdown: Option<f64>| FlowResult {
+            size,
+            slowdown,
+            ..FlowResult::fixture(1, 0, Some(1))
+        };
+        let flows = [
+            flow(1_000, Some(2.0)),
+            flow(9_999, Some(4.0)),
+            flow(10_000, Some(1.5)),
+            flow(5_000_000, Some(1.1)),
+            flow(5_000_000, None),
+        ];
+        let b = slowdown_by_size(&flows);
+        let got: Vec<(&str, usize, f64)> = b.iter().map(|b| (b.label.as_str(), b.flows, b.slowdown.max)).collect();
+        assert_eq!(got, [("<10KB", 2, 4.0), ("10KB-100KB", 1, 1.5), ("1MB-10MB", 1, 1.1)]);
     }
 }

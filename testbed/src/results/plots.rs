@@ -1,5 +1,6 @@
 //! The run's plots, as SVG (plotters' SVG backend needs no font libraries).
 
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
@@ -40,72 +41,47 @@ fn title(r: &Results, what: &str) -> String {
 
 type Result<T = ()> = std::result::Result<T, DrawingAreaErrorKind<std::io::Error>>;
 
-fn fct_cdf(path: &Path, r: &Results) -> Result {
-    let mut fct_ms: Vec<f64> = r
-        .flows
-        .iter()
-        .filter_map(|f| f.fct_ns)
-        .map(|n| n as f64 / 1e6)
-        .collect();
-    fct_ms.sort_by(f64::total_cmp);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title(r, "FCT CDF"), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0.0..span(fct_ms.last().copied().unwrap_or(0.0)), 0.0..1.0)?;
-    chart
-        .configure_mesh()
-        .x_desc("flow completion time (ms)")
-        .y_desc("fraction of flows")
-        .draw()?;
-    let n = fct_ms.len() as f64;
-    // A step per flow: the CDF jumps at each completion time.
-    let steps = fct_ms
-        .iter()
-        .enumerate()
-        .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)]);
-    chart.draw_series(LineSeries::new(steps, BLUE.stroke_width(2)))?;
-    root.present()
+/// One labelled line of a plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// Legend text (empty: not in the legend).
+    pub label: String,
+    /// Its points (x, y).
+    pub points: Vec<(f64, f64)>,
 }
 
-fn rates(path: &Path, r: &Results) -> Result {
-    let mut ids: Vec<u32> = r.series.iter().map(|p| p.flow).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.truncate(MAX_RATE_LINES);
-    let t_max = r.series.iter().map(|p| p.t_ns).max().unwrap_or(0) as f64 / 1e6;
-    let r_max = r.series.iter().map(|p| p.rate_bps).max().unwrap_or(0) as f64 / 1e6;
+/// A plot of `lines` (colours from a palette; a legend when some are labelled).
+pub fn lines(path: &Path, caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> io::Result<()> {
+    draw_lines(path, caption, x_desc, y_desc, lines).map_err(plot_error)
+}
+
+fn draw_lines(path: &Path, caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> Result {
+    let all = lines.iter().flat_map(|l| &l.points);
+    let (x_max, y_max) = all.fold((0.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title(r, "pacing rate per flow"), ("sans-serif", 18))
+        .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..span(t_max), 0.0..span(r_max))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (ms)")
-        .y_desc("rate (Mb/s)")
-        .draw()?;
-    for (k, id) in ids.iter().enumerate() {
-        let colour = Palette99::pick(k).to_rgba();
-        let points = r
-            .series
-            .iter()
-            .filter(|p| p.flow == *id)
-            .map(|p| (p.t_ns as f64 / 1e6, p.rate_bps as f64 / 1e6));
-        let series = chart.draw_series(LineSeries::new(points, colour.stroke_width(1)))?;
-        if ids.len() <= 8 {
+        .build_cartesian_2d(0.0..span(x_max), 0.0..span(y_max))?;
+    chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw()?;
+    let single = lines.len() == 1;
+    for (k, line) in lines.iter().enumerate() {
+        let colour = if single {
+            BLUE.to_rgba()
+        } else {
+            Palette99::pick(k).to_rgba()
+        };
+        let series = chart.draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))?;
+        if !line.label.is_empty() {
             series
-                .label(format!("flow {id}"))
+                .label(line.label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
         }
     }
-    if ids.len() <= 8 && !ids.is_empty() {
+    if lines.iter().any(|l| !l.label.is_empty()) {
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
@@ -115,40 +91,116 @@ fn rates(path: &Path, r: &Results) -> Result {
     root.present()
 }
 
-fn queue(path: &Path, r: &Results) -> Result {
-    let bottleneck = r.summary.bottleneck.as_deref().unwrap_or("");
-    let q = r
-        .queues
+/// The FCT CDF of `r` as steps (ms, fraction of flows).
+pub fn fct_cdf_points(r: &Results) -> Vec<(f64, f64)> {
+    let mut fct_ms: Vec<f64> = r
+        .flows
         .iter()
-        .find(|q| format!("{}:{}", q.switch, q.port) == bottleneck);
-    let points: Vec<(f64, f64)> = q
+        .filter_map(|f| f.fct_ns)
+        .map(|n| n as f64 / 1e6)
+        .collect();
+    fct_ms.sort_by(f64::total_cmp);
+    let n = fct_ms.len() as f64;
+    // A step per flow: the CDF jumps at each completion time.
+    fct_ms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)])
+        .collect()
+}
+
+/// The bottleneck's queue over time (ms, KB).
+pub fn queue_points(r: &Results) -> Vec<(f64, f64)> {
+    let bottleneck = r.summary.bottleneck.as_deref().unwrap_or("");
+    r.queues
+        .iter()
+        .find(|q| format!("{}:{}", q.switch, q.port) == bottleneck)
         .map(|q| {
             q.points
                 .iter()
                 .map(|&(t, b)| (t as f64 / 1e6, b as f64 / 1e3))
                 .collect()
         })
-        .unwrap_or_default();
-    let t_max = points.iter().map(|p| p.0).fold(0.0, f64::max);
-    let q_max = points.iter().map(|p| p.1).fold(0.0, f64::max);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    let what = if bottleneck.is_empty() {
-        "queue".to_owned()
-    } else {
-        format!("queue at {bottleneck}")
+        .unwrap_or_default()
+}
+
+/// Bins of the aggregate-throughput plot.
+const THROUGHPUT_BINS: u64 = 100;
+
+/// Every flow's acknowledged bytes summed, as throughput over time (ms, Gb/s), in
+/// [`THROUGHPUT_BINS`] bins from the series.
+pub fn throughput_points(r: &Results) -> Vec<(f64, f64)> {
+    let t_max = r.series.iter().map(|p| p.t_ns).max().unwrap_or(0);
+    let bin = (t_max / THROUGHPUT_BINS).max(1);
+    let mut bytes = vec![0u64; THROUGHPUT_BINS as usize + 1];
+    let mut last: HashMap<u32, u64> = HashMap::new();
+    for p in &r.series {
+        let before = last.insert(p.flow, p.acked_bytes).unwrap_or(0);
+        let k = ((p.t_ns / bin) as usize).min(bytes.len() - 1);
+        bytes[k] += p.acked_bytes.saturating_sub(before);
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(k, &b)| ((k as u64 * bin) as f64 / 1e6, b as f64 * 8.0 / bin as f64))
+        .collect()
+}
+
+fn fct_cdf(path: &Path, r: &Results) -> Result {
+    let line = Line {
+        label: String::new(),
+        points: fct_cdf_points(r),
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title(r, &what), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..span(t_max), 0.0..span(q_max))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (ms)")
-        .y_desc("largest queue per interval (KB)")
-        .draw()?;
-    chart.draw_series(LineSeries::new(points, RED.stroke_width(1)))?;
-    root.present()
+    draw_lines(
+        path,
+        &title(r, "FCT CDF"),
+        "flow completion time (ms)",
+        "fraction of flows",
+        &[line],
+    )
+}
+
+fn rates(path: &Path, r: &Results) -> Result {
+    let mut ids: Vec<u32> = r.series.iter().map(|p| p.flow).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.truncate(MAX_RATE_LINES);
+    let labelled = ids.len() <= 8;
+    let per_flow: Vec<Line> = ids
+        .iter()
+        .map(|id| Line {
+            label: if labelled { format!("flow {id}") } else { String::new() },
+            points: r
+                .series
+                .iter()
+                .filter(|p| p.flow == *id)
+                .map(|p| (p.t_ns as f64 / 1e6, p.rate_bps as f64 / 1e6))
+                .collect(),
+        })
+        .collect();
+    draw_lines(
+        path,
+        &title(r, "pacing rate per flow"),
+        "time (ms)",
+        "rate (Mb/s)",
+        &per_flow,
+    )
+}
+
+fn queue(path: &Path, r: &Results) -> Result {
+    let what = match r.summary.bottleneck.as_deref() {
+        Some(b) => format!("queue at {b}"),
+        None => "queue".to_owned(),
+    };
+    let line = Line {
+        label: String::new(),
+        points: queue_points(r),
+    };
+    draw_lines(
+        path,
+        &title(r, &what),
+        "time (ms)",
+        "largest queue per interval (KB)",
+        &[line],
+    )
 }

@@ -50,6 +50,12 @@ pub fn summary_table(s: &Summary) -> String {
     let _ = writeln!(out, "  {:<22} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
     row(&mut out, "FCT", s.fct_ns, time);
     row(&mut out, "slowdown", s.slowdown, |x| format!("{x:.2}"));
+    if s.slowdown_by_size.len() > 1 {
+        for b in &s.slowdown_by_size {
+            let name = format!("  {} ({})", b.label, b.flows);
+            row(&mut out, &name, Some(b.slowdown), |x| format!("{x:.2}"));
+        }
+    }
     let queue = match &s.bottleneck {
         Some(b) => format!("queue {b}"),
         None => "queue".to_owned(),

@@ -24,8 +24,8 @@ use serde_saphyr::{Location, Spanned};
 
 use crate::lab::TransportSettings;
 use crate::topology::{LoadError, NodeKind, Topology, load_document};
-use crate::workload::{Application, PlannedFlow, Workload};
-use raw::{RawApplication, RawRun, RawWorkload};
+use crate::workload::{Application, PlannedFlow, SizeCdf, WEB_SEARCH, Workload};
+use raw::{RawApplication, RawPoisson, RawRun, RawWorkload};
 
 /// The scenario `intlab run` uses when given no file: 4-to-1 incast under HPCC.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../topologies/incast-4to1.yaml");
@@ -58,6 +58,8 @@ pub struct Scenario {
     pub dilation: f64,
     /// Transport settings of every host (file units).
     pub transport: TransportSettings,
+    /// The grid `intlab sweep` runs when given none: (key, values) per axis.
+    pub sweep: Vec<(String, Vec<String>)>,
 }
 
 impl Scenario {
@@ -150,6 +152,12 @@ impl Checker<'_> {
                 });
             }
         };
+        let seed = run.seed.unwrap_or(1);
+        let mut workload = workload;
+        // Poisson arrivals draw from the run's seed.
+        if let Workload::Poisson { seed: s, .. } = &mut workload {
+            *s = seed;
+        }
         let duration = match run.duration {
             Some(d) if d.value.0 == 0 => {
                 return Err(self.err(&d.referenced, "duration: expected a time above zero".into()));
@@ -201,10 +209,11 @@ impl Checker<'_> {
             controller,
             workload,
             duration,
-            seed: run.seed.unwrap_or(1),
+            seed,
             capture: run.capture.unwrap_or(false),
             dilation,
             transport,
+            sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
         })
     }
 
@@ -306,6 +315,7 @@ impl Checker<'_> {
                 }
                 Workload::Flows(flows)
             }
+            RawWorkload::Poisson(p) => self.poisson(t, p)?,
             RawWorkload::Applications(list) => {
                 let mut apps = Vec::new();
                 for (k, a) in list.iter().enumerate() {
@@ -318,6 +328,57 @@ impl Checker<'_> {
             return Err(self.err(&w.referenced, "workload: expected at least one flow".into()));
         }
         Ok(workload)
+    }
+
+    fn poisson(&self, t: &Topology, p: &RawPoisson) -> Result<Workload, LoadError> {
+        let what = "workload.poisson";
+        let text = if p.cdf.value == "websearch" {
+            WEB_SEARCH.to_owned()
+        } else {
+            let base = self.file.parent().unwrap_or(Path::new("."));
+            let path = base.join(&p.cdf.value);
+            std::fs::read_to_string(&path).map_err(|e| {
+                self.err(
+                    &p.cdf.referenced,
+                    format!(
+                        "{what}.cdf: expected `websearch` or a CDF file, cannot read {}: {e}",
+                        path.display()
+                    ),
+                )
+            })?
+        };
+        let cdf = SizeCdf::parse(&text).map_err(|(line, m)| {
+            self.err(
+                &p.cdf.referenced,
+                format!("{what}.cdf: {} line {line}: {m}", p.cdf.value),
+            )
+        })?;
+        if !(p.load.value > 0.0 && p.load.value <= 1.0) {
+            return Err(self.err(
+                &p.load.referenced,
+                format!("{what}.load: expected a fraction in (0, 1], got {}", p.load.value),
+            ));
+        }
+        if p.window.value.0 == 0 {
+            return Err(self.err(
+                &p.window.referenced,
+                format!("{what}.window: expected a time above zero"),
+            ));
+        }
+        let hosts = self.hosts(t, &p.hosts, &format!("{what}.hosts"))?;
+        let link_bps = hosts
+            .iter()
+            .filter_map(|&h| t.links_of(h).next().map(|(l, _)| t.links[l].props.rate.bps()))
+            .min()
+            .unwrap_or(0);
+        Ok(Workload::Poisson {
+            cdf,
+            hosts,
+            link_bps,
+            load: p.load.value,
+            window_ns: p.window.value.0,
+            seed: 0,
+        })
     }
 
     fn application(&self, t: &Topology, a: &RawApplication, what: &str) -> Result<Application, LoadError> {

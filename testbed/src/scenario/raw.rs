@@ -19,6 +19,15 @@ pub(crate) struct RawRun {
     pub capture: Option<bool>,
     pub dilation: Option<Spanned<f64>>,
     pub transport: Option<Spanned<RawTransport>>,
+    pub sweep: Vec<RawAxis>,
+}
+
+/// One axis of the grid `intlab sweep` runs when given none: a key and its values.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAxis {
+    pub key: String,
+    pub values: Vec<String>,
 }
 
 /// `workload:` names one kind.
@@ -33,6 +42,19 @@ pub(crate) enum RawWorkload {
     Flows(Vec<Spanned<RawFlow>>),
     /// Iterative jobs.
     Applications(Vec<Spanned<RawApplication>>),
+    /// Sizes from a CDF, Poisson arrivals.
+    Poisson(RawPoisson),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPoisson {
+    /// `websearch` or a CDF file (relative to the scenario's folder).
+    pub cdf: Spanned<String>,
+    pub load: Spanned<f64>,
+    pub window: Spanned<Nanos>,
+    #[serde(default)]
+    pub hosts: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,8 +1,10 @@
 //! Workloads: which flows a run starts, between which hosts, of what size and when.
 
 mod application;
+mod cdf;
 
 pub use application::{Application, Exchange, Iterations, Release, Step};
+pub use cdf::{SizeCdf, WEB_SEARCH};
 
 use intlab_transport::flow::MessageKind;
 
@@ -42,6 +44,21 @@ pub enum Workload {
     Flows(Vec<PlannedFlow>),
     /// Iterative jobs sharing the network.
     Applications(Vec<Application>),
+    /// Sizes from a CDF, Poisson arrivals at a target load (see [`SizeCdf`]).
+    Poisson {
+        /// The flow-size distribution.
+        cdf: SizeCdf,
+        /// Hosts taking part (node indices).
+        hosts: Vec<usize>,
+        /// Rate of a host's link (b/s): the load is a fraction of it.
+        link_bps: u64,
+        /// Offered load per host, a fraction of its link.
+        load: f64,
+        /// Flows start within this time (ns).
+        window_ns: u64,
+        /// Seed of the draws.
+        seed: u64,
+    },
 }
 
 /// One flow of a run, in the scenario's time (not dilated).
@@ -127,6 +144,14 @@ impl Workload {
                 }
             }
             Workload::Applications(apps) => out = application::plan(apps, 1),
+            Workload::Poisson {
+                cdf,
+                hosts,
+                link_bps,
+                load,
+                window_ns,
+                seed,
+            } => out = cdf::plan(cdf, hosts, *link_bps, *load, *window_ns, *seed, 1),
         }
         out
     }
