@@ -274,6 +274,7 @@ impl Lab {
             base_rtt_ns,
             completions,
         };
+        let drain = longest_drain_ns(t);
         for &h in &host_order {
             let node = &t.nodes[h];
             let rate = t
@@ -295,6 +296,11 @@ impl Lab {
             ec.cnp_interval_ns = tr.cnp_interval_ns;
             ec.int_mode = tr.int_mode;
             ec.timing.sample_every_ns = tr.sample_every_ns;
+            // A full buffer is no loss: the RTO outlasts the longest queue a port can hold.
+            if ec.timing.rto_ns < 2 * drain {
+                ec.timing.rto_ns = 2 * drain;
+                ec.timing.rto_max_ns = 64 * ec.timing.rto_ns;
+            }
             ec.completions = Some(completed.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
@@ -354,6 +360,15 @@ impl Lab {
         let switches = self.switches.drain(..).map(Switch::stop).collect();
         LabReport { hosts, switches }
     }
+}
+
+/// The longest any switch port's full buffer takes to drain at its link's rate (ns).
+fn longest_drain_ns(t: &Topology) -> u64 {
+    t.links
+        .iter()
+        .map(|l| (u128::from(l.props.buffer.0) * 8_000_000_000 / u128::from(l.props.rate.bps().max(1))) as u64)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The base RTT a lab of `t` gives its controllers (ns): twice the longest one-way propagation
