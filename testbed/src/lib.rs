@@ -5,6 +5,7 @@
 
 pub mod capture;
 pub mod compare;
+pub mod doctor;
 pub mod inspect;
 pub mod lab;
 pub mod netns;

@@ -83,6 +83,15 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Measure this machine (thread wake-up lateness, packet rate) and suggest the smallest time
+    /// dilation at which a scenario stays faithful (default: the built-in scenario).
+    Doctor {
+        /// The scenario.
+        scenario: Option<PathBuf>,
+        /// Change one scenario key, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Decode a pcap or pcapng capture: Ethernet/IPv4/UDP, every INT hop, RoCEv2 and its ICRC.
     Inspect {
         /// The capture file.
@@ -215,6 +224,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Switch { config } => run_switch(&config),
+        Command::Doctor { scenario, set } => run_doctor(scenario.as_deref(), set),
         Command::Compare { scenario, cc, set, out } => run_compare(scenario.as_deref(), &cc, &set, out),
         Command::Sweep {
             scenario,
@@ -362,6 +372,53 @@ fn run_sweep(
     print!("{}", sweep::table(&axes, &runs));
     println!("sweep: {}", out.join(sweep::TABLE_CSV).display());
     Ok(exit_code(&stop, runs.iter().map(|r| r.results.summary.ending)))
+}
+
+/// `intlab doctor`.
+fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCode> {
+    use intlab_testbed::doctor;
+    let overrides = Overrides {
+        set,
+        ..Overrides::default()
+    };
+    let s = match file {
+        Some(f) => Scenario::load(f, &overrides)?,
+        None => Scenario::builtin(&overrides)?,
+    };
+    eprintln!("intlab: measuring this machine (about 1 s)");
+    let m = doctor::measure().context("measuring the loopback packet rate")?;
+    let g = doctor::suggest(&s, &m);
+    let us = |ns: f64| ns / 1e3;
+    println!(
+        "wake-up lateness of a 50 us sleep: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+        us(m.wakeup_late_ns.p50),
+        us(m.wakeup_late_ns.p99),
+        us(m.wakeup_late_ns.max)
+    );
+    println!(
+        "packet rate: {:.0} kpps of 1 KB datagrams through loopback UDP, batched, one thread",
+        m.packets_per_s / 1e3
+    );
+    println!(
+        "{}: shortest path RTT {:.1} us; timing needs dilation {:.2} (10 x lateness p99 / RTT); \
+         hosts all at line rate would ask {:.0} kpps, which needs dilation {:.2}",
+        s.topology.name,
+        us(g.rtt_min_ns as f64),
+        g.for_timing,
+        g.packets_per_s / 1e3,
+        g.for_rate
+    );
+    println!(
+        "suggested dilation: {} (the scenario says {}){}",
+        g.dilation,
+        s.dilation,
+        if s.dilation < g.dilation {
+            "; raise it: `--set dilation=N`"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `base`, or the first of `base-2`, `base-3`, ... that does not exist yet.

@@ -148,3 +148,24 @@ fn web_search_on_the_leaf_spine_reports_slowdown_by_size() {
     assert!(buckets.len() >= 3, "{buckets:?}");
     assert_eq!(buckets.iter().map(|b| b.flows).sum::<usize>(), r.summary.completed);
 }
+
+#[test]
+fn doctor_measures_the_machine_and_suggests_a_dilation() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .arg("doctor")
+        .arg(shipped("incast-16to1.yaml"))
+        .output()
+        .expect("intlab runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("wake-up lateness of a 50 us sleep: p50"), "{out}");
+    assert!(out.contains("kpps of 1 KB datagrams"), "{out}");
+    let suggested: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("suggested dilation: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("no suggestion in {out}"));
+    // 17 hosts at 10 Gb/s behind an 8 us RTT: no 2-core machine runs that in real time.
+    assert!(suggested >= 10.0, "{out}");
+}

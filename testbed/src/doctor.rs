@@ -1,0 +1,199 @@
+//! `intlab doctor`: how well this machine can emulate, and the smallest time dilation at which
+//! a scenario stays faithful. Two measurements:
+//!
+//! - wake-up lateness: how late a thread sleeping 50 µs wakes (timer slack 1 ns, as the
+//!   switch's and the endpoints' threads run), p50 and p99;
+//! - packet rate: 1 KB datagrams a thread moves through loopback UDP with the transport's
+//!   batched sockets (sendmmsg, recvmmsg), per second.
+//!
+//! A run is faithful when frames leave within a tenth of the shortest path RTT of their
+//! schedule (the run's own timing warning) and the machine can carry the packets. So the
+//! dilation must be at least 10·(lateness p99)/(shortest RTT), and at least the packets the
+//! scenario's hosts could send per second (every host at line rate, each packet handled by
+//! its sender, every switch on the way and its receiver) over what this machine moves.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use intlab_transport::socket::{RecvBatch, SendBatch, Socket};
+
+use crate::results::Quantiles;
+use crate::scenario::Scenario;
+use crate::topology::routes;
+
+/// What the machine measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurements {
+    /// How late a 50 µs sleep wakes (ns).
+    pub wakeup_late_ns: Quantiles,
+    /// 1 KB datagrams per second one thread moved through loopback UDP (sent and received).
+    pub packets_per_s: f64,
+}
+
+/// The dilation a scenario needs here, and why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Suggestion {
+    /// Its shortest path RTT (ns, scenario time).
+    pub rtt_min_ns: u64,
+    /// Dilation the wake-up lateness calls for.
+    pub for_timing: f64,
+    /// Packets per second the scenario could ask of the machine, undilated.
+    pub packets_per_s: f64,
+    /// Dilation the packet rate calls for.
+    pub for_rate: f64,
+    /// The suggestion: the larger, rounded up to 1, 2, 5 × 10^k.
+    pub dilation: f64,
+}
+
+/// Sleeps 50 µs `n` times and records how late each wake-up was.
+pub fn wakeup_lateness(n: usize) -> Quantiles {
+    // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let want = Duration::from_micros(50);
+    let late: Vec<f64> = (0..n.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            std::thread::sleep(want);
+            t.elapsed().saturating_sub(want).as_nanos() as f64
+        })
+        .collect();
+    Quantiles::of(late).unwrap_or_default()
+}
+
+/// Moves 1 KB datagrams from one loopback socket to another in batches for `how_long`;
+/// returns datagrams per second (each sent and received once).
+pub fn loopback_rate(how_long: Duration) -> std::io::Result<f64> {
+    let rx = Socket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0)?;
+    let tx = Socket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0)?;
+    let dst = match local_addr(&rx)? {
+        std::net::SocketAddr::V4(a) => a,
+        std::net::SocketAddr::V6(_) => return Err(std::io::Error::other("loopback socket is not IPv4")),
+    };
+    let mut send = SendBatch::default();
+    let mut recv = RecvBatch::default();
+    let start = Instant::now();
+    let mut moved = 0u64;
+    while start.elapsed() < how_long {
+        while !send.is_full() {
+            send.slot()[..1024].fill(0xab);
+            send.commit(1024, dst);
+        }
+        tx.send_batch(&mut send)?;
+        // Drain what arrived; a full receive buffer drops, and those do not count.
+        loop {
+            let n = rx.recv_batch(&mut recv)?;
+            moved += n as u64;
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    Ok(moved as f64 / start.elapsed().as_secs_f64())
+}
+
+fn local_addr(s: &Socket) -> std::io::Result<std::net::SocketAddr> {
+    use std::os::fd::BorrowedFd;
+    // SAFETY: the descriptor belongs to `s`, which outlives this borrow.
+    let fd = unsafe { BorrowedFd::borrow_raw(s.fd()) };
+    let sock = std::net::UdpSocket::from(fd.try_clone_to_owned()?);
+    sock.local_addr()
+}
+
+/// Measures this machine.
+pub fn measure() -> std::io::Result<Measurements> {
+    Ok(Measurements {
+        wakeup_late_ns: wakeup_lateness(2000),
+        packets_per_s: loopback_rate(Duration::from_millis(500))?,
+    })
+}
+
+/// 1, 2, 5 × 10^k at or above `x` (at least 1).
+fn round_up(x: f64) -> f64 {
+    if x <= 1.0 {
+        return 1.0;
+    }
+    let decade = 10f64.powf(x.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * decade)
+        .find(|&v| v >= x * (1.0 - 1e-9))
+        .unwrap_or(10.0 * decade)
+}
+
+/// The dilation `s` needs on a machine that measured `m`.
+pub fn suggest(s: &Scenario, m: &Measurements) -> Suggestion {
+    let t = &s.topology;
+    let r = routes(t);
+    let hosts: Vec<usize> = t.hosts().collect();
+    let mut rtt_min = u64::MAX;
+    let mut switches_max = 0usize;
+    for &a in &hosts {
+        for &b in hosts.iter().filter(|&&b| b != a) {
+            if let Some(path) = r.path(t, a, b) {
+                rtt_min = rtt_min.min(2 * path.iter().map(|&l| t.links[l].props.delay.0).sum::<u64>());
+                switches_max = switches_max.max(path.len().saturating_sub(1));
+            }
+        }
+    }
+    let rtt_min = if rtt_min == u64::MAX { 0 } else { rtt_min };
+    let for_timing = if rtt_min > 0 {
+        10.0 * m.wakeup_late_ns.p99 / rtt_min as f64
+    } else {
+        1.0
+    };
+    let wire_bits = (s.transport.mtu + 100) as f64 * 8.0;
+    let host_pps: f64 = hosts
+        .iter()
+        .filter_map(|&h| {
+            t.links_of(h)
+                .next()
+                .map(|(l, _)| t.links[l].props.rate.bps() as f64 / wire_bits)
+        })
+        .sum();
+    // Each packet is handled by its sender, each switch on the way and its receiver, and
+    // every handling is a datagram received and one sent.
+    let packets_per_s = host_pps * (switches_max + 2) as f64;
+    let for_rate = packets_per_s / m.packets_per_s.max(1.0);
+    Suggestion {
+        rtt_min_ns: rtt_min,
+        for_timing,
+        packets_per_s,
+        for_rate,
+        dilation: round_up(for_timing.max(for_rate)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Overrides;
+
+    #[test]
+    fn dilation_follows_the_slower_of_timing_and_rate() {
+        let s = Scenario::builtin(&Overrides::default()).expect("default");
+        let m = Measurements {
+            wakeup_late_ns: Quantiles {
+                p50: 30_000.0,
+                p99: 70_000.0,
+                max: 200_000.0,
+            },
+            packets_per_s: 1e6,
+        };
+        let g = suggest(&s, &m);
+        // Default: 5 hosts at 100 Mb/s, 200 us links: RTT 800 us; 10 × 70 us / 800 us < 1.
+        assert_eq!(g.rtt_min_ns, 800_000);
+        assert!((g.for_timing - 0.875).abs() < 1e-9);
+        // 5 × 100 Mb/s / (1124 B × 8) × 3 handlings ≈ 167 kpps < 1 Mpps.
+        assert!((g.packets_per_s - 5.0 * 1e8 / 8992.0 * 3.0).abs() < 1.0);
+        assert_eq!(g.dilation, 1.0);
+        let slow = Measurements {
+            packets_per_s: 20_000.0,
+            ..m
+        };
+        assert_eq!(suggest(&s, &slow).dilation, 10.0, "167k / 20k = 8.3, rounded up to 10");
+        assert_eq!(
+            (round_up(0.3), round_up(1.5), round_up(2.0), round_up(51.0)),
+            (1.0, 2.0, 2.0, 100.0)
+        );
+    }
+}
