@@ -215,16 +215,10 @@ mod tests {
 
     #[test]
     fn trees_follow_a_network_closely_and_respect_the_limits() {
-        let mut mlp = Mlp::zeros();
-        // action = tanh(relu(−r1) − relu(r1)·0.5 + 0.3·relu(−r0)), a congestion reflex.
-        mlp.w1[0][3] = -1.0;
-        mlp.w1[1][3] = 1.0;
+        // The reflex, plus 0.3·relu(−r0): a memory of the older term.
+        let mut mlp = Mlp::reflex(1.0);
         mlp.w1[2][1] = -1.0;
-        mlp.w2[0][0] = 1.0;
-        mlp.w2[1][1] = 1.0;
         mlp.w2[2][2] = 1.0;
-        mlp.w3[0] = 1.0;
-        mlp.w3[1] = -0.5;
         mlp.w3[2] = 0.3;
         let cfg = DistillConfig {
             samples: 20_000,

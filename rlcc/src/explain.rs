@@ -50,14 +50,7 @@ mod tests {
 
     #[test]
     fn a_reflex_policy_speeds_up_when_under_utilized_and_slows_down_when_congested() {
-        let mut mlp = Mlp::zeros();
-        mlp.w1[0][3] = -1.0;
-        mlp.w1[1][3] = 1.0;
-        mlp.w2[0][0] = 1.0;
-        mlp.w2[1][1] = 1.0;
-        mlp.w3[0] = 2.0;
-        mlp.w3[1] = -2.0;
-        let t = table(&Policy::Mlp(Box::new(mlp)), &RewardShape::default());
+        let t = table(&Policy::Mlp(Box::new(Mlp::reflex(2.0))), &RewardShape::default());
         for row in &t {
             assert!(row[0] > 1.0 && row[2] < 1.0, "{row:?}");
             assert_eq!(row[1], 1.0);

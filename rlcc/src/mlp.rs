@@ -60,6 +60,20 @@ impl Mlp {
         }
     }
 
+    /// A hand-made policy: action tanh(gain·(relu(−r) − relu(r))) of the newest reward term r:
+    /// faster when under-utilized, slower when congested, still on target. A baseline and
+    /// the tests' fixture.
+    pub fn reflex(gain: f32) -> Mlp {
+        let mut m = Mlp::zeros();
+        m.w1[0][3] = -1.0;
+        m.w1[1][3] = 1.0;
+        m.w2[0][0] = 1.0;
+        m.w2[1][1] = 1.0;
+        m.w3[0] = gain;
+        m.w3[1] = -gain;
+        m
+    }
+
     /// The action for `obs`, in [−1, 1].
     pub fn act(&self, obs: &Observation) -> f32 {
         self.forward(obs).action

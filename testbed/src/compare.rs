@@ -4,12 +4,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 
 use crate::results::{Line, Results, Summary, WriteError, fct_cdf_points, lines, queue_points, throughput_points};
-use crate::run::{self, Progress, RunError, RunOptions};
+use crate::run::{self, Progress, RunError};
 use crate::scenario::{Overrides, Scenario};
 use crate::topology::LoadError;
 
@@ -89,33 +89,24 @@ pub fn compare(
             set: set.to_vec(),
             only: None,
         };
-        scenarios.push(match file {
-            Some(f) => Scenario::load(f, &o)?,
-            None => Scenario::builtin(&o)?,
-        });
+        scenarios.push(Scenario::load_or_builtin(file, &o)?);
     }
-    let mut entries = Vec::new();
-    for (k, (cc, s)) in controllers.iter().zip(&scenarios).enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        progress.step(&format!("run {} of {}: {cc}", k + 1, controllers.len()));
-        let dir = out.join(folder_of(cc));
-        let opts = RunOptions {
-            out: dir.clone(),
-            capture: false,
-            tag: format!("c{k}"),
-        };
-        let results = run::run(s, &opts, stop, progress).map_err(|source| CompareError::Run {
-            controller: cc.clone(),
-            source,
-        })?;
-        entries.push(Entry {
-            controller: cc.clone(),
+    let series: Vec<(String, PathBuf, &Scenario)> = controllers
+        .iter()
+        .zip(&scenarios)
+        .map(|(cc, s)| (cc.clone(), out.join(folder_of(cc)), s))
+        .collect();
+    let results = run::run_series(&series, 'c', stop, progress)
+        .map_err(|(controller, source)| CompareError::Run { controller, source })?;
+    let entries = series
+        .into_iter()
+        .zip(results)
+        .map(|((controller, dir, _), results)| Entry {
+            controller,
             dir,
             results,
-        });
-    }
+        })
+        .collect();
     let c = Comparison {
         scenario: scenarios.first().map_or_else(String::new, |s| s.topology.name.clone()),
         entries,

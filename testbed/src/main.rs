@@ -265,10 +265,7 @@ fn run_scenario(
     out: Option<PathBuf>,
     capture: bool,
 ) -> Result<ExitCode> {
-    let scenario = match file {
-        Some(f) => Scenario::load(f, &overrides)?,
-        None => Scenario::builtin(&overrides)?,
-    };
+    let scenario = Scenario::load_or_builtin(file, &overrides)?;
     let stop = stop_on_signals()?;
     let out = out.unwrap_or_else(|| {
         free_folder(&format!(
@@ -347,10 +344,7 @@ fn run_sweep(
 ) -> Result<ExitCode> {
     use intlab_testbed::sweep::{self, Axis};
     let mut axes = grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>()?;
-    let scenario = match file {
-        Some(f) => Scenario::load(f, &Overrides::default())?,
-        None => Scenario::builtin(&Overrides::default())?,
-    };
+    let scenario = Scenario::load_or_builtin(file, &Overrides::default())?;
     if axes.is_empty() {
         axes = scenario
             .sweep
@@ -381,10 +375,7 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
         set,
         ..Overrides::default()
     };
-    let s = match file {
-        Some(f) => Scenario::load(f, &overrides)?,
-        None => Scenario::builtin(&overrides)?,
-    };
+    let s = Scenario::load_or_builtin(file, &overrides)?;
     eprintln!("intlab: measuring this machine (about 1 s)");
     let m = doctor::measure().context("measuring the loopback packet rate")?;
     let g = doctor::suggest(&s, &m);

@@ -196,3 +196,28 @@ pub fn run(
     results::write_all(&opts.out, &results)?;
     Ok(results)
 }
+
+/// Runs each `(label, folder, scenario)` of `series` in turn (`intlab compare`, `intlab
+/// sweep`), saying which on `progress`; stops before the next once `stop` is raised. Namespace
+/// tags are `tag` and the run's number. A failure names the run's label.
+pub fn run_series(
+    series: &[(String, PathBuf, &Scenario)],
+    tag: char,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Vec<Results>, (String, RunError)> {
+    let mut out = Vec::new();
+    for (k, (label, dir, s)) in series.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        progress.step(&format!("run {} of {}: {label}", k + 1, series.len()));
+        let opts = RunOptions {
+            out: dir.clone(),
+            capture: false,
+            tag: format!("{tag}{k}"),
+        };
+        out.push(run(s, &opts, stop, progress).map_err(|e| (label.clone(), e))?);
+    }
+    Ok(out)
+}

@@ -8,12 +8,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use plotters::prelude::*;
 
 use crate::results::{Results, WriteError};
-use crate::run::{self, Progress, RunError, RunOptions};
+use crate::run::{self, Progress, RunError};
 use crate::scenario::{Overrides, Scenario};
 use crate::topology::LoadError;
 
@@ -159,33 +159,26 @@ pub fn sweep(
             set: all,
             only: None,
         };
-        scenarios.push(match file {
-            Some(f) => Scenario::load(f, &o)?,
-            None => Scenario::builtin(&o)?,
-        });
+        scenarios.push(Scenario::load_or_builtin(file, &o)?);
     }
-    let mut runs = Vec::new();
-    for (k, (p, s)) in grid.iter().zip(&scenarios).enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        progress.step(&format!("point {} of {}: {}", k + 1, grid.len(), label(p)));
-        let dir = out.join(format!("point-{}", k + 1));
-        let opts = RunOptions {
-            out: dir.clone(),
-            capture: false,
-            tag: format!("s{k}"),
-        };
-        let results = run::run(s, &opts, stop, progress).map_err(|source| SweepError::Run {
-            point: label(p),
-            source,
-        })?;
-        runs.push(SweepRun {
+    let series: Vec<(String, PathBuf, &Scenario)> = grid
+        .iter()
+        .zip(&scenarios)
+        .enumerate()
+        .map(|(k, (p, s))| (label(p), out.join(format!("point-{}", k + 1)), s))
+        .collect();
+    let results =
+        run::run_series(&series, 's', stop, progress).map_err(|(point, source)| SweepError::Run { point, source })?;
+    let runs: Vec<SweepRun> = grid
+        .iter()
+        .zip(series)
+        .zip(results)
+        .map(|((p, (_, dir, _)), results)| SweepRun {
             point: p.clone(),
             dir,
             results,
-        });
-    }
+        })
+        .collect();
     write(out, axes, &runs)?;
     Ok(runs)
 }

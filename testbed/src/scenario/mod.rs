@@ -74,6 +74,14 @@ impl Scenario {
         Scenario::from_text(&text, file, overrides)
     }
 
+    /// `file`, or the built-in default when there is none, with `overrides` applied.
+    pub fn load_or_builtin(file: Option<&Path>, overrides: &Overrides) -> Result<Scenario, LoadError> {
+        match file {
+            Some(f) => Scenario::load(f, overrides),
+            None => Scenario::builtin(overrides),
+        }
+    }
+
     /// The built-in default with `overrides` applied.
     pub fn builtin(overrides: &Overrides) -> Result<Scenario, LoadError> {
         Scenario::from_text(DEFAULT_SCENARIO, Path::new(DEFAULT_SCENARIO_NAME), overrides)

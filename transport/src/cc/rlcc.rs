@@ -173,15 +173,8 @@ mod tests {
     /// A policy that speeds up fully when the newest term is negative and slows down fully
     /// when it is positive.
     fn reflex() -> RlCcConfig {
-        let mut mlp = Mlp::zeros();
-        mlp.w1[0][3] = -100.0;
-        mlp.w1[1][3] = 100.0;
-        mlp.w2[0][0] = 1.0;
-        mlp.w2[1][1] = 1.0;
-        mlp.w3[0] = 1.0;
-        mlp.w3[1] = -1.0;
         RlCcConfig {
-            loaded: Some(Arc::new(Policy::Mlp(Box::new(mlp)))),
+            loaded: Some(Arc::new(Policy::Mlp(Box::new(Mlp::reflex(100.0))))),
             ..RlCcConfig::default()
         }
     }
