@@ -148,6 +148,8 @@ pub struct Row {
     pub timeouts: u64,
     /// Slowest application's runtime (us), when the workload has applications.
     pub app_runtime_max_us: Option<f64>,
+    /// Largest p99 step time over applications (us): a collective's step is its slowest flow.
+    pub step_p99_us: Option<f64>,
     /// The run's timing warning.
     pub timing_warning: bool,
 }
@@ -177,6 +179,11 @@ impl Row {
                 .map(|a| a.runtime_ns.map(|n| n as f64 / 1e3))
                 .reduce(|a, b| a.zip(b).map(|(a, b)| a.max(b)))
                 .flatten(),
+            step_p99_us: s
+                .applications
+                .iter()
+                .filter_map(|a| a.iteration_ns.map(|q| q.p99 / 1e3))
+                .reduce(f64::max),
             timing_warning: s.timing_warning,
         }
     }
@@ -204,12 +211,13 @@ fn cells(r: &Row) -> Vec<String> {
         r.retransmissions.to_string(),
         r.timeouts.to_string(),
         cell(r.app_runtime_max_us, 1),
+        cell(r.step_p99_us, 1),
         if r.timing_warning { "yes" } else { "" }.to_owned(),
     ]
 }
 
 /// Column titles of the printed and Markdown tables.
-const HEADER: [&str; 16] = [
+const HEADER: [&str; 17] = [
     "controller",
     "done",
     "FCT p50 us",
@@ -225,6 +233,7 @@ const HEADER: [&str; 16] = [
     "retx",
     "RTOs",
     "app runtime us",
+    "step p99 us",
     "timing warn",
 ];
 

@@ -13,6 +13,7 @@ pub mod results;
 pub mod rlcc;
 pub mod run;
 pub mod scenario;
+pub mod sensitivity;
 pub mod sweep;
 pub mod topology;
 pub mod workload;

@@ -83,6 +83,25 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Estimate an application's delay sensitivity c_a (Netscope): run it under several levels
+    /// of congestion and fit its runtime against its mean message time.
+    Sensitivity {
+        /// The scenario, with an `applications` workload.
+        scenario: PathBuf,
+        /// The application to estimate.
+        #[arg(long)]
+        app: String,
+        /// The congestion levels, as one sweep axis `key=v1,v2,...` (a background
+        /// application's message size, say: `workload.applications.1.message=1MB,2MB,4MB`).
+        #[arg(long, value_name = "KEY=VALUES")]
+        congestion: String,
+        /// Change one scenario key for every run, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// The folder [default: results/sensitivity-APP, numbered if it exists].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Measure this machine (thread wake-up lateness, packet rate) and suggest the smallest time
     /// dilation at which a scenario stays faithful (default: the built-in scenario).
     Doctor {
@@ -225,6 +244,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Switch { config } => run_switch(&config),
         Command::Doctor { scenario, set } => run_doctor(scenario.as_deref(), set),
+        Command::Sensitivity {
+            scenario,
+            app,
+            congestion,
+            set,
+            out,
+        } => run_sensitivity(&scenario, &app, &congestion, &set, out),
         Command::Compare { scenario, cc, set, out } => run_compare(scenario.as_deref(), &cc, &set, out),
         Command::Sweep {
             scenario,
@@ -365,6 +391,49 @@ fn run_sweep(
     let runs = sweep::sweep(file, cc, set, &axes, &out, &stop, &mut progress)?;
     print!("{}", sweep::table(&axes, &runs));
     println!("sweep: {}", out.join(sweep::TABLE_CSV).display());
+    Ok(exit_code(&stop, runs.iter().map(|r| r.results.summary.ending)))
+}
+
+/// `intlab sensitivity`.
+fn run_sensitivity(
+    file: &std::path::Path,
+    app: &str,
+    congestion: &str,
+    set: &[String],
+    out: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let axis = intlab_testbed::sweep::Axis::parse(congestion)?;
+    let stop = stop_on_signals()?;
+    let out = out.unwrap_or_else(|| free_folder(&format!("results/sensitivity-{app}")));
+    let mut progress = progress::Reporter::new();
+    let (runs, fit) = intlab_testbed::sensitivity::estimate(Some(file), app, &axis, set, &out, &stop, &mut progress)?;
+    println!("{:>24}{:>20}{:>16}", axis.key, "mean message us", "runtime us");
+    for r in &runs {
+        let a = r.results.summary.applications.iter().find(|a| a.name == app);
+        let cell = |x: Option<f64>| x.map_or("-".to_owned(), |v| format!("{:.1}", v / 1e3));
+        println!(
+            "{:>24}{:>20}{:>16}",
+            r.point.first().map_or("", |p| p.1.as_str()),
+            cell(a.and_then(|a| a.message_mean_ns)),
+            cell(a.and_then(|a| a.runtime_ns.map(|n| n as f64)))
+        );
+    }
+    match fit {
+        Some(f) => {
+            println!(
+                "{app}: runtime = {:.1} us + {:.2} × mean message time (r = {:.3}); delay sensitivity c_a = {:.2}",
+                f.intercept / 1e3,
+                f.slope,
+                f.r,
+                f.c_a
+            );
+            println!(
+                "give it to Netscope: `delay_sensitivity: {:.2}` on the application",
+                f.c_a
+            );
+        }
+        None => println!("{app}: fewer than two congestion levels finished with different message times: no fit"),
+    }
     Ok(exit_code(&stop, runs.iter().map(|r| r.results.summary.ending)))
 }
 

@@ -169,3 +169,40 @@ fn doctor_measures_the_machine_and_suggests_a_dilation() {
     // 17 hosts at 10 Gb/s behind an 8 us RTT: no 2-core machine runs that in real time.
     assert!(suggested >= 10.0, "{out}");
 }
+
+#[test]
+fn sensitivity_fits_runtime_against_message_time() {
+    support::require_root();
+    let _serial = support::serial();
+    let out = support::scratch_dir("sensitivity");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .arg("sensitivity")
+        .arg(shipped("two-apps-dc.yaml"))
+        .args([
+            "--app",
+            "sensitive",
+            "--congestion",
+            "workload.applications.1.message=1MB,8MB",
+        ])
+        .args([
+            "--set",
+            "controller={name: dcqcn}",
+            "--set",
+            "workload.applications.0.iterations=4",
+        ])
+        .args(["--set", "workload.applications.1.iterations=2", "--out"])
+        .arg(&out)
+        .output()
+        .expect("intlab runs");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c_a: f64 = text
+        .lines()
+        .find_map(|l| l.split("delay sensitivity c_a = ").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no estimate in {text}"));
+    // The sensitive application computes 50 us per 1 MB message of about 1 ms: its runtime
+    // is almost all communication.
+    assert!((0.5..1.5).contains(&c_a), "c_a {c_a}\n{text}");
+    assert!(out.join("point-2/applications.csv").exists());
+}

@@ -35,12 +35,15 @@ pub fn outcomes(apps: &[Application], flows: &[FlowResult]) -> Vec<ApplicationRe
                 .iter()
                 .filter(|f| f.step.is_some_and(|s| usize::from(s.app) == a))
                 .collect();
-            // End of each iteration: its last message acknowledged; None if one never was.
+            // End of each step: its last message acknowledged; None if one never was.
+            let phases = app.phases().max(1);
             let mut ends: Vec<Option<u64>> = vec![Some(0); app.iterations as usize];
             for f in &mine {
                 let Some(step) = f.step else { continue };
                 let end = f.fct_ns.map(|fct| f.start_ns + fct);
-                let slot = &mut ends[step.iteration as usize];
+                let Some(slot) = ends.get_mut((step.iteration / phases) as usize) else {
+                    continue;
+                };
                 *slot = slot.zip(end).map(|(a, b)| a.max(b));
             }
             let done: Vec<u64> = ends.iter().map_while(|e| *e).collect();

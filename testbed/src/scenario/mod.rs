@@ -149,7 +149,7 @@ impl Checker<'_> {
             }
         }
         let workload = match &run.workload {
-            Some(w) => self.workload(&topology, w)?,
+            Some(w) => self.workload(&topology, w, run.seed.unwrap_or(1))?,
             None => {
                 return Err(LoadError {
                     file: self.file.to_owned(),
@@ -161,11 +161,6 @@ impl Checker<'_> {
             }
         };
         let seed = run.seed.unwrap_or(1);
-        let mut workload = workload;
-        // Poisson arrivals draw from the run's seed.
-        if let Workload::Poisson { seed: s, .. } = &mut workload {
-            *s = seed;
-        }
         let duration = match run.duration {
             Some(d) if d.value.0 == 0 => {
                 return Err(self.err(&d.referenced, "duration: expected a time above zero".into()));
@@ -267,7 +262,7 @@ impl Checker<'_> {
         }
     }
 
-    fn workload(&self, t: &Topology, w: &Spanned<RawWorkload>) -> Result<Workload, LoadError> {
+    fn workload(&self, t: &Topology, w: &Spanned<RawWorkload>, seed: u64) -> Result<Workload, LoadError> {
         let workload = match &w.value {
             RawWorkload::Incast(i) => {
                 let receiver = self.host(t, &i.receiver, "workload.incast.receiver")?;
@@ -323,7 +318,60 @@ impl Checker<'_> {
                 }
                 Workload::Flows(flows)
             }
-            RawWorkload::Poisson(p) => self.poisson(t, p)?,
+            RawWorkload::Poisson(p) => self.poisson(t, p, seed)?,
+            RawWorkload::Permutation(p) => {
+                let hosts = self.hosts(t, &p.hosts, "workload.permutation.hosts")?;
+                if hosts.len() < 2 {
+                    return Err(self.err(
+                        &w.referenced,
+                        "workload.permutation: expected at least two hosts".into(),
+                    ));
+                }
+                Workload::Permutation {
+                    hosts,
+                    size: self.size(&p.size, "workload.permutation.size")?,
+                    seed,
+                }
+            }
+            RawWorkload::LongShort(l) => {
+                let what = "workload.long_short";
+                let receiver = self.host(t, &l.receiver, &format!("{what}.receiver"))?;
+                let mut senders = self.hosts(t, &l.senders, &format!("{what}.senders"))?;
+                senders.retain(|&h| h != receiver);
+                if senders.is_empty() {
+                    return Err(self.err(
+                        &l.receiver.referenced,
+                        format!("{what}: expected senders other than the receiver"),
+                    ));
+                }
+                Workload::LongShort {
+                    senders,
+                    receiver,
+                    long: l.long.value,
+                    long_size: self.size(&l.long_size, &format!("{what}.long_size"))?,
+                    short: l.short.value,
+                    short_size: self.size(&l.short_size, &format!("{what}.short_size"))?,
+                    window_ns: l.window.value.0,
+                    seed,
+                }
+            }
+            RawWorkload::Import(i) => {
+                let hosts = self.hosts(t, &i.hosts, "workload.import.hosts")?;
+                let path = self.file.parent().unwrap_or(Path::new(".")).join(&i.file.value);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    self.err(
+                        &i.file.referenced,
+                        format!("workload.import.file: cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                let flows = crate::workload::import(i.format, &text, &hosts).map_err(|(line, message)| LoadError {
+                    file: path.clone(),
+                    line,
+                    column: 1,
+                    message,
+                })?;
+                Workload::Flows(flows)
+            }
             RawWorkload::Applications(list) => {
                 let mut apps = Vec::new();
                 for (k, a) in list.iter().enumerate() {
@@ -338,7 +386,7 @@ impl Checker<'_> {
         Ok(workload)
     }
 
-    fn poisson(&self, t: &Topology, p: &RawPoisson) -> Result<Workload, LoadError> {
+    fn poisson(&self, t: &Topology, p: &RawPoisson, seed: u64) -> Result<Workload, LoadError> {
         let what = "workload.poisson";
         let text = if p.cdf.value == "websearch" {
             WEB_SEARCH.to_owned()
@@ -385,7 +433,7 @@ impl Checker<'_> {
             link_bps,
             load: p.load.value,
             window_ns: p.window.value.0,
-            seed: 0,
+            seed,
         })
     }
 
@@ -557,5 +605,50 @@ links:
         let e = Scenario::from_text(&text, Path::new("s.yaml"), &bad).unwrap_err();
         assert!(e.to_string().starts_with("s.yaml with --set:"), "{e}");
         assert!(e.message.contains("(at `dilation: 0`)"), "{e}");
+    }
+
+    #[test]
+    fn permutations_send_and_receive_once_each_and_long_short_starts_its_short_flows_late() {
+        let s = load("workload:\n  permutation: { size: 1KB }\nseed: 9\n").unwrap();
+        let f = s.flows();
+        let mut src: Vec<usize> = f.iter().map(|f| f.src).collect();
+        let mut dst: Vec<usize> = f.iter().map(|f| f.dst).collect();
+        src.sort_unstable();
+        dst.sort_unstable();
+        assert_eq!((src.clone(), dst), (vec![1, 2, 3], vec![1, 2, 3]));
+        assert!(f.iter().all(|f| f.src != f.dst));
+        let s = load(
+            "workload:\n  long_short: { receiver: h3, long: 2, long_size: 1MB, short: 5, short_size: 10KB, window: 1ms }\n",
+        )
+        .unwrap();
+        let f = s.flows();
+        assert_eq!(f.len(), 7);
+        assert!(f[..2].iter().all(|f| f.size == 1_000_000 && f.start_ns == 0));
+        assert!(
+            f[2..]
+                .iter()
+                .all(|f| f.size == 10_000 && f.start_ns < 1_000_000 && f.dst == 3)
+        );
+    }
+
+    #[test]
+    fn imported_flow_files_map_nodes_to_hosts_and_name_their_bad_line() {
+        let dir = std::env::temp_dir().join(format!("intlab-import-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("flows.txt"), "2\n0 2 3 100 5000 2.0\n1 7 3 100 5000 2.0\n").unwrap();
+        std::fs::write(
+            dir.join("ok.cm"),
+            "Nodes 3\nConnections 1\n1->0 id 1 start 5 size 700\n",
+        )
+        .unwrap();
+        let text = |w: &str| format!("{BASE}workload:\n  import: {w}\n");
+        let at = dir.join("s.yaml");
+        let s = Scenario::from_text(&text("{ format: htsim, file: ok.cm }"), &at, &Overrides::default()).unwrap();
+        let f = s.flows();
+        assert_eq!((f[0].src, f[0].dst, f[0].size, f[0].start_ns), (2, 1, 700, 5_000));
+        let e = Scenario::from_text(&text("{ format: ns3, file: flows.txt }"), &at, &Overrides::default()).unwrap_err();
+        assert_eq!((e.file.clone(), e.line), (dir.join("flows.txt"), 3), "{e}");
+        assert!(e.message.contains("node 7"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -7,7 +7,7 @@ use intlab_transport::flow::MessageKind;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::workload::Exchange;
+use crate::workload::{Exchange, Format};
 
 /// Everything in a scenario file that is not topology.
 #[derive(Debug, Default)]
@@ -44,6 +44,43 @@ pub(crate) enum RawWorkload {
     Applications(Vec<Spanned<RawApplication>>),
     /// Sizes from a CDF, Poisson arrivals.
     Poisson(RawPoisson),
+    /// A random permutation.
+    Permutation(RawPermutation),
+    /// Long flows and short ones arriving among them.
+    LongShort(RawLongShort),
+    /// A flow file of another simulator.
+    Import(RawImport),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPermutation {
+    #[serde(default)]
+    pub hosts: Option<Vec<Spanned<String>>>,
+    pub size: Spanned<Bytes>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLongShort {
+    #[serde(default)]
+    pub senders: Option<Vec<Spanned<String>>>,
+    pub receiver: Spanned<String>,
+    pub long: Spanned<u32>,
+    pub long_size: Spanned<Bytes>,
+    pub short: Spanned<u32>,
+    pub short_size: Spanned<Bytes>,
+    pub window: Spanned<Nanos>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawImport {
+    pub format: Format,
+    /// Relative to the scenario's folder.
+    pub file: Spanned<String>,
+    #[serde(default)]
+    pub hosts: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

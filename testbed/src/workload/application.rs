@@ -1,8 +1,13 @@
-//! Applications: iterative jobs, as HPC codes and training jobs run. Each iteration computes
-//! for a while and then exchanges one message between pairs of its ranks; the next iteration
-//! computes once every message of this one has been delivered (acknowledged). An
-//! application's runtime therefore follows its message delays, which is what a controller
-//! that knows an application's delay sensitivity (Netscope) tries to protect.
+//! Applications: iterative jobs, as HPC codes and training jobs run. Each iteration (a step)
+//! computes for a while and then exchanges messages between its ranks; the next step computes
+//! once every message of this one has been delivered (acknowledged). An application's runtime
+//! therefore follows its message delays, which is what a controller that knows an
+//! application's delay sensitivity (Netscope) tries to protect, and a collective's step is as
+//! slow as its slowest flow, which is what tail FCT measures.
+//!
+//! A step's exchange runs in phases, each waiting for the one before: one phase for `ring` and
+//! `all_to_all`; 2(n − 1) ring phases of message/n bytes for `all_reduce` over n ranks (the
+//! reduce-scatter then all-gather of ring all-reduce).
 
 use std::collections::HashMap;
 
@@ -19,6 +24,8 @@ pub enum Exchange {
     Ring,
     /// Every rank sends to every other.
     AllToAll,
+    /// Ring all-reduce of the message: 2(n − 1) ring phases of message/n bytes.
+    AllReduce,
 }
 
 /// One iterative job.
@@ -45,12 +52,28 @@ pub struct Application {
 }
 
 impl Application {
-    /// The (sender, receiver) pairs of one iteration.
+    /// Phases of one step.
+    pub fn phases(&self) -> u32 {
+        match self.exchange {
+            Exchange::AllReduce => 2 * (self.ranks.len() as u32).saturating_sub(1).max(1),
+            Exchange::Ring | Exchange::AllToAll => 1,
+        }
+    }
+
+    /// Bytes of each message of a phase.
+    pub fn phase_bytes(&self) -> u64 {
+        match self.exchange {
+            Exchange::AllReduce => self.message.div_ceil(self.ranks.len().max(1) as u64).max(1),
+            Exchange::Ring | Exchange::AllToAll => self.message,
+        }
+    }
+
+    /// The (sender, receiver) pairs of one phase.
     pub fn pairs(&self) -> Vec<(usize, usize)> {
         let n = self.ranks.len();
         match self.exchange {
             Exchange::Ring if n == 2 => vec![(self.ranks[0], self.ranks[1]), (self.ranks[1], self.ranks[0])],
-            Exchange::Ring => (0..n).map(|i| (self.ranks[i], self.ranks[(i + 1) % n])).collect(),
+            Exchange::Ring | Exchange::AllReduce => (0..n).map(|i| (self.ranks[i], self.ranks[(i + 1) % n])).collect(),
             Exchange::AllToAll => self
                 .ranks
                 .iter()
@@ -60,12 +83,12 @@ impl Application {
     }
 }
 
-/// Which iteration of which application a flow carries.
+/// Which phase of which application a flow carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Step {
     /// The application (its index in the workload).
     pub app: u16,
-    /// The iteration, from 0.
+    /// The phase, counted over the whole run from 0: step = iteration / phases.
     pub iteration: u32,
 }
 
@@ -83,6 +106,8 @@ pub struct Release {
 pub struct Iterations {
     /// Compute time of each application, on the lab's clock (ns).
     compute_ns: Vec<u64>,
+    /// Phases per step of each application.
+    phases: Vec<u32>,
     /// The plan indices of each step's flows.
     flows_of: HashMap<Step, Vec<usize>>,
     /// Flows of each step not yet completed, and the latest completion so far.
@@ -107,6 +132,7 @@ impl Iterations {
                 .iter()
                 .map(|a| (a.compute_ns as f64 * dilation).round() as u64)
                 .collect(),
+            phases: apps.iter().map(Application::phases).collect(),
             flows_of,
             pending,
             step_of,
@@ -133,9 +159,16 @@ impl Iterations {
             iteration: step.iteration + 1,
         };
         let flows = self.flows_of.get(&next)?.clone();
+        let app = usize::from(step.app);
+        // Compute comes before a step's first phase only.
+        let compute = if next.iteration.is_multiple_of(self.phases[app].max(1)) {
+            self.compute_ns[app]
+        } else {
+            0
+        };
         Some(Release {
             flows,
-            start_ns: *last + self.compute_ns[usize::from(step.app)],
+            start_ns: *last + compute,
         })
     }
 }
@@ -147,14 +180,15 @@ pub(super) fn plan(apps: &[Application], first_id: u32) -> Vec<PlannedFlow> {
     let mut out = Vec::new();
     for (a, app) in apps.iter().enumerate() {
         let pairs = app.pairs();
-        for iteration in 0..app.iterations {
-            let start_ns = app.start_ns + u64::from(iteration + 1) * app.compute_ns;
+        let phases = app.phases();
+        for iteration in 0..app.iterations * phases {
+            let start_ns = app.start_ns + u64::from(iteration / phases + 1) * app.compute_ns;
             for &(src, dst) in &pairs {
                 out.push(PlannedFlow {
                     id: first_id + out.len() as u32,
                     src,
                     dst,
-                    size: app.message,
+                    size: app.phase_bytes(),
                     start_ns,
                     kind: app.kind,
                     step: Some(Step {
@@ -194,6 +228,27 @@ mod tests {
             app(vec![1, 2, 3], Exchange::AllToAll, 1).pairs(),
             [(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)]
         );
+    }
+
+    #[test]
+    fn an_all_reduce_step_is_2n_minus_2_ring_phases_with_compute_before_the_first() {
+        let mut a = app(vec![1, 2, 3], Exchange::AllReduce, 2);
+        a.message = 3000;
+        assert_eq!((a.phases(), a.phase_bytes()), (4, 1000));
+        let plan = plan(std::slice::from_ref(&a), 1);
+        assert_eq!(plan.len(), 2 * 4 * 3, "2 steps × 4 phases × 3 ring sends");
+        let mut it = Iterations::new(std::slice::from_ref(&a), &plan, 1.0);
+        // Phase 0 (flows 1-3) done at 500: phase 1 starts at once.
+        it.complete(1, 400);
+        it.complete(2, 450);
+        assert_eq!(it.complete(3, 500).map(|r| r.start_ns), Some(500));
+        // Phase 3 ends the first step: phase 4 (step 2) computes 50 ns first.
+        for id in 4..=9 {
+            it.complete(id, 600);
+        }
+        assert_eq!(it.complete(10, 700).map(|r| r.start_ns), None);
+        it.complete(11, 700);
+        assert_eq!(it.complete(12, 800).map(|r| (r.flows[0], r.start_ns)), Some((12, 850)));
     }
 
     #[test]

@@ -2,9 +2,17 @@
 
 mod application;
 mod cdf;
+mod import;
 
 pub use application::{Application, Exchange, Iterations, Release, Step};
 pub use cdf::{SizeCdf, WEB_SEARCH};
+pub use import::Format;
+
+/// Reads a flow file of another simulator (see [`Format`]); node k is `hosts[k]`. Errors name
+/// the line.
+pub fn import(format: Format, text: &str, hosts: &[usize]) -> Result<Vec<PlannedFlow>, (usize, String)> {
+    import::parse(format, text, hosts)
+}
 
 use intlab_transport::flow::MessageKind;
 
@@ -44,6 +52,36 @@ pub enum Workload {
     Flows(Vec<PlannedFlow>),
     /// Iterative jobs sharing the network.
     Applications(Vec<Application>),
+    /// Every host of `hosts` sends one flow of `size` to another, each receiving one: a random
+    /// permutation without fixed points (Sattolo's algorithm, one cycle).
+    Permutation {
+        /// Hosts taking part (node indices).
+        hosts: Vec<usize>,
+        /// Bytes per flow.
+        size: u64,
+        /// Seed of the permutation.
+        seed: u64,
+    },
+    /// `long` flows of `long_size` start at 0 and `short` flows of `short_size` at uniformly
+    /// random times before `window_ns`, all to `receiver`, senders taken in turn.
+    LongShort {
+        /// Sending hosts.
+        senders: Vec<usize>,
+        /// The receiving host.
+        receiver: usize,
+        /// Long flows.
+        long: u32,
+        /// Bytes of a long flow.
+        long_size: u64,
+        /// Short flows.
+        short: u32,
+        /// Bytes of a short flow.
+        short_size: u64,
+        /// Short flows start before this (ns).
+        window_ns: u64,
+        /// Seed of the start times.
+        seed: u64,
+    },
     /// Sizes from a CDF, Poisson arrivals at a target load (see [`SizeCdf`]).
     Poisson {
         /// The flow-size distribution.
@@ -144,6 +182,42 @@ impl Workload {
                 }
             }
             Workload::Applications(apps) => out = application::plan(apps, 1),
+            Workload::Permutation { hosts, size, seed } => {
+                let mut rng = fastrand::Rng::with_seed(*seed);
+                let mut to = hosts.clone();
+                // Sattolo: a uniformly random single cycle, so nobody sends to itself.
+                for i in (1..to.len()).rev() {
+                    to.swap(i, rng.usize(..i));
+                }
+                for (&s, &d) in hosts.iter().zip(&to) {
+                    push(s, d, *size, 0, MessageKind::Write);
+                }
+            }
+            Workload::LongShort {
+                senders,
+                receiver,
+                long,
+                long_size,
+                short,
+                short_size,
+                window_ns,
+                seed,
+            } => {
+                let mut rng = fastrand::Rng::with_seed(*seed);
+                let mut turn = senders.iter().cycle();
+                for _ in 0..*long {
+                    if let Some(&s) = turn.next() {
+                        push(s, *receiver, *long_size, 0, MessageKind::Write);
+                    }
+                }
+                let mut starts: Vec<u64> = (0..*short).map(|_| rng.u64(..(*window_ns).max(1))).collect();
+                starts.sort_unstable();
+                for t in starts {
+                    if let Some(&s) = turn.next() {
+                        push(s, *receiver, *short_size, t, MessageKind::Write);
+                    }
+                }
+            }
             Workload::Poisson {
                 cdf,
                 hosts,
