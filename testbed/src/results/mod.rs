@@ -270,6 +270,10 @@ pub struct Summary {
     pub bottleneck: Option<String>,
     /// Its queue at dequeue (bytes).
     pub bottleneck_queue: Option<Quantiles>,
+    /// The bottleneck's configured line rate and the rate it carried over the workload (first
+    /// start to last completion), b/s in scenario units: a saturated port that carried much
+    /// less than its rate means the emulation fell short.
+    pub bottleneck_rate_bps: Option<(u64, u64)>,
     /// Frames dropped by every switch.
     pub drops: u64,
     /// Frames marked CE by every switch.
@@ -615,6 +619,16 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         int_overhead,
         fairness: fairness::windowed(flows, m.series, 10 * rtt, 50 * rtt, &[]),
         bottleneck: busiest.map(|(sw, p)| format!("{}:{}", sw.switch, p.name)),
+        bottleneck_rate_bps: busiest.and_then(|(sw, p)| {
+            let node = t.node(&sw.switch)?;
+            let link = t
+                .links_of(node)
+                .find(|&(l, end)| t.links[l].ends[end].interface == p.name)?
+                .0;
+            let span = last.saturating_sub(first);
+            let carried = (span > 0).then(|| (u128::from(p.tx_bytes) * 8 * 1_000_000_000 / u128::from(span)) as u64)?;
+            Some((t.links[link].props.rate.bps(), carried))
+        }),
         bottleneck_queue: busiest.map(|(_, p)| Quantiles {
             p50: p.queue_p50 as f64,
             p99: p.queue_p99 as f64,

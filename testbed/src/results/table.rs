@@ -61,6 +61,15 @@ pub fn summary_table(s: &Summary) -> String {
         None => "queue".to_owned(),
     };
     row(&mut out, &queue, s.bottleneck_queue, bytes);
+    if let (Some(b), Some((configured, carried))) = (&s.bottleneck, s.bottleneck_rate_bps) {
+        let _ = writeln!(
+            out,
+            "  bottleneck {b} carried {} of its {} ({:.1} %) from the first start to the last completion",
+            rate(carried as f64),
+            rate(configured as f64),
+            carried as f64 / configured.max(1) as f64 * 100.0
+        );
+    }
     let _ = writeln!(
         out,
         "  goodput {} ({:.1} % of the receivers' links)",
