@@ -16,7 +16,14 @@ use intlab_testbed::scenario::{Overrides, Scenario};
 /// attempt waits a little and runs slower, as the lab's own warning advises.
 const DILATIONS: [f64; 6] = [1.0, 1.0, 2.0, 4.0, 8.0, 8.0];
 
-/// Runs `s` until the machine keeps up with it (see [`DILATIONS`]).
+/// Share of the CPU time the hypervisor may take (steal) during a run that judges the
+/// controller: above it, threads stall for milliseconds at random and the run measures the
+/// machine. The lab's own summary reports it.
+const MAX_STEAL: f64 = 0.03;
+
+/// Runs `s` until the machine keeps up with it: no timing warning from the lab (frames
+/// released on time, hosts stalled under 2 % of the time) and little steal (see [`DILATIONS`]
+/// and [`MAX_STEAL`]).
 fn run_kept_up(tag: &str, s: &Scenario) -> Results {
     for (attempt, &d) in DILATIONS.iter().enumerate() {
         if attempt > 0 {
@@ -27,9 +34,15 @@ fn run_kept_up(tag: &str, s: &Scenario) -> Results {
             ..s.clone()
         };
         let r = support::run_scenario(&format!("{tag}{attempt}"), &s);
-        if r.summary.release_late_p99_ns * 10 <= r.summary.path_rtt_min_ns {
+        let steal = r.summary.cpu_steal.unwrap_or(0.0);
+        if !r.summary.timing_warning && steal <= MAX_STEAL {
             return r;
         }
+        eprintln!(
+            "attempt {attempt} (dilation {d}) void: timing warning {}, steal {:.1} %",
+            r.summary.timing_warning,
+            steal * 100.0
+        );
     }
     panic!(
         "the machine did not keep up in {} runs, up to dilation 8",
@@ -69,12 +82,10 @@ const RTT_NS: u64 = 800_000;
 
 /// One flow from a 1 Gb/s NIC into a 100 Mb/s bottleneck: HPCC, not the NIC, finds the rate.
 /// Issue 4: at least 90 % busy (wire bytes over line rate), INT queue p99 below one BDP after 50
-/// RTTs. Measured on a quiet machine: 94-95 % busy, INT queue p99 1.1-5.6 KB. Under hypervisor
-/// steal (4-8 % right after a CI build) the queue p99 reached 15-25 KB even at dilation 2-8 in
-/// 2 of about 20 runs, so it does not gate CI yet (issue 4 stays open): run it with
-/// `cargo test -p intlab-testbed --test hpcc -- --ignored`.
+/// RTTs. Measured on a quiet machine: 94-95 % busy, INT queue p99 1.1-5.6 KB, also with a busy
+/// loop on one core. The two failures seen (queue p99 15-25 KB) came from runs under 4-8 %
+/// hypervisor steal right after a CI build, which the attempts now void.
 #[test]
-#[ignore = "queue p99 exceeds one BDP in ~1 of 10 runs under hypervisor steal; see issue 4"]
 fn hpcc_keeps_the_bottleneck_busy_with_a_short_queue() {
     support::require_root();
     let _serial = support::serial();
