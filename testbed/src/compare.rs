@@ -8,7 +8,10 @@ use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 
-use crate::results::{Line, Results, Summary, WriteError, fct_cdf_points, lines, queue_points, throughput_points};
+use crate::results::{
+    Line, Results, Summary, WriteError, csv_rows, fct_cdf_points, lines, queue_points, throughput_points,
+    write_error_at,
+};
 use crate::run::{self, Progress, RunError};
 use crate::scenario::{Overrides, Scenario};
 use crate::topology::LoadError;
@@ -324,19 +327,9 @@ fn markdown_table(c: &Comparison) -> String {
 
 /// Writes the table, the overlaid plots and the report page into `out`.
 pub fn write(out: &Path, c: &Comparison) -> Result<(), WriteError> {
-    let fail = |name: &str| {
-        let file = out.join(name).display().to_string();
-        move |source: std::io::Error| WriteError {
-            file: file.clone(),
-            source,
-        }
-    };
+    let fail = |name: &str| write_error_at(out, name);
     std::fs::create_dir_all(out).map_err(fail(""))?;
-    let mut csv = csv::Writer::from_path(out.join(TABLE_CSV)).map_err(|e| fail(TABLE_CSV)(e.into()))?;
-    for r in rows(c) {
-        csv.serialize(r).map_err(|e| fail(TABLE_CSV)(e.into()))?;
-    }
-    csv.flush().map_err(fail(TABLE_CSV))?;
+    csv_rows(out, TABLE_CSV, rows(c))?;
     std::fs::write(out.join(TABLE_TXT), table(c)).map_err(fail(TABLE_TXT))?;
     let overlay = |points: fn(&Results) -> Vec<(f64, f64)>| -> Vec<Line> {
         c.entries

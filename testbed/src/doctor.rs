@@ -65,7 +65,7 @@ pub fn wakeup_lateness(n: usize) -> Quantiles {
 pub fn loopback_rate(how_long: Duration) -> std::io::Result<f64> {
     let rx = Socket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0)?;
     let tx = Socket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0)?;
-    let dst = match local_addr(&rx)? {
+    let dst = match rx.local_addr()? {
         std::net::SocketAddr::V4(a) => a,
         std::net::SocketAddr::V6(_) => return Err(std::io::Error::other("loopback socket is not IPv4")),
     };
@@ -89,14 +89,6 @@ pub fn loopback_rate(how_long: Duration) -> std::io::Result<f64> {
         }
     }
     Ok(moved as f64 / start.elapsed().as_secs_f64())
-}
-
-fn local_addr(s: &Socket) -> std::io::Result<std::net::SocketAddr> {
-    use std::os::fd::BorrowedFd;
-    // SAFETY: the descriptor belongs to `s`, which outlives this borrow.
-    let fd = unsafe { BorrowedFd::borrow_raw(s.fd()) };
-    let sock = std::net::UdpSocket::from(fd.try_clone_to_owned()?);
-    sock.local_addr()
 }
 
 /// Measures this machine.

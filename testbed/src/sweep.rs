@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 use plotters::prelude::*;
 
-use crate::results::{Results, WriteError};
+use crate::results::{Results, WriteError, write_error_at};
 use crate::run::{self, Progress, RunError};
 use crate::scenario::{Overrides, Scenario};
 use crate::topology::LoadError;
@@ -215,13 +215,7 @@ pub fn table(axes: &[Axis], runs: &[SweepRun]) -> String {
 }
 
 fn write(out: &Path, axes: &[Axis], runs: &[SweepRun]) -> Result<(), WriteError> {
-    let fail = |name: &str| {
-        let file = out.join(name).display().to_string();
-        move |source: std::io::Error| WriteError {
-            file: file.clone(),
-            source,
-        }
-    };
+    let fail = |name: &str| write_error_at(out, name);
     std::fs::create_dir_all(out).map_err(fail(""))?;
     let mut csv = String::new();
     for a in axes {

@@ -163,6 +163,11 @@ impl Socket {
         Ok(Socket { sock })
     }
 
+    /// The address it is bound to (its port, when bound to port 0).
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.sock.local_addr()
+    }
+
     /// The descriptor, for polling.
     pub fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()

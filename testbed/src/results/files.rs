@@ -39,7 +39,8 @@ pub struct WriteError {
     pub source: io::Error,
 }
 
-fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError {
+/// Turns an I/O error on file `name` of `dir` into a [`WriteError`] naming it.
+pub(crate) fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError + use<> {
     let file = dir.join(name).display().to_string();
     move |source| WriteError {
         file: file.clone(),
@@ -47,7 +48,12 @@ fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError {
     }
 }
 
-fn csv_rows<R: Serialize>(dir: &Path, name: &str, rows: impl IntoIterator<Item = R>) -> Result<(), WriteError> {
+/// Writes `rows` as the CSV file `name` of `dir`, a header from the row's fields.
+pub(crate) fn csv_rows<R: Serialize>(
+    dir: &Path,
+    name: &str,
+    rows: impl IntoIterator<Item = R>,
+) -> Result<(), WriteError> {
     let e = at(dir, name);
     let mut w = csv::Writer::from_path(dir.join(name)).map_err(|x| e(x.into()))?;
     for r in rows {

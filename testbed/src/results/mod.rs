@@ -15,6 +15,7 @@ pub use files::{
     APPLICATIONS, COUNTERS, FLOWS, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError,
     write_all, write_scenario,
 };
+pub(crate) use files::{at as write_error_at, csv_rows};
 pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};
 pub use table::summary_table;
 
