@@ -199,3 +199,27 @@ fn dcqcn_keeps_the_queue_below_what_line_rate_senders_build() {
     assert_eq!(dcqcn.summary.drops, 0, "DCQCN never fills it");
     assert!(queue(&dcqcn) < queue(&line));
 }
+
+/// A scenario whose RTT is far below what this machine's thread wake-ups can hold (links of
+/// 1 us at dilation 1: every wake-up is tens of microseconds late): the run's report gives the
+/// switches' and senders' lateness against the RTT and warns.
+#[test]
+fn a_run_the_machine_cannot_keep_up_with_says_so() {
+    support::require_root();
+    let _serial = support::serial();
+    let text = TWO_TO_ONE.replace("delay: 50us", "delay: 1us")
+        + "workload:\n  flows:\n    - { src: h1, dst: h3, size: 2000000 }\ncontroller: { name: line_rate }\n";
+    let r = run_text("late", &text);
+    let s = &r.summary;
+    let table = intlab_testbed::results::summary_table(s);
+    eprintln!("{table}");
+    assert!(s.host_wake_late_p99_ns > 0 && s.host_wake_late_p50_ns <= s.host_wake_late_p99_ns);
+    assert!(s.release_late_p99_ns > 0 && s.release_late_p50_ns <= s.release_late_p99_ns);
+    assert!(
+        s.host_wake_late_p99_ns.max(s.release_late_p99_ns) * 10 > s.path_rtt_min_ns,
+        "a {} ns RTT is held to a tenth?",
+        s.path_rtt_min_ns
+    );
+    assert!(s.timing_warning);
+    assert!(table.contains("senders wake") && table.contains("WARNING"), "{table}");
+}

@@ -3,6 +3,7 @@
 //! The caller decides where the thread runs (`enter` is called first, e.g. to join a network
 //! namespace), so the transport itself knows nothing of namespaces.
 
+use hdrhistogram::Histogram;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -144,6 +145,11 @@ pub struct EndpointCounters {
     pub stalls: u64,
     /// The latest wake-up (ns).
     pub stall_max_ns: u64,
+    /// Median lateness of the timer wake-ups (ns): how far past its schedule the sender
+    /// thread runs, the host side of the emulation's timing error.
+    pub wake_late_p50_ns: u64,
+    /// 99th percentile of that lateness (ns).
+    pub wake_late_p99_ns: u64,
 }
 
 /// A wake-up of the endpoint thread that came late by at least `SenderTiming::stall_ns`: the host could not
@@ -300,6 +306,8 @@ struct Host {
     /// The QP the NIC serves first next time (round robin).
     next_qp: usize,
     stalls: Vec<Stall>,
+    /// Lateness of each timer wake-up (ns).
+    wake_late: Histogram<u64>,
 }
 
 impl Host {
@@ -326,6 +334,8 @@ impl Host {
             nic_free_ns: 0,
             next_qp: 0,
             stalls: Vec::new(),
+            // Up to 1 s late at 2 significant digits: a few KB.
+            wake_late: Histogram::new_with_max(1_000_000_000, 2).map_err(io::Error::other)?,
         })
     }
 
@@ -655,8 +665,12 @@ impl Host {
             tv_nsec: d.subsec_nanos() as libc::c_long,
         };
         // SAFETY: a live pollfd array of the length passed and a valid timespec.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         let late = self.now().saturating_sub(now + sleep);
+        // Only a timer wake-up has a schedule to be late for; a packet wakes the thread early.
+        if ready == 0 {
+            let _ = self.wake_late.record(late);
+        }
         if late >= self.cfg.timing.stall_ns {
             for s in &mut self.senders {
                 s.qp.note_stall();
@@ -689,7 +703,11 @@ impl Host {
             sent,
             received,
             series,
-            counters: self.counters,
+            counters: EndpointCounters {
+                wake_late_p50_ns: self.wake_late.value_at_quantile(0.5),
+                wake_late_p99_ns: self.wake_late.value_at_quantile(0.99),
+                ..self.counters
+            },
             stalls: self.stalls,
         }
     }

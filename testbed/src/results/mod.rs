@@ -302,6 +302,13 @@ pub struct Summary {
     /// Worst 99th percentile, over switch ports, of how late a frame left against its exact
     /// schedule (ns, scenario time): the timing error this machine added.
     pub release_late_p99_ns: u64,
+    /// Median of that lateness, over the port with the worst p99 (ns, scenario time).
+    pub release_late_p50_ns: u64,
+    /// Worst median, over hosts, of how late a sender's timer wake-up came (ns, scenario
+    /// time): its packets leave that much after their schedule, in one batch.
+    pub host_wake_late_p50_ns: u64,
+    /// Worst 99th percentile of that lateness over hosts (ns, scenario time).
+    pub host_wake_late_p99_ns: u64,
     /// Host wake-ups that came late enough to count as stalls (the endpoint's `stall_ns`).
     pub host_stalls: u64,
     /// The latest host wake-up (ns, scenario time).
@@ -311,8 +318,8 @@ pub struct Summary {
     /// Share of the CPU time the hypervisor took while the workload ran (steal time; None when
     /// unknown): on a shared virtual machine, the usual cause of stalls.
     pub cpu_steal: Option<f64>,
-    /// True when the machine did not keep up: switch release lateness (p99) above a tenth of
-    /// the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
+    /// True when the machine did not keep up: switch release or host wake-up lateness (p99)
+    /// above a tenth of the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
     /// time. A larger `dilation` gives more faithful results.
     pub timing_warning: bool,
     /// Each application's outcome (empty unless the workload has applications).
@@ -579,13 +586,15 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         .filter(|(_, p)| p.queue_samples > 0)
         .max_by_key(|(_, p)| (p.queue_p99, p.queue_max, p.tx_bytes));
     let path_rtt_min_ns = flows.iter().map(|f| f.path_rtt_ns).min().unwrap_or(0);
-    let release_late_p99_ns = switches
+    let (release_late_p99_ns, release_late_p50_ns) = switches
         .iter()
         .flat_map(|sw| &sw.ports)
         .filter(|p| p.tx_frames > 0)
-        .map(|p| time.span(p.release_late_p99_ns))
+        .map(|p| (time.span(p.release_late_p99_ns), time.span(p.release_late_p50_ns)))
         .max()
-        .unwrap_or(0);
+        .unwrap_or((0, 0));
+    let host_wake_late_p50_ns = time.span(hosts.iter().map(|h| h.counters.wake_late_p50_ns).max().unwrap_or(0));
+    let host_wake_late_p99_ns = time.span(hosts.iter().map(|h| h.counters.wake_late_p99_ns).max().unwrap_or(0));
     // Host time runs to the last completion or, for unfinished flows, the last sample.
     let host_span = flows
         .iter()
@@ -658,11 +667,15 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         },
         slowdown_by_size: slowdown_by_size(flows),
         release_late_p99_ns,
+        release_late_p50_ns,
+        host_wake_late_p50_ns,
+        host_wake_late_p99_ns,
         host_stalls: hosts.iter().map(|h| h.counters.stalls).sum(),
         host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
         host_stall_fraction,
         cpu_steal: None,
-        timing_warning: release_late_p99_ns * 10 > path_rtt_min_ns || host_stall_fraction > STALL_FRACTION_LIMIT,
+        timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
+            || host_stall_fraction > STALL_FRACTION_LIMIT,
         applications: outcomes(s.workload.applications(), flows),
     }
 }

@@ -118,13 +118,25 @@ pub fn summary_table(s: &Summary) -> String {
             s.content_errors, s.bad_icrc
         );
     }
+    let rtt = s.path_rtt_min_ns.max(1) as f64;
+    let share = |ns: u64| format!("{} ({:.1} %)", time(ns as f64), ns as f64 / rtt * 100.0);
     let _ = writeln!(
         out,
-        "  timing: shortest path RTT {}; a flow's smallest RTT exceeds its path's by {} (p50) and \
-         switches release frames {} late (p99)",
+        "  timing: shortest path RTT {}; a flow's smallest RTT exceeds its path's by {} (p50)",
         time(s.path_rtt_min_ns as f64),
         s.rtt_excess_ns.map_or("-".to_owned(), |q| time(q.p50)),
-        time(s.release_late_p99_ns as f64)
+    );
+    let _ = writeln!(
+        out,
+        "  late against the schedule (share of that RTT): switches release frames {} at p50, {} at p99",
+        share(s.release_late_p50_ns),
+        share(s.release_late_p99_ns),
+    );
+    let _ = writeln!(
+        out,
+        "  senders wake {} at p50, {} at p99",
+        share(s.host_wake_late_p50_ns),
+        share(s.host_wake_late_p99_ns)
     );
     if s.host_stalls > 0 {
         let _ = writeln!(
@@ -145,8 +157,8 @@ pub fn summary_table(s: &Summary) -> String {
     if s.timing_warning {
         let _ = writeln!(
             out,
-            "  WARNING: the machine did not keep up (switches released frames more than a tenth of \
-             an RTT late, or hosts stalled over {:.0} % of the time); results are less faithful: \
+            "  WARNING: the machine did not keep up (switches released frames or senders woke more \
+             than a tenth of an RTT late at p99, or hosts stalled over {:.0} % of the time); results are less faithful: \
              raise `dilation` (now {}).",
             super::STALL_FRACTION_LIMIT * 100.0,
             s.dilation

@@ -24,7 +24,7 @@ use serde_saphyr::{Location, Spanned};
 
 use crate::lab::TransportSettings;
 use crate::topology::{LoadError, NodeKind, Topology, load_document};
-use crate::workload::{Application, PlannedFlow, SizeCdf, WEB_SEARCH, Workload};
+use crate::workload::{Application, PlannedFlow, SizeCdf, Workload, cdf};
 use raw::{RawApplication, RawPoisson, RawRun, RawWorkload};
 
 /// The scenario `intlab run` uses when given no file: 4-to-1 incast under HPCC.
@@ -388,8 +388,8 @@ impl Checker<'_> {
 
     fn poisson(&self, t: &Topology, p: &RawPoisson, seed: u64) -> Result<Workload, LoadError> {
         let what = "workload.poisson";
-        let text = if p.cdf.value == "websearch" {
-            WEB_SEARCH.to_owned()
+        let text = if let Some(text) = cdf::builtin(&p.cdf.value) {
+            text.to_owned()
         } else {
             let base = self.file.parent().unwrap_or(Path::new("."));
             let path = base.join(&p.cdf.value);
@@ -397,7 +397,7 @@ impl Checker<'_> {
                 self.err(
                     &p.cdf.referenced,
                     format!(
-                        "{what}.cdf: expected `websearch` or a CDF file, cannot read {}: {e}",
+                        "{what}.cdf: expected `websearch`, `fbhadoop` or a CDF file, cannot read {}: {e}",
                         path.display()
                     ),
                 )

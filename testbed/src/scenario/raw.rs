@@ -86,7 +86,7 @@ pub(crate) struct RawImport {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawPoisson {
-    /// `websearch` or a CDF file (relative to the scenario's folder).
+    /// `websearch`, `fbhadoop` or a CDF file (relative to the scenario's folder).
     pub cdf: Spanned<String>,
     pub load: Spanned<f64>,
     pub window: Spanned<Nanos>,

@@ -29,6 +29,42 @@ pub const WEB_SEARCH: &str = "\
 30000000 100
 ";
 
+/// The Facebook Hadoop cluster's flow sizes (Roy et al., "Inside the Social Network's
+/// (Datacenter) Network", SIGCOMM 2015, Fig. 6), as the HPCC evaluation tabulated them
+/// (`traffic_gen/FbHdp_distribution.txt`): mostly small flows, 20 points up to 10 MB.
+pub const FB_HADOOP: &str = "\
+# Facebook Hadoop flow sizes: Roy et al., SIGCOMM 2015, Fig. 6 (as HPCC, SIGCOMM 2019, uses them).
+0 0
+100 1
+200 2
+300 5
+350 15
+400 20
+500 30
+600 40
+700 50
+1000 60
+2000 67
+7000 70
+30000 72
+50000 82
+80000 87
+120000 90
+300000 95
+1000000 97.5
+2000000 99
+10000000 100
+";
+
+/// The built-in distribution called `name` in a scenario (`websearch`, `fbhadoop`), if any.
+pub fn builtin(name: &str) -> Option<&'static str> {
+    match name {
+        "websearch" => Some(WEB_SEARCH),
+        "fbhadoop" => Some(FB_HADOOP),
+        _ => None,
+    }
+}
+
 /// A flow-size distribution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SizeCdf {
@@ -168,6 +204,17 @@ mod tests {
         assert_eq!(c.size_at(0.15), 10_000);
         assert_eq!(c.size_at(0.25), 25_000);
         assert_eq!(c.size_at(1.0), 30_000_000);
+    }
+
+    #[test]
+    fn fb_hadoop_is_mostly_small_flows() {
+        let c = SizeCdf::parse(builtin("fbhadoop").expect("built in")).expect("valid");
+        // Half the flows are at most 700 B, yet the mean is tens of KB (the 10 MB tail).
+        assert_eq!(c.size_at(0.5), 700);
+        let m = c.mean();
+        assert!((50e3..300e3).contains(&m), "{m}");
+        assert_eq!(c.size_at(1.0), 10_000_000);
+        assert!(builtin("websearch").is_some() && builtin("datamining").is_none());
     }
 
     #[test]

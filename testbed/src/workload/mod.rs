@@ -1,11 +1,11 @@
 //! Workloads: which flows a run starts, between which hosts, of what size and when.
 
 mod application;
-mod cdf;
+pub mod cdf;
 mod import;
 
 pub use application::{Application, Exchange, Iterations, Release, Step};
-pub use cdf::{SizeCdf, WEB_SEARCH};
+pub use cdf::{FB_HADOOP, SizeCdf, WEB_SEARCH};
 pub use import::Format;
 
 /// Reads a flow file of another simulator (see [`Format`]); node k is `hosts[k]`. Errors name
