@@ -11,8 +11,6 @@ use crate::observation::{History, RewardShape, multiplier};
 
 /// Largest queue, in BDPs (the buffer).
 const BUFFER_BDPS: f64 = 64.0;
-/// Lowest rate a flow may fall to (fraction of line rate).
-const MIN_RATE: f64 = 1e-3;
 
 /// One flow of the model.
 #[derive(Debug, Clone)]
@@ -36,20 +34,27 @@ pub struct Bottleneck {
     pub queue: f64,
     /// Standard deviation of the RTT-inflation noise each flow measures.
     pub noise: f64,
+    /// Lowest rate a flow may fall to (fraction of line rate), as the transport's floor.
+    pub min_rate: f64,
     /// The queue at the end of each past step, newest last (as far back as an RTT reaches).
     past: Vec<f64>,
     rng: fastrand::Rng,
 }
 
 impl Bottleneck {
-    /// `n` flows starting at random rates from 5 % to 100 % of the line rate, and an empty
-    /// queue. (Starting every flow at line rate, as the transport does, trained worse policies:
-    /// measured in the lab, 35-37 % goodput against 72-73 % on the 4-to-1 incast.)
-    pub fn new(n: usize, noise: f64, seed: u64) -> Bottleneck {
+    /// `n` flows and an empty queue; with probability `line_rate_starts` (drawn by `seed`) the
+    /// flows start at line rate, as the transport's do, else at random rates from the floor
+    /// `min_rate` to line rate.
+    pub fn new(n: usize, noise: f64, min_rate: f64, line_rate_starts: f64, seed: u64) -> Bottleneck {
         let mut rng = fastrand::Rng::with_seed(seed);
+        let at_line_rate = rng.f64() < line_rate_starts;
         let flows = (0..n.max(1))
             .map(|_| FluidFlow {
-                rate: 0.05 + 0.95 * rng.f64(),
+                rate: if at_line_rate {
+                    1.0
+                } else {
+                    min_rate + (1.0 - min_rate) * rng.f64()
+                },
                 history: History::default(),
                 last_multiplier: 1.0,
                 term: 0.0,
@@ -59,6 +64,7 @@ impl Bottleneck {
             flows,
             queue: 0.0,
             noise,
+            min_rate,
             past: vec![0.0],
             rng,
         }
@@ -87,7 +93,7 @@ impl Bottleneck {
         for (f, &a) in self.flows.iter_mut().zip(actions) {
             let m = multiplier(f64::from(a));
             f.last_multiplier = m;
-            f.rate = (f.rate * m).clamp(MIN_RATE, 1.0);
+            f.rate = (f.rate * m).clamp(self.min_rate, 1.0);
         }
         let sum: f64 = self.flows.iter().map(|f| f.rate).sum();
         self.queue = (self.queue + sum - 1.0).clamp(0.0, BUFFER_BDPS);
@@ -110,7 +116,7 @@ mod tests {
 
     #[test]
     fn the_queue_integrates_the_excess_rate() {
-        let mut b = Bottleneck::new(2, 0.0, 1);
+        let mut b = Bottleneck::new(2, 0.0, 0.001, 0.0, 1);
         for f in &mut b.flows {
             f.rate = 0.6;
         }
@@ -127,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_flow_sees_the_queue_one_rtt_late() {
-        let mut b = Bottleneck::new(1, 0.0, 1);
+        let mut b = Bottleneck::new(1, 0.0, 0.001, 0.0, 1);
         let shape = RewardShape::default();
         // Queue 3 BDPs after one step, then 5: an RTT of 6 base RTTs reaches back past both.
         b.flows[0].rate = 1.0;

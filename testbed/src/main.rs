@@ -155,11 +155,14 @@ enum RlccCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// γ, the discount of later reward terms in an action's weight (0: eq. 3 as printed).
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.9)]
         discount: f64,
         /// Noise of the RTT inflation the model's flows measure (scale of a triangular draw).
         #[arg(long, default_value_t = 0.05)]
         noise: f64,
+        /// Models (bottlenecks with their own flow counts) each update averages over.
+        #[arg(long, default_value_t = 8)]
+        models: usize,
     },
     /// Distil an MLP (ours or a PyTorch checkpoint in the public RL-CC layout) into at most 20
     /// trees of depth 4; prints the RMSE against the MLP.
@@ -499,12 +502,14 @@ fn run_rlcc(cmd: RlccCommand) -> Result<ExitCode> {
             seed,
             discount,
             noise,
+            models,
         } => {
             let cfg = intlab_rlcc::train::TrainConfig {
                 updates,
                 seed,
                 discount,
                 noise,
+                models,
                 ..Default::default()
             };
             let bar = indicatif::ProgressBar::new(updates as u64).with_style(

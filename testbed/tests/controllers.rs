@@ -1,6 +1,7 @@
 //! Every controller on the same datacenter-scale 4-to-1 incast (`topologies/incast-4to1-dc.yaml`,
 //! 10 Gb/s run 100 times slower): each completes every flow intact, DCQCN's queue sits between
-//! its ECN thresholds, Swift's RTT at its target, and HPCC's queue far below DCQCN's. Then
+//! its ECN thresholds, Swift's RTT at its target, HPCC's queue far below DCQCN's, and RL-CC's
+//! shipped policy keeps 85 % goodput with less RTT inflation than DCQCN. Then
 //! Netscope's experiment (`topologies/two-apps-dc.yaml`): the delay-sensitive application's
 //! runtime grows less under Netscope than under DCQCN. Run as root (scripts/test).
 
@@ -11,14 +12,19 @@ use std::path::Path;
 use intlab_testbed::results::Results;
 use intlab_testbed::scenario::{Overrides, Scenario};
 
-fn run(file: &str, cc: &str, only: Option<&str>) -> (Scenario, Results) {
+/// The shipped scenario `file` with controller `cc`, only application `only` if given.
+fn scenario(file: &str, cc: &str, only: Option<&str>) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file);
     let overrides = Overrides {
         controller: Some(cc.into()),
         only: only.map(str::to_owned),
         ..Overrides::default()
     };
-    let s = Scenario::load(&path, &overrides).expect("the shipped scenario loads");
+    Scenario::load(&path, &overrides).expect("the shipped scenario loads")
+}
+
+fn run(file: &str, cc: &str, only: Option<&str>) -> (Scenario, Results) {
+    let s = scenario(file, cc, only);
     let tag = format!("cc-{}{}", cc.replace('+', "p"), only.map_or("", |o| &o[..1]));
     let r = support::run_scenario(&tag, &s);
     (s, r)
@@ -109,9 +115,8 @@ fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
     let _serial = support::serial();
     let mut p99 = Vec::new();
     let mut inflation = Vec::new();
-    for cc in [
-        "hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely", "netscope", "rlcc",
-    ] {
+    // RL-CC runs below, where a run the machine did not keep up with is void.
+    for cc in ["hpcc", "hpcc++", "dcqcn", "swift", "dctcp", "timely", "netscope"] {
         let (s, r) = run("incast-4to1-dc.yaml", cc, None);
         assert_eq!(r.summary.completed, 4, "{cc}: every flow completes");
         for f in &r.flows {
@@ -126,9 +131,16 @@ fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
         inflation.push((cc, mean_rtt_inflation(&r), r.summary.normalized_goodput));
     }
     eprintln!("bottleneck queue p99 (bytes): {p99:?}");
-    // RL-CC's acceptance (issue 7: goodput ≥ 85 % and less RTT inflation than DCQCN) is not
-    // met yet (docs/rlcc.md); its figures are printed, not asserted.
     eprintln!("mean RTT inflation, normalized goodput: {inflation:?}");
+    let dcqcn = inflation.iter().find(|x| x.0 == "dcqcn").map_or(f64::NAN, |x| x.1);
+    let (rlcc_inflation, rlcc_goodput) = rlcc_kept_up();
+    // Issue 7: the shipped policy on this incast. Measured: 89.1-89.3 % goodput, RTT inflation
+    // 5.3-5.4 against DCQCN's 7.1-7.6.
+    assert!(rlcc_goodput >= 0.85, "RL-CC's normalized goodput {rlcc_goodput:.3}");
+    assert!(
+        rlcc_inflation < dcqcn,
+        "RL-CC's mean RTT inflation {rlcc_inflation:.2} is not below DCQCN's {dcqcn:.2}"
+    );
     let of = |name: &str| p99.iter().find(|(c, _)| *c == name).map(|x| x.1).unwrap_or(0.0);
     assert!(
         of("hpcc") * 5.0 <= of("dcqcn"),
@@ -136,6 +148,32 @@ fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
         of("hpcc"),
         of("dcqcn")
     );
+}
+
+/// RL-CC's (mean RTT inflation, normalized goodput) on the incast, from a run the machine
+/// kept up with: a run with the lab's timing warning (frames or wake-ups late by a tenth of
+/// an RTT) is void and runs again twice as slow, up to three times.
+fn rlcc_kept_up() -> (f64, f64) {
+    let s = scenario("incast-4to1-dc.yaml", "rlcc", None);
+    let mut last = None;
+    for (attempt, dilation) in [s.dilation, 2.0 * s.dilation, 2.0 * s.dilation].into_iter().enumerate() {
+        let s = Scenario { dilation, ..s.clone() };
+        let r = support::run_scenario(&format!("rl{attempt}"), &s);
+        assert_eq!(r.summary.completed, 4, "rlcc: every flow completes");
+        for f in &r.flows {
+            assert_eq!(f.bytes_received, f.size, "rlcc: flow {} intact", f.id);
+        }
+        let figures = (mean_rtt_inflation(&r), r.summary.normalized_goodput);
+        eprintln!(
+            "rlcc at dilation {dilation}: {figures:?}, timing warning {}",
+            r.summary.timing_warning
+        );
+        if !r.summary.timing_warning {
+            return figures;
+        }
+        last = Some(figures);
+    }
+    last.unwrap_or((f64::NAN, f64::NAN))
 }
 
 /// Runtime of application `name` in `r` (ns).

@@ -14,7 +14,7 @@
 //!   the RTT: retransmitted packets give no sample (their RTT is ambiguous), so without this a
 //!   flow whose queue outgrew the RTO would never decide again (measured: a 2 MB queue held for
 //!   the whole run). The papers' RTT probes do not have that gap.
-//! - Flows start at line rate.
+//! - Flows start at line rate and never go below `min_rate_fraction` (see [`RlCcConfig`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,7 +25,9 @@ use serde::Deserialize;
 use super::{Ack, Controller, PathInfo};
 
 /// RL-CC's parameters. Defaults: the shipped tree policy, the papers' target 0.064 and β 1.5,
-/// the public configuration's scale 12.5, a floor of 0.1 % of the line rate.
+/// the public configuration's scale 12.5, a floor of 5 % of the line rate: decisions ride on
+/// ACKs, and at the floor a flow must still hear of the network every few base RTTs, as the
+/// papers' RTT probes would tell it (docs/rlcc.md; at 0.1 %, 60 % goodput on the incast).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RlCcConfig {
@@ -53,7 +55,7 @@ impl Default for RlCcConfig {
             target: shape.target,
             beta: shape.beta,
             scale: shape.scale,
-            min_rate_fraction: 0.001,
+            min_rate_fraction: 0.05,
             loaded: None,
         }
     }
