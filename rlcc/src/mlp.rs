@@ -5,11 +5,8 @@
 //! W3]}` where W1 is 12 rows of 4 weights, W2 12 rows of 12 and W3 one row of 12; row k holds
 //! the weights into unit k (PyTorch's `Linear.weight` layout).
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
-use crate::PolicyError;
 use crate::observation::Observation;
 
 /// Hidden units per layer.
@@ -190,12 +187,6 @@ impl Mlp {
             layers: self.layers(),
         };
         serde_json::to_string_pretty(&f).unwrap_or_default()
-    }
-
-    /// Reads an MLP file.
-    pub fn load(path: &Path) -> Result<Mlp, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::at(path, e.to_string()))?;
-        Mlp::from_json(&text).map_err(|m| PolicyError::at(path, m))
     }
 }
 

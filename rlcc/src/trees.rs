@@ -14,11 +14,8 @@
 //! 4-12-12-1 MLP is faster still (about 100 ns: 204 multiply-adds in SIMD); trees pay off on
 //! the NIC cores the paper targets, which have no vector unit.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
-use crate::PolicyError;
 use crate::mlp::INPUTS;
 use crate::observation::Observation;
 
@@ -280,12 +277,6 @@ impl TreeEnsemble {
             trees: self.trees.clone(),
         };
         serde_json::to_string_pretty(&f).unwrap_or_default()
-    }
-
-    /// Reads a trees file.
-    pub fn load(path: &Path) -> Result<TreeEnsemble, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::at(path, e.to_string()))?;
-        TreeEnsemble::from_json(&text).map_err(|m| PolicyError::at(path, m))
     }
 }
 

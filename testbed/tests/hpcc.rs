@@ -24,33 +24,16 @@ const DILATIONS: [f64; 6] = [2.0, 2.0, 4.0, 4.0, 8.0, 8.0];
 /// machine. The lab's own summary reports it.
 const MAX_STEAL: f64 = 0.03;
 
-/// Runs `s` until the machine keeps up with it: no timing warning from the lab (frames
-/// released on time, hosts stalled under 2 % of the time) and little steal (see [`DILATIONS`]
-/// and [`MAX_STEAL`]).
+/// Runs `s` until the machine keeps up with it (see [`DILATIONS`] and [`MAX_STEAL`]).
 fn run_kept_up(tag: &str, s: &Scenario) -> Results {
-    for (attempt, &d) in DILATIONS.iter().enumerate() {
-        if attempt > 0 {
-            std::thread::sleep(std::time::Duration::from_secs(5));
-        }
-        let s = Scenario {
-            dilation: d,
-            ..s.clone()
-        };
-        let r = support::run_scenario(&format!("{tag}{attempt}"), &s);
-        let steal = r.summary.cpu_steal.unwrap_or(0.0);
-        if !r.summary.timing_warning && steal <= MAX_STEAL {
-            return r;
-        }
-        eprintln!(
-            "attempt {attempt} (dilation {d}) void: timing warning {}, steal {:.1} %",
-            r.summary.timing_warning,
-            steal * 100.0
-        );
-    }
-    panic!(
+    let mut runs = support::run_kept_up(tag, s, &DILATIONS, MAX_STEAL, std::time::Duration::from_secs(5));
+    let r = runs.pop().expect("at least one attempt");
+    assert!(
+        support::kept_up(&r, MAX_STEAL),
         "the machine did not keep up in {} runs, up to dilation 8",
         DILATIONS.len()
     );
+    r
 }
 
 /// Host stalls leave a link idle or hold ACKs back, and the flows take some RTTs to settle
