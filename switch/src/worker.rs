@@ -178,9 +178,12 @@ impl Worker {
 
     /// Runs until the stop flag is set, then publishes final counters and flushes captures.
     pub fn run(mut self) {
-        // Sleep as precisely as the kernel allows (default slack is 50 us).
-        // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        if let Err(e) = intlab_runtime::sys::thread::precise_timers() {
+            tracing::warn!(
+                worker = self.id,
+                "timer slack stays at the default, wake-ups will be later: {e}"
+            );
+        }
         let mut next_publish = self.clock.now_ns() + PUBLISH_EVERY_NS;
         while !self.shared.stop.load(Ordering::Relaxed) {
             for s in 0..self.slots.len() {

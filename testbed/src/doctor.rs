@@ -46,9 +46,8 @@ pub struct Suggestion {
 }
 
 /// Sleeps 50 µs `n` times and records how late each wake-up was.
-pub fn wakeup_lateness(n: usize) -> Quantiles {
-    // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+pub fn wakeup_lateness(n: usize) -> std::io::Result<Quantiles> {
+    intlab_runtime::sys::thread::precise_timers()?;
     let want = Duration::from_micros(50);
     let late: Vec<f64> = (0..n.max(1))
         .map(|_| {
@@ -57,7 +56,7 @@ pub fn wakeup_lateness(n: usize) -> Quantiles {
             t.elapsed().saturating_sub(want).as_nanos() as f64
         })
         .collect();
-    Quantiles::of(late).unwrap_or_default()
+    Ok(Quantiles::of(late).unwrap_or_default())
 }
 
 /// Moves 1 KB datagrams from one loopback socket to another in batches for `how_long`;
@@ -94,7 +93,7 @@ pub fn loopback_rate(how_long: Duration) -> std::io::Result<f64> {
 /// Measures this machine.
 pub fn measure() -> std::io::Result<Measurements> {
     Ok(Measurements {
-        wakeup_late_ns: wakeup_lateness(2000),
+        wakeup_late_ns: wakeup_lateness(2000)?,
         packets_per_s: loopback_rate(Duration::from_millis(500))?,
     })
 }

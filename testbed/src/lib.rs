@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod inspect;
 pub mod lab;
 pub mod netns;
+pub mod prerequisites;
 pub mod results;
 pub mod rlcc;
 pub mod run;

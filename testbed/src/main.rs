@@ -449,7 +449,7 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
     };
     let s = Scenario::load_or_builtin(file, &overrides)?;
     eprintln!("intlab: measuring this machine (about 1 s)");
-    let m = doctor::measure().context("measuring the loopback packet rate")?;
+    let m = doctor::measure().context("measuring this machine")?;
     let g = doctor::suggest(&s, &m);
     let us = |ns: f64| ns / 1e3;
     println!(

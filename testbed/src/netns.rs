@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use int_format::ethernet::MacAddress;
+use intlab_runtime::sys::{self, sysctl};
 
 /// Prefix of every namespace intlab creates.
 pub const PREFIX: &str = "intlab-";
@@ -56,8 +57,10 @@ impl Namespace {
         ip(&["netns", "add", name])?;
         let ns = Namespace { name: name.to_owned() };
         ns.ip(&["link", "set", "lo", "up"])?;
-        ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
-        ns.exec("sysctl", &["-qw", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        ns.setup("disabling IPv6", || {
+            sysctl::write("net.ipv6.conf.all.disable_ipv6", "1")?;
+            sysctl::write("net.ipv6.conf.default.disable_ipv6", "1")
+        })?;
         Ok(ns)
     }
 
@@ -91,22 +94,34 @@ impl Namespace {
         T: Send + 'static,
         F: FnOnce() -> io::Result<T> + Send + 'static,
     {
-        intlab_switch::port::run_in_netns(&self.path(), f)
+        sys::netns::run_in(&self.path(), f)
+    }
+
+    /// Runs set-up step `what` inside the namespace; a failure names the step and the namespace.
+    fn setup<F>(&self, what: &str, f: F) -> Result<(), CommandError>
+    where
+        F: FnOnce() -> io::Result<()> + Send + 'static,
+    {
+        self.run(f).map_err(|e| CommandError {
+            command: format!("{what} in namespace {}", self.name),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Turns the offloads of interface `dev` off (see [`sys::offload`]) and checks they read
+    /// back off.
+    pub fn disable_offloads(&self, dev: &str) -> Result<(), CommandError> {
+        let d = dev.to_owned();
+        self.setup(&format!("turning offloads off on {dev}"), move || {
+            sys::offload::disable_all(&d).map_err(io::Error::other)
+        })
     }
 
     /// A closure that moves the calling thread into this namespace (for threads that must live
     /// there, such as a transport endpoint).
     pub fn enter(&self) -> impl FnOnce() -> io::Result<()> + Send + 'static {
         let path = self.path();
-        move || {
-            use std::os::fd::AsRawFd;
-            let f = std::fs::File::open(&path)?;
-            // SAFETY: setns changes only the calling thread's namespace; the fd is valid.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        }
+        move || sys::netns::enter(&path)
     }
 
     /// Gives interface `dev` (already in this namespace) a MAC, an address, and brings it up
@@ -115,12 +130,7 @@ impl Namespace {
         self.ip(&["link", "set", "dev", dev, "address", &mac.to_string()])?;
         self.ip(&["addr", "add", &format!("{addr}/{prefix_len}"), "dev", dev])?;
         self.ip(&["link", "set", "dev", dev, "up"])?;
-        // Not every interface supports every offload switch; what remains on is harmless.
-        let _ = self.exec(
-            "ethtool",
-            &["-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
-        );
-        Ok(())
+        self.disable_offloads(dev)
     }
 
     /// Adds a permanent neighbour entry (no ARP needed).
@@ -165,13 +175,8 @@ pub fn veth_pair(a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace) -> Result
     ])?;
     a_ns.ip(&["link", "set", "dev", a, "up"])?;
     b_ns.ip(&["link", "set", "dev", b, "up"])?;
-    for (ns, dev) in [(a_ns, a), (b_ns, b)] {
-        let _ = ns.exec(
-            "ethtool",
-            &["-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
-        );
-    }
-    Ok(())
+    a_ns.disable_offloads(a)?;
+    b_ns.disable_offloads(b)
 }
 
 /// Moves interface `dev` from the root namespace into `ns`.

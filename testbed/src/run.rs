@@ -53,6 +53,9 @@ impl Progress for Silent {
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The machine lacks what the lab needs.
+    #[error(transparent)]
+    Prerequisite(#[from] crate::prerequisites::Missing),
     /// The lab could not be built.
     #[error("building the lab: {0}")]
     Lab(#[from] LabError),
@@ -101,6 +104,7 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
+    crate::prerequisites::check()?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = s.dilation;
     let topology = dilate(&s.topology, d);

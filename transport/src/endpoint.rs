@@ -344,8 +344,7 @@ impl Host {
     }
 
     fn run(mut self) -> io::Result<EndpointReport> {
-        // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        intlab_runtime::sys::thread::precise_timers()?;
         loop {
             let mut stop = false;
             while let Ok(cmd) = self.commands.try_recv() {

@@ -2,7 +2,6 @@
 //! in-process links between switches.
 
 mod link;
-mod netns;
 mod packet_socket;
 mod tap;
 
@@ -10,7 +9,6 @@ use std::io;
 use std::os::fd::RawFd;
 
 pub use link::{LinkEnd, link_pair};
-pub use netns::run_in_netns;
 pub use packet_socket::PacketSocket;
 pub use tap::TapDevice;
 
@@ -39,7 +37,9 @@ impl Port {
             PortIo::Veth { device, netns } => {
                 let device = device.clone();
                 match netns {
-                    Some(ns) => run_in_netns(ns, move || PacketSocket::open(&device)).map(Port::Packet),
+                    Some(ns) => {
+                        intlab_runtime::sys::netns::run_in(ns, move || PacketSocket::open(&device)).map(Port::Packet)
+                    }
                     None => PacketSocket::open(&device).map(Port::Packet),
                 }
             }
