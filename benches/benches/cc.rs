@@ -20,6 +20,8 @@ fn path() -> PathInfo {
     PathInfo {
         line_rate_bps: 100_000_000_000,
         base_rtt_ns: 10_000,
+        fabric_rtt_ns: 10_000,
+        hops: 1,
         mtu_wire_bytes: 1100,
         mtu_bytes: 1024,
     }
@@ -157,7 +159,7 @@ fn controllers(c: &mut Criterion) {
         "cc_per_ack/hpcc_plus_plus_5_hops",
         Box::new(HpccPlusPlus::new(
             HpccPlusPlusConfig {
-                sample_interval_ns: 1,
+                sample_interval_ns: Some(1),
                 ..Default::default()
             },
             path(),

@@ -37,6 +37,8 @@ fn policies(c: &mut Criterion) {
     let path = PathInfo {
         line_rate_bps: 100_000_000_000,
         base_rtt_ns: 10_000,
+        fabric_rtt_ns: 10_000,
+        hops: 1,
         mtu_wire_bytes: 1100,
         mtu_bytes: 1024,
     };

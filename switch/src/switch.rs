@@ -1,7 +1,7 @@
 //! A running switch: opens the ports, starts the workers, publishes counters, stops cleanly.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -60,6 +60,8 @@ pub struct Switch {
     workers: Vec<JoinHandle<()>>,
     bells: Vec<Doorbell>,
     published: Arc<Mutex<Vec<PortSnapshot>>>,
+    publish_request: Arc<AtomicU64>,
+    publish_acks: Arc<AtomicU64>,
     reporter: Option<JoinHandle<()>>,
 }
 
@@ -154,6 +156,8 @@ impl Switch {
                 .collect(),
         ));
         let stop = Arc::new(AtomicBool::new(false));
+        let publish_request = Arc::new(AtomicU64::new(0));
+        let publish_acks = Arc::new(AtomicU64::new(0));
         let shared = Shared {
             pipeline: Arc::new(Pipeline::new(&spec)),
             pool,
@@ -161,6 +165,8 @@ impl Switch {
             inboxes: Arc::new(inboxes),
             stop: stop.clone(),
             published: published.clone(),
+            publish_request: publish_request.clone(),
+            publish_acks: publish_acks.clone(),
             capture_drops: spec.capture.as_ref().is_some_and(|c| c.drops),
             idle_poll_ns: spec.idle_poll.0.max(1_000),
         };
@@ -210,6 +216,8 @@ impl Switch {
             workers,
             bells,
             published,
+            publish_request,
+            publish_acks,
             reporter,
         })
     }
@@ -222,6 +230,24 @@ impl Switch {
     /// The counters as last published by the workers (at most about a second old).
     pub fn counters(&self) -> SwitchSnapshot {
         snapshot(&self.published, &self.spec.name, self.spec.node_id)
+    }
+
+    /// The counters as they are now: every worker publishes on request. None when a worker
+    /// did not answer within `limit`.
+    pub fn counters_now(&self, limit: Duration) -> Option<SwitchSnapshot> {
+        let before = self.publish_acks.load(Ordering::Acquire);
+        self.publish_request.fetch_add(1, Ordering::AcqRel);
+        for b in &self.bells {
+            b.ring();
+        }
+        let started = std::time::Instant::now();
+        while self.publish_acks.load(Ordering::Acquire) < before + self.workers.len() as u64 {
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Some(self.counters())
     }
 
     /// Stops the workers, writes the counters file, and returns the final counters.

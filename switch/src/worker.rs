@@ -4,7 +4,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -108,6 +108,10 @@ pub struct Shared {
     pub stop: Arc<AtomicBool>,
     /// Published counters, by port index.
     pub published: Arc<Mutex<Vec<PortSnapshot>>>,
+    /// Raised by whoever wants counters now rather than at the next regular publication.
+    pub publish_request: Arc<AtomicU64>,
+    /// Publications made on request, summed over workers.
+    pub publish_acks: Arc<AtomicU64>,
     /// Capture dropped frames too.
     pub capture_drops: bool,
     /// Longest sleep (ns): the worker wakes on its own timer at least this often, since a wake-up
@@ -131,6 +135,8 @@ pub struct Worker {
     ring_worker: Vec<bool>,
     /// The doorbell, then every port descriptor: what `wait` polls.
     pollfds: Vec<libc::pollfd>,
+    /// The last publication request answered.
+    publish_seen: u64,
 }
 
 impl Worker {
@@ -173,6 +179,7 @@ impl Worker {
             tx: Vec::with_capacity(BATCH * 4),
             ring_worker: vec![false; workers],
             pollfds,
+            publish_seen: 0,
         }
     }
 
@@ -197,9 +204,14 @@ impl Worker {
             for s in 0..self.slots.len() {
                 self.release(s, now);
             }
-            if now >= next_publish {
+            let requested = self.shared.publish_request.load(Ordering::Acquire);
+            if now >= next_publish || requested != self.publish_seen {
                 self.publish(false);
                 next_publish = now + PUBLISH_EVERY_NS;
+                if requested != self.publish_seen {
+                    self.publish_seen = requested;
+                    self.shared.publish_acks.fetch_add(1, Ordering::AcqRel);
+                }
             }
             self.wait();
         }

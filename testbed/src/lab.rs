@@ -14,8 +14,8 @@ use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Rou
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::Nanos;
 use intlab_switch::{Switch, SwitchSnapshot};
-use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode};
-use intlab_transport::flow::Completion;
+use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe};
+use intlab_transport::flow::FlowEvent;
 
 use crate::netns::{self, CommandError, Namespace};
 use crate::topology::{NodeKind, Topology, distances, routes};
@@ -127,6 +127,8 @@ pub struct LabReport {
     pub hosts: Vec<EndpointReport>,
     /// Final counters of every switch.
     pub switches: Vec<SwitchSnapshot>,
+    /// Hosts whose endpoint ended with an error (name, error): their flows are unfinished.
+    pub failed_hosts: Vec<(String, String)>,
 }
 
 /// A running lab. Field order is teardown order.
@@ -137,7 +139,9 @@ pub struct Lab {
     _switch_ns: Namespace,
     topology: Topology,
     base_rtt_ns: u64,
-    completions: Receiver<Completion>,
+    events: Receiver<FlowEvent>,
+    /// Host names, by node index (for reports).
+    host_names: Vec<String>,
 }
 
 impl std::fmt::Debug for Lab {
@@ -264,7 +268,7 @@ impl Lab {
             switches.push(Switch::start_with_pool(spec, pool.clone())?);
         }
         let base_rtt_ns = base_rtt_ns(t, cfg);
-        let (completed, completions) = crossbeam_channel::unbounded();
+        let (announce, events) = crossbeam_channel::unbounded();
         let mut lab = Lab {
             endpoints: Vec::new(),
             switches,
@@ -272,7 +276,8 @@ impl Lab {
             _switch_ns: switch_ns,
             topology: t.clone(),
             base_rtt_ns,
-            completions,
+            events,
+            host_names: t.nodes.iter().map(|n| n.name.clone()).collect(),
         };
         let drain = longest_drain_ns(t);
         for &h in &host_order {
@@ -301,7 +306,7 @@ impl Lab {
                 ec.timing.rto_ns = 2 * drain;
                 ec.timing.rto_max_ns = 64 * ec.timing.rto_ns;
             }
-            ec.completions = Some(completed.clone());
+            ec.events = Some(announce.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
                 host: node.name.clone(),
@@ -324,9 +329,38 @@ impl Lab {
         self.base_rtt_ns
     }
 
-    /// Sent flows as they become fully acknowledged, from every host.
-    pub fn completions(&self) -> &Receiver<Completion> {
-        &self.completions
+    /// Sent flows as they become fully acknowledged or stuck, from every host.
+    pub fn events(&self) -> &Receiver<FlowEvent> {
+        &self.events
+    }
+
+    /// The topology it runs (time dilation applied).
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Sends a reachability probe from host node `n`.
+    pub fn probe(&self, n: usize, p: Probe) -> std::io::Result<()> {
+        self.endpoint(n).probe(p)
+    }
+
+    /// The namespace of host node `n`.
+    pub fn namespace(&self, n: usize) -> &Namespace {
+        self.hosts[n].as_ref().expect("a host node")
+    }
+
+    /// Every switch's counters as they are now (the last published ones for a switch whose
+    /// workers do not answer within a second, which says so in the log).
+    pub fn switch_counters(&self) -> Vec<SwitchSnapshot> {
+        self.switches
+            .iter()
+            .map(|s| {
+                s.counters_now(Duration::from_secs(1)).unwrap_or_else(|| {
+                    tracing::warn!(switch = %s.spec().name, "workers did not publish on request");
+                    s.counters()
+                })
+            })
+            .collect()
     }
 
     /// Flows finished so far, counted at both ends (a completed flow counts twice: its sender
@@ -351,14 +385,21 @@ impl Lab {
 
     /// Stops everything, removes every namespace, and reports.
     pub fn stop(mut self) -> LabReport {
-        let hosts = self
-            .endpoints
-            .drain(..)
-            .flatten()
-            .filter_map(|e| e.stop().ok())
-            .collect();
+        let mut hosts = Vec::new();
+        let mut failed_hosts = Vec::new();
+        for (n, e) in self.endpoints.drain(..).enumerate() {
+            let Some(e) = e else { continue };
+            match e.stop() {
+                Ok(r) => hosts.push(r),
+                Err(err) => failed_hosts.push((self.host_names[n].clone(), err.to_string())),
+            }
+        }
         let switches = self.switches.drain(..).map(Switch::stop).collect();
-        LabReport { hosts, switches }
+        LabReport {
+            hosts,
+            switches,
+            failed_hosts,
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! Today this is the capture inspector; the topology model, lab orchestration, workloads and
 //! metrics arrive here as they are built (see `docs/`).
 
+pub mod base_rtt;
 pub mod capture;
 pub mod compare;
+pub mod datapath;
 pub mod doctor;
 pub mod inspect;
 pub mod lab;

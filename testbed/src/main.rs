@@ -286,8 +286,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 130 when
-/// interrupted (results written in every case).
+/// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 4 when a
+/// flow made no progress, 130 when interrupted (results written in every case).
 fn run_scenario(
     file: Option<&std::path::Path>,
     overrides: Overrides,
@@ -350,11 +350,14 @@ fn run_compare(
     Ok(exit_code(&stop, c.entries.iter().map(|e| e.results.summary.ending)))
 }
 
-/// 130 when interrupted, else 3 when a run ran out of time, else 0.
+/// 130 when interrupted, else 4 when a flow made no progress, else 3 when a run ran out of
+/// time, else 0.
 fn exit_code(stop: &AtomicBool, endings: impl Iterator<Item = Ending>) -> ExitCode {
     let endings: Vec<Ending> = endings.collect();
     if stop.load(Ordering::Relaxed) || endings.contains(&Ending::Interrupted) {
         ExitCode::from(130)
+    } else if endings.contains(&Ending::NoProgress) {
+        ExitCode::from(4)
     } else if endings.contains(&Ending::TimedOut) {
         ExitCode::from(3)
     } else {

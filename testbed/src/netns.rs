@@ -157,6 +157,101 @@ impl Drop for Namespace {
     }
 }
 
+/// The IP and UDP counters a namespace's kernel keeps (/proc/net/snmp): where datagrams that
+/// reached a host but no socket were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KernelCounters {
+    /// IP packets received.
+    pub ip_in_receives: u64,
+    /// IP packets with a bad header.
+    pub ip_in_hdr_errors: u64,
+    /// IP packets for an address that is not the host's.
+    pub ip_in_addr_errors: u64,
+    /// UDP datagrams delivered to sockets.
+    pub udp_in_datagrams: u64,
+    /// UDP datagrams for a port nobody listens on.
+    pub udp_no_ports: u64,
+    /// UDP datagrams dropped with errors.
+    pub udp_in_errors: u64,
+    /// UDP datagrams dropped for a full socket buffer.
+    pub udp_rcvbuf_errors: u64,
+    /// UDP datagrams dropped for a bad checksum.
+    pub udp_in_csum_errors: u64,
+}
+
+impl KernelCounters {
+    /// Parses /proc/net/snmp (a header line, then a value line, per protocol).
+    pub fn parse(snmp: &str) -> KernelCounters {
+        let mut c = KernelCounters::default();
+        let lines: Vec<&str> = snmp.lines().collect();
+        for pair in lines.chunks(2) {
+            let [names, values] = pair else { continue };
+            let (Some((proto, names)), Some((_, values))) = (names.split_once(':'), values.split_once(':')) else {
+                continue;
+            };
+            for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+                let v = value.parse().unwrap_or(0);
+                match (proto, name) {
+                    ("Ip", "InReceives") => c.ip_in_receives = v,
+                    ("Ip", "InHdrErrors") => c.ip_in_hdr_errors = v,
+                    ("Ip", "InAddrErrors") => c.ip_in_addr_errors = v,
+                    ("Udp", "InDatagrams") => c.udp_in_datagrams = v,
+                    ("Udp", "NoPorts") => c.udp_no_ports = v,
+                    ("Udp", "InErrors") => c.udp_in_errors = v,
+                    ("Udp", "RcvbufErrors") => c.udp_rcvbuf_errors = v,
+                    ("Udp", "InCsumErrors") => c.udp_in_csum_errors = v,
+                    _ => {}
+                }
+            }
+        }
+        c
+    }
+
+    /// What each counter grew by since `before`, as (name, growth) for those that grew.
+    pub fn growth(&self, before: &KernelCounters) -> Vec<(&'static str, u64)> {
+        let pairs = [
+            ("IP packets received", self.ip_in_receives, before.ip_in_receives),
+            ("IP header errors", self.ip_in_hdr_errors, before.ip_in_hdr_errors),
+            (
+                "IP packets for another address",
+                self.ip_in_addr_errors,
+                before.ip_in_addr_errors,
+            ),
+            (
+                "UDP datagrams delivered",
+                self.udp_in_datagrams,
+                before.udp_in_datagrams,
+            ),
+            ("UDP datagrams to a closed port", self.udp_no_ports, before.udp_no_ports),
+            ("UDP receive errors", self.udp_in_errors, before.udp_in_errors),
+            (
+                "UDP socket buffer overflows",
+                self.udp_rcvbuf_errors,
+                before.udp_rcvbuf_errors,
+            ),
+            (
+                "UDP checksum errors",
+                self.udp_in_csum_errors,
+                before.udp_in_csum_errors,
+            ),
+        ];
+        pairs
+            .into_iter()
+            .filter(|(_, now, then)| now > then)
+            .map(|(name, now, then)| (name, now - then))
+            .collect()
+    }
+}
+
+impl Namespace {
+    /// Its kernel's IP and UDP counters now.
+    pub fn kernel_counters(&self) -> io::Result<KernelCounters> {
+        // /proc/thread-self/net is the reading thread's namespace; /proc/self/net would be the
+        // process's.
+        self.run(|| std::fs::read_to_string("/proc/thread-self/net/snmp").map(|t| KernelCounters::parse(&t)))
+    }
+}
+
 /// Creates a veth pair, each end directly inside its namespace (nothing in the root namespace).
 pub fn veth_pair(a: &str, a_ns: &Namespace, b: &str, b_ns: &Namespace) -> Result<(), CommandError> {
     ip(&[
@@ -208,4 +303,32 @@ pub fn clean(prefix: &str) -> (Vec<String>, Vec<CommandError>) {
         }
     }
     (removed, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_counters_are_read_by_name() {
+        let snmp = "Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors\nIp: 2 64 10 1 2\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n\
+                    Udp: 7 1 3 9 0 0 3\n";
+        let c = KernelCounters::parse(snmp);
+        assert_eq!((c.ip_in_receives, c.ip_in_hdr_errors, c.ip_in_addr_errors), (10, 1, 2));
+        assert_eq!(
+            (
+                c.udp_in_datagrams,
+                c.udp_no_ports,
+                c.udp_in_errors,
+                c.udp_in_csum_errors
+            ),
+            (7, 1, 3, 3)
+        );
+        let before = KernelCounters {
+            udp_in_csum_errors: 1,
+            ..c
+        };
+        assert_eq!(c.growth(&before), [("UDP checksum errors", 2)]);
+    }
 }

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use intlab_switch::clock::Clock;
 use intlab_switch::units::{Nanos, Rate};
-use intlab_transport::flow::FlowSpec;
+use intlab_transport::flow::{FlowEvent, FlowPath, FlowSpec, Stuck};
 
+use crate::base_rtt;
+use crate::datapath::{self, DataPathError, ProbeTarget};
 use crate::lab::{self, Lab, LabConfig, LabError};
 use crate::results::{self, Ending, Results, Timebase, WriteError};
 use crate::scenario::Scenario;
@@ -62,12 +64,25 @@ pub enum RunError {
     /// A results file could not be written.
     #[error("writing results: {0}")]
     Write(#[from] WriteError),
+    /// The lab's data path does not carry every flow (checked before any flow starts).
+    #[error(transparent)]
+    DataPath(#[from] DataPathError),
+    /// A host's transport stopped working.
+    #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
+    Host {
+        /// Host name.
+        host: String,
+        /// What failed.
+        error: String,
+    },
 }
 
 /// How often the run looks at its flows, the clock and the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 /// Time between the lab being ready and the first flow, so every endpoint has its flows.
 const START_MARGIN_NS: u64 = 20_000_000;
+/// How long the data path check waits for every flow's probes at least (real time).
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The topology as the lab runs it under dilation `d`: rates / d, delays × d.
 pub fn dilate(t: &Topology, d: f64) -> Topology {
@@ -136,8 +151,6 @@ pub fn run(
     let plan = s.flows();
     let apps = s.workload.applications();
     let controller = s.controller.dilated(d);
-    let clock = Clock::get();
-    let t0 = clock.now_ns() + START_MARGIN_NS;
     let spec = |f: &PlannedFlow, start_ns: u64| FlowSpec {
         id: f.id,
         src: topology.nodes[f.src].address.expect("hosts have addresses"),
@@ -146,28 +159,83 @@ pub fn run(
         start_ns,
         kind: f.kind,
     };
-    let send = |f: &PlannedFlow, start_ns: u64| {
+    progress.step("checking the data path");
+    let targets: Vec<ProbeTarget> = plan
+        .iter()
+        .map(|f| ProbeTarget {
+            flow: f.id,
+            src: f.src,
+            dst: f.dst,
+            src_port: spec(f, 0).src_port(),
+        })
+        .collect();
+    let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * base_rtt));
+    let reach = match datapath::check(&lab, &targets, limit) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(lab);
+            results::write_text(&opts.out, results::DATAPATH, &e.report)?;
+            return Err(e.into());
+        }
+    };
+    let hop_bytes = results::int_hop_bytes(s);
+    let mut paths: Vec<FlowPath> = reach
+        .iter()
+        .map(|r| FlowPath {
+            base_rtt_ns: base_rtt::data_rtt_ns(&topology, &r.links, s.transport.mtu, hop_bytes)
+                + base_rtt::host_overhead_ns(&topology, &r.links, r.rtt_min_ns),
+            fabric_rtt_ns: 0,
+            hops: r.links.len().saturating_sub(1) as u32,
+        })
+        .collect();
+    let fabric_rtt_ns = paths.iter().map(|p| p.base_rtt_ns).max().unwrap_or(base_rtt);
+    for p in &mut paths {
+        p.fabric_rtt_ns = fabric_rtt_ns;
+    }
+    let overheads: Vec<u64> = reach
+        .iter()
+        .map(|r| base_rtt::host_overhead_ns(&topology, &r.links, r.rtt_min_ns))
+        .collect();
+    let clock = Clock::get();
+    let t0 = clock.now_ns() + START_MARGIN_NS;
+    let send = |k: usize, start_ns: u64| {
+        let f = &plan[k];
         let cc = controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity));
-        lab.endpoint(f.src).send(spec(f, start_ns), cc);
+        lab.endpoint(f.src).send(spec(f, start_ns), cc, paths[k])
+    };
+    let host_failed = |n: usize, e: std::io::Error| RunError::Host {
+        host: topology.nodes[n].name.clone(),
+        error: e.to_string(),
     };
     // Every receiver is ready from the start, so a flow released late finds its QP.
     for f in &plan {
-        lab.endpoint(f.dst).expect(spec(f, 0));
+        lab.endpoint(f.dst)
+            .expect(spec(f, 0))
+            .map_err(|e| host_failed(f.dst, e))?;
     }
-    for f in plan.iter().filter(|f| !Iterations::is_deferred(f)) {
-        send(f, t0 + (f.start_ns as f64 * d).round() as u64);
+    for (k, f) in plan.iter().enumerate().filter(|(_, f)| !Iterations::is_deferred(f)) {
+        send(k, t0 + (f.start_ns as f64 * d).round() as u64).map_err(|e| host_failed(f.src, e))?;
     }
+    let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
     let cpu_before = cpu_steal_and_total();
     progress.begin(plan.len() as u64);
+    let mut stuck: Option<Stuck> = None;
     let ending = loop {
         // Completions release later iterations as soon as they arrive; the rest is polled.
-        if let Ok(c) = lab.completions().recv_timeout(POLL) {
-            for c in std::iter::once(c).chain(lab.completions().try_iter()) {
-                if let Some(r) = iterations.complete(c.id, c.end_ns) {
-                    for &k in &r.flows {
-                        send(&plan[k], r.start_ns);
+        if let Ok(e) = lab.events().recv_timeout(POLL) {
+            for e in std::iter::once(e).chain(lab.events().try_iter()) {
+                match e {
+                    FlowEvent::Completed(c) => {
+                        if let Some(r) = iterations.complete(c.id, c.end_ns) {
+                            for &k in &r.flows {
+                                send(k, r.start_ns).map_err(|e| host_failed(plan[k].src, e))?;
+                            }
+                        }
+                    }
+                    FlowEvent::Stuck(x) => {
+                        stuck.get_or_insert(x);
                     }
                 }
             }
@@ -178,6 +246,9 @@ pub fn run(
         if finished >= 2 * plan.len() {
             break Ending::Completed;
         }
+        if stuck.is_some() {
+            break Ending::NoProgress;
+        }
         if stop.load(Ordering::Relaxed) {
             break Ending::Interrupted;
         }
@@ -185,12 +256,27 @@ pub fn run(
             break Ending::TimedOut;
         }
     };
+    let end_ns = clock.now_ns();
+    let diagnosis = stuck.map(|x| {
+        let f = &plan[index[&x.id]];
+        no_progress_report(&lab, &x, &topology.nodes[f.src].name, &topology.nodes[f.dst].name)
+    });
     progress.end();
     let cpu_after = cpu_steal_and_total();
     progress.step("stopping the lab");
     let report = lab.stop();
-    let time = Timebase { t0_ns: t0, dilation: d };
-    let mut results = Results::collect(s, &plan, report, time, ending);
+    let failed_host = report.failed_hosts.first().cloned();
+    let time = Timebase {
+        t0_ns: t0,
+        end_ns,
+        dilation: d,
+    };
+    let measured = results::Measurements {
+        paths: &paths,
+        host_overhead_ns: &overheads,
+    };
+    let mut results = Results::collect(s, &plan, report, time, ending, &measured);
+    results.summary.diagnosis = diagnosis;
     if let (Some((s0, t0)), Some((s1, t1))) = (cpu_before, cpu_after)
         && t1 > t0
     {
@@ -198,7 +284,42 @@ pub fn run(
     }
     progress.step("writing results");
     results::write_all(&opts.out, &results)?;
+    if let Some((host, error)) = failed_host {
+        return Err(RunError::Host { host, error });
+    }
     Ok(results)
+}
+
+/// Why a run stopped at flow `x`: where it was, and what every switch port dropped so far.
+fn no_progress_report(lab: &Lab, x: &Stuck, src: &str, dst: &str) -> String {
+    let mut out = format!(
+        "flow {} ({src} -> {dst}) made no progress through {} retransmission timeouts in a row: {} of {} packets acknowledged",
+        x.id,
+        intlab_transport::flow::STUCK_AFTER_TIMEOUTS,
+        x.packets_acked,
+        x.packets
+    );
+    if x.packets_acked > 0 {
+        out.push_str(&format!(
+            " (last PSN acknowledged {})",
+            (x.packets_acked - 1) & 0xff_ffff
+        ));
+    }
+    let mut drops = Vec::new();
+    for sw in lab.switch_counters() {
+        for p in &sw.ports {
+            for (why, n) in &p.drops {
+                drops.push(format!("switch {} port {} dropped {n} ({why})", sw.switch, p.name));
+            }
+        }
+    }
+    if drops.is_empty() {
+        out.push_str("; no switch dropped anything");
+    } else {
+        out.push_str("; ");
+        out.push_str(&drops.join(", "));
+    }
+    out
 }
 
 /// Runs each `(label, folder, scenario)` of `series` in turn (`intlab compare`, `intlab

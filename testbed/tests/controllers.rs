@@ -171,6 +171,56 @@ fn rlcc_kept_up() -> (f64, f64) {
     figures
 }
 
+/// The built-in default scenario (100 Mb/s, 200 us links: a millisecond RTT) with `cc`, whose
+/// parameters follow the scenario's path.
+fn default_with(cc: &str) -> Results {
+    let o = Overrides {
+        controller: Some(cc.into()),
+        ..Overrides::default()
+    };
+    let s = Scenario::builtin(&o).expect("the default scenario");
+    support::run_scenario(&format!("d-{cc}"), &s)
+}
+
+#[test]
+fn on_the_default_scenario_swift_meets_its_target_and_dcqcn_fits_its_buffer() {
+    support::require_root();
+    let _serial = support::serial();
+    let r = default_with("swift");
+    assert_eq!(r.summary.completed, 4, "swift: every flow completes");
+    let (from, to) = steady(&r);
+    let ratios: Vec<f64> = r
+        .series
+        .iter()
+        .filter(|p| (from..to).contains(&p.t_ns))
+        .filter_map(|p| Some(p.rtt_ns? as f64 / p.target_delay_ns? as f64))
+        .collect();
+    assert!(
+        ratios.len() > 100,
+        "too few RTT samples in steady state: {}",
+        ratios.len()
+    );
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    eprintln!(
+        "default scenario, swift: mean RTT / target {mean:.3} over {} samples",
+        ratios.len()
+    );
+    assert!(
+        (0.8..=1.2).contains(&mean),
+        "Swift's mean RTT is {mean:.2} times its target"
+    );
+
+    let r = default_with("dcqcn");
+    assert_eq!(r.summary.completed, 4, "dcqcn: every flow completes");
+    let q = r.summary.bottleneck_queue.expect("a bottleneck");
+    eprintln!(
+        "default scenario, dcqcn: queue p99 {} B, drops {}",
+        q.p99, r.summary.drops
+    );
+    assert_eq!(r.summary.drops, 0, "DCQCN overflowed the buffer");
+    assert!(q.p99 < 1e6, "DCQCN's queue p99 {} B reaches the 1 MB buffer", q.p99);
+}
+
 /// Runtime of application `name` in `r` (ns).
 fn runtime(r: &Results, name: &str) -> f64 {
     let a = r

@@ -9,8 +9,17 @@ use std::time::{Duration, Instant};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::{ControllerConfig, HpccConfig};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport};
-use intlab_transport::flow::{FlowSpec, MessageKind};
+use intlab_transport::flow::{FlowPath, FlowSpec, MessageKind};
 use support::{Attach, TwoHosts, host};
+
+/// The one path of these labs: two links through one switch, with base RTT `base_rtt_ns`.
+fn path(base_rtt_ns: u64) -> FlowPath {
+    FlowPath {
+        base_rtt_ns,
+        fabric_rtt_ns: base_rtt_ns,
+        hops: 1,
+    }
+}
 
 /// Waits until `n` flows are finished at `ep`, or `limit` passes.
 fn wait(ep: &Endpoint, n: usize, limit: Duration) -> bool {
@@ -82,8 +91,8 @@ fn write_through(
         start_ns: 0,
         kind: MessageKind::Write,
     };
-    h2.expect(flow);
-    h1.send(flow, cc);
+    h2.expect(flow).expect("h2 runs");
+    h1.send(flow, cc, path(base_rtt_ns)).expect("h1 runs");
     let ok = wait(&h1, 1, Duration::from_secs(60)) && wait(&h2, 1, Duration::from_secs(5));
     let (sender, receiver) = (h1.stop().expect("h1 report"), h2.stop().expect("h2 report"));
     let bottleneck = lab.stop().remove(0).ports.remove(1);
@@ -181,8 +190,9 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
         start_ns: 0,
         kind: MessageKind::Send,
     };
-    h2.expect(flow);
-    h1.send(flow, ControllerConfig::Hpcc(HpccConfig::paper()));
+    h2.expect(flow).expect("h2 runs");
+    h1.send(flow, ControllerConfig::Hpcc(HpccConfig::paper()), path(BASE_RTT_NS))
+        .expect("h1 runs");
     let completed = wait(&h1, 1, Duration::from_secs(20));
     let (r1, r2) = (h1.stop().expect("h1 report"), h2.stop().expect("h2 report"));
     assert!(
@@ -227,7 +237,7 @@ fn bad_datagrams_are_counted_and_dropped() {
         start_ns: 0,
         kind: MessageKind::Write,
     };
-    h2.expect(flow);
+    h2.expect(flow).expect("h2 runs");
     drop(h1);
     let sock = support::udp_in(lab.h(1), std::net::SocketAddr::from((host(1).1, 40000)));
     let a = Addressing {

@@ -19,7 +19,9 @@ use int_format::{Error, Layer};
 use serde::Serialize;
 
 use crate::cc::{ControllerConfig, PathInfo};
-use crate::flow::{Completion, FlowRecord, FlowSpec, ReceiveRecord, Sample};
+use crate::flow::{
+    Completion, FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
+};
 use crate::packet::{self, Addressing, Extension, Received};
 use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
 use crate::sender::{SendQp, SenderTiming, WIRE_OVERHEAD};
@@ -27,6 +29,9 @@ use crate::socket::{BATCH, RecvBatch, SendBatch, Socket};
 
 /// Hops a received echo may carry at most (more are ignored).
 const MAX_HOPS: usize = 16;
+/// The QP number of the lab's reachability probes: a receiver answers a data packet for it with
+/// an ACK echoing its INT, and keeps no state. Flows must use other QP numbers.
+pub const PROBE_QP: u32 = 0x00ff_ffff;
 /// Batches read per socket per loop turn, so sending is never starved.
 const RX_BATCHES_PER_TURN: usize = 4;
 
@@ -70,13 +75,13 @@ pub struct EndpointConfig {
     pub hop_limit: u8,
     /// The host's NIC rate (b/s).
     pub line_rate_bps: u64,
-    /// Base RTT of its paths (ns), for the controllers.
+    /// The largest base RTT of its paths (ns), which the RTO defaults from.
     pub base_rtt_ns: u64,
     /// The shared clock's origin: flow times are ns since it.
     pub origin: Instant,
-    /// Where to announce each sent flow's completion, if anyone waits on them (a workload
-    /// whose next messages depend on earlier ones).
-    pub completions: Option<Sender<Completion>>,
+    /// Where to announce each sent flow's completion, or that it is stuck, if anyone waits on
+    /// them (a run, a workload whose next messages depend on earlier ones).
+    pub events: Option<Sender<FlowEvent>>,
 }
 
 impl EndpointConfig {
@@ -109,7 +114,21 @@ impl EndpointConfig {
             line_rate_bps,
             base_rtt_ns,
             origin,
-            completions: None,
+            events: None,
+        }
+    }
+}
+
+impl EndpointConfig {
+    /// What a controller of this host knows of a flow on `route`.
+    pub fn path_info(&self, route: FlowPath) -> PathInfo {
+        PathInfo {
+            line_rate_bps: self.line_rate_bps,
+            base_rtt_ns: route.base_rtt_ns,
+            fabric_rtt_ns: route.fabric_rtt_ns,
+            hops: route.hops,
+            mtu_wire_bytes: self.mtu + 12 + 16 + 4 + WIRE_OVERHEAD,
+            mtu_bytes: self.mtu,
         }
     }
 }
@@ -183,9 +202,35 @@ pub struct EndpointReport {
     pub stalls: Vec<Stall>,
 }
 
+/// The answer to a reachability probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeReply {
+    /// The tag the probe was sent with.
+    pub tag: u32,
+    /// Round trip (ns, endpoint clock).
+    pub rtt_ns: u64,
+    /// The INT hops of the probe's way there, in path order.
+    pub hops: Vec<HopRecord>,
+}
+
+/// A probe to send: from a flow's UDP source port to its destination, so that ECMP takes it
+/// the way the flow will go.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    /// Destination host.
+    pub dst: Ipv4Addr,
+    /// UDP source port (the flow's).
+    pub src_port: u16,
+    /// Returned in the reply.
+    pub tag: u32,
+    /// Where the reply goes.
+    pub reply: Sender<ProbeReply>,
+}
+
 enum Command {
-    Send(FlowSpec, ControllerConfig),
+    Send(FlowSpec, ControllerConfig, FlowPath),
     Expect(FlowSpec),
+    Probe(Probe),
     Stop,
 }
 
@@ -241,14 +286,29 @@ impl Endpoint {
         }
     }
 
-    /// Sends `flow`'s message (starting at its start time) under the controller `cc`.
-    pub fn send(&self, flow: FlowSpec, cc: ControllerConfig) {
-        let _ = self.commands.send(Command::Send(flow, cc));
+    /// Sends `flow`'s message (starting at its start time) under the controller `cc`, which
+    /// takes what it derives from `path`. Fails
+    /// when the endpoint thread has ended (its error comes with [`Endpoint::stop`]).
+    pub fn send(&self, flow: FlowSpec, cc: ControllerConfig, path: FlowPath) -> io::Result<()> {
+        self.command(Command::Send(flow, cc, path))
     }
 
     /// Prepares to receive `flow` (data for an unknown QP is dropped and counted).
-    pub fn expect(&self, flow: FlowSpec) {
-        let _ = self.commands.send(Command::Expect(flow));
+    pub fn expect(&self, flow: FlowSpec) -> io::Result<()> {
+        self.command(Command::Expect(flow))
+    }
+
+    /// Sends a reachability probe (see [`PROBE_QP`]); its reply, if any, comes on
+    /// `probe.reply`. The probe's socket becomes the flow's when a flow with that source port
+    /// is sent.
+    pub fn probe(&self, probe: Probe) -> io::Result<()> {
+        self.command(Command::Probe(probe))
+    }
+
+    fn command(&self, c: Command) -> io::Result<()> {
+        self.commands
+            .send(c)
+            .map_err(|_| io::Error::other("the endpoint thread has ended"))
     }
 
     /// Flows completed so far here: sent flows fully acknowledged plus received flows complete.
@@ -285,6 +345,7 @@ struct Sending {
     dst: SocketAddrV4,
     addressing: Addressing,
     done_counted: bool,
+    stuck_reported: bool,
 }
 
 /// The endpoint thread's state.
@@ -298,6 +359,11 @@ struct Host {
     rx: RecvBatch,
     senders: Vec<Sending>,
     sender_of: HashMap<u32, usize>,
+    /// Sockets opened for probes, by source port, until a flow takes them.
+    probe_sockets: HashMap<u16, Socket>,
+    /// Probes awaiting replies, by PSN.
+    probes: HashMap<u32, PendingProbe>,
+    next_probe_psn: u32,
     receivers: HashMap<u32, RecvQp>,
     counters: EndpointCounters,
     policy: ReceiverPolicy,
@@ -328,6 +394,9 @@ impl Host {
             rx: RecvBatch::default(),
             senders: Vec::new(),
             sender_of: HashMap::new(),
+            probe_sockets: HashMap::new(),
+            probes: HashMap::new(),
+            next_probe_psn: 0,
             receivers: HashMap::new(),
             counters: EndpointCounters::default(),
             policy,
@@ -349,10 +418,11 @@ impl Host {
             let mut stop = false;
             while let Ok(cmd) = self.commands.try_recv() {
                 match cmd {
-                    Command::Send(flow, cc) => self.add_sender(flow, &cc)?,
+                    Command::Send(flow, cc, path) => self.add_sender(flow, &cc, path)?,
                     Command::Expect(flow) => {
                         self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
                     }
+                    Command::Probe(p) => self.send_probe(p)?,
                     Command::Stop => stop = true,
                 }
             }
@@ -368,13 +438,8 @@ impl Host {
         Ok(self.report())
     }
 
-    fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig) -> io::Result<()> {
-        let path = PathInfo {
-            line_rate_bps: self.cfg.line_rate_bps,
-            base_rtt_ns: self.cfg.base_rtt_ns,
-            mtu_wire_bytes: self.cfg.mtu + 12 + 16 + 4 + WIRE_OVERHEAD,
-            mtu_bytes: self.cfg.mtu,
-        };
+    fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig, route: FlowPath) -> io::Result<()> {
+        let path = self.cfg.path_info(route);
         let controller = cc.build(path);
         let instructions = match self.cfg.int_mode {
             IntMode::Auto => controller.int_instructions(),
@@ -391,7 +456,10 @@ impl Host {
             hop_limit: self.cfg.hop_limit,
         });
         let port = if int.is_some() { self.cfg.int_port } else { ROCEV2_PORT };
-        let socket = Socket::bind(SocketAddrV4::new(self.cfg.ip, flow.src_port()), self.cfg.dscp)?;
+        let socket = match self.probe_sockets.remove(&flow.src_port()) {
+            Some(s) => s,
+            None => Socket::bind(SocketAddrV4::new(self.cfg.ip, flow.src_port()), self.cfg.dscp)?,
+        };
         let qp = SendQp::new(flow, controller, int, self.cfg.mtu, self.cfg.timing);
         self.sender_of.insert(flow.id, self.senders.len());
         self.senders.push(Sending {
@@ -405,6 +473,7 @@ impl Host {
                 src_port: flow.src_port(),
             },
             done_counted: false,
+            stuck_reported: false,
         });
         Ok(())
     }
@@ -444,6 +513,17 @@ impl Host {
                         echo[..echo_len].copy_from_slice(&r.int_bytes[..echo_len]);
                         let action = Self::classify(&r);
                         match action {
+                            Action::Data { qp: PROBE_QP, psn } => {
+                                let replies = Replies {
+                                    ack: Some(Reply::Ack { psn, msn: 0 }),
+                                    ..Replies::default()
+                                };
+                                self.answer(PROBE_QP, replies, *meta.from.ip(), &echo[..echo_len])?;
+                            }
+                            Action::Ack { qp: PROBE_QP, psn, .. } => match hops_of(r.payload) {
+                                Ok((hops, n)) => self.probe_answered(psn, now, &hops[..n]),
+                                Err(()) => self.counters.bad_int += 1,
+                            },
                             Action::Data { qp, psn } => {
                                 let Some(rq) = self.receivers.get_mut(&qp) else {
                                     self.counters.unknown_qp += 1;
@@ -481,9 +561,7 @@ impl Host {
                                 if sending.qp.is_done() && !sending.done_counted {
                                     sending.done_counted = true;
                                     self.finished.fetch_add(1, Ordering::Relaxed);
-                                    if let Some(c) = &self.cfg.completions {
-                                        let _ = c.send(Completion { id: qp, end_ns: now });
-                                    }
+                                    self.announce(FlowEvent::Completed(Completion { id: qp, end_ns: now }));
                                 }
                             }
                             Action::Cnp { qp } => match self.sender_of.get(&qp) {
@@ -529,6 +607,65 @@ impl Host {
             },
             Opcode::Cnp => Action::Cnp { qp },
             _ => Action::Unsupported,
+        }
+    }
+
+    /// Tells whoever listens about a flow; a listener that has gone (the run ended) misses
+    /// nothing it needed.
+    fn announce(&self, e: FlowEvent) {
+        if let Some(c) = &self.cfg.events {
+            let _gone = c.send(e);
+        }
+    }
+
+    /// Sends probe `p` from a socket on its source port (kept for the flow that will use it).
+    fn send_probe(&mut self, p: Probe) -> io::Result<()> {
+        let socket = match self.probe_sockets.entry(p.src_port) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Socket::bind(SocketAddrV4::new(self.cfg.ip, p.src_port), self.cfg.dscp)?)
+            }
+        };
+        let psn = self.next_probe_psn & 0x00ff_ffff;
+        self.next_probe_psn = self.next_probe_psn.wrapping_add(1);
+        let int = source::SourceConfig {
+            int_port: self.cfg.int_port,
+            instructions: int_format::int::Instructions::FULL,
+            hop_limit: self.cfg.hop_limit,
+        };
+        let a = Addressing {
+            src: self.cfg.ip,
+            dst: p.dst,
+            src_port: p.src_port,
+        };
+        let mut buf = [0u8; 256];
+        let bth = BthRepr::new(Opcode::SendOnly, PROBE_QP, psn);
+        let n = packet::write(&mut buf, &a, Some(&int), &bth, Extension::None, &[]).map_err(io::Error::other)?;
+        let sent_ns = self.cfg.origin.elapsed().as_nanos() as u64;
+        socket.send_one(&buf[..n], SocketAddrV4::new(p.dst, self.cfg.int_port))?;
+        self.counters.tx_datagrams += 1;
+        self.probes.insert(
+            psn,
+            PendingProbe {
+                tag: p.tag,
+                sent_ns,
+                reply: p.reply,
+            },
+        );
+        Ok(())
+    }
+
+    fn probe_answered(&mut self, psn: u32, now: u64, hops: &[HopRecord]) {
+        match self.probes.remove(&psn) {
+            Some(p) => {
+                // The run may have stopped listening: the reply is then of no use to anyone.
+                let _unheard = p.reply.send(ProbeReply {
+                    tag: p.tag,
+                    rtt_ns: now.saturating_sub(p.sent_ns),
+                    hops: hops.to_vec(),
+                });
+            }
+            None => self.counters.unknown_qp += 1,
         }
     }
 
@@ -590,8 +727,23 @@ impl Host {
     /// NIC lets it (each QP still paces itself at its controller's rate).
     fn send_data(&mut self) -> io::Result<()> {
         let now = self.now();
+        let mut stuck = Vec::new();
         for s in &mut self.senders {
             s.qp.on_timers(now);
+            if !s.stuck_reported && s.qp.timeouts_in_a_row() >= STUCK_AFTER_TIMEOUTS {
+                s.stuck_reported = true;
+                let (packets_acked, packets) = s.qp.packets_acked();
+                stuck.push(Stuck {
+                    id: s.qp.spec().id,
+                    packets_acked,
+                    packets,
+                    timeouts: s.qp.record().timeouts,
+                    at_ns: now,
+                });
+            }
+        }
+        for s in stuck {
+            self.announce(FlowEvent::Stuck(s));
         }
         // A late wake-up sends what was due, but an idle NIC banks no more than the burst credit.
         self.nic_free_ns = self
@@ -710,6 +862,12 @@ impl Host {
             stalls: self.stalls,
         }
     }
+}
+
+struct PendingProbe {
+    tag: u32,
+    sent_ns: u64,
+    reply: Sender<ProbeReply>,
 }
 
 enum Action {

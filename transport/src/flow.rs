@@ -39,6 +39,18 @@ impl FlowSpec {
     }
 }
 
+/// What the lab knows of the way a flow takes, for its controller (see
+/// [`crate::cc::PathInfo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowPath {
+    /// Base RTT of the flow's path (ns).
+    pub base_rtt_ns: u64,
+    /// The largest base RTT among the run's flows (ns).
+    pub fabric_rtt_ns: u64,
+    /// Switches on the path.
+    pub hops: u32,
+}
+
 /// What the sender saw of a flow.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct FlowRecord {
@@ -120,11 +132,40 @@ pub struct Sample {
     pub target_delay_ns: Option<u64>,
 }
 
-/// A sent flow became fully acknowledged: what an endpoint tells whoever waits on its flows.
+/// A sent flow became fully acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
     /// Flow id.
     pub id: u32,
     /// When its last byte was acknowledged (ns on the shared clock).
     pub end_ns: u64,
+}
+
+/// A sent flow has made no progress through [`STUCK_AFTER_TIMEOUTS`] retransmission timeouts in
+/// a row: no byte it sent again was acknowledged. In a working lab this does not happen; the
+/// run should stop and say why rather than wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stuck {
+    /// Flow id.
+    pub id: u32,
+    /// Packets of the message acknowledged (its last acknowledged PSN is one less).
+    pub packets_acked: u64,
+    /// Packets of the message.
+    pub packets: u64,
+    /// Timeouts so far.
+    pub timeouts: u64,
+    /// When it was declared stuck (ns on the shared clock).
+    pub at_ns: u64,
+}
+
+/// Retransmission timeouts in a row without progress after which a flow is [`Stuck`].
+pub const STUCK_AFTER_TIMEOUTS: u32 = 4;
+
+/// What an endpoint tells whoever waits on its sent flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowEvent {
+    /// Fully acknowledged.
+    Completed(Completion),
+    /// No progress (see [`Stuck`]).
+    Stuck(Stuck),
 }

@@ -57,6 +57,8 @@ pub struct SendQp {
     scratch: Vec<u8>,
     rtt_sum: u128,
     rtt_count: u64,
+    /// Retransmission timeouts since a new byte was last acknowledged.
+    timeouts_in_a_row: u32,
 }
 
 /// A packet index from its 24-bit PSN, near `base` (PSN of `base` = base & mask).
@@ -114,6 +116,7 @@ impl SendQp {
             scratch: vec![0; mtu as usize],
             rtt_sum: 0,
             rtt_count: 0,
+            timeouts_in_a_row: 0,
         }
     }
 
@@ -220,6 +223,7 @@ impl SendQp {
             self.nxt = self.nxt.max(self.una);
             self.rto_ns = self.timing.rto_ns;
             self.rto_deadline = (self.una < self.high).then_some(now + self.rto_ns);
+            self.timeouts_in_a_row = 0;
             self.bytes_before(self.una) - before
         } else {
             0
@@ -280,6 +284,7 @@ impl SendQp {
     pub fn on_timers(&mut self, now: u64) {
         if self.rto_deadline.is_some_and(|d| now >= d) && !self.is_done() {
             self.record.timeouts += 1;
+            self.timeouts_in_a_row += 1;
             self.nxt = self.una;
             self.rto_ns = (self.rto_ns * 2).min(self.timing.rto_max_ns);
             self.rto_deadline = Some(now + self.rto_ns);
@@ -330,6 +335,16 @@ impl SendQp {
     /// The record so far.
     pub fn record(&self) -> &FlowRecord {
         &self.record
+    }
+
+    /// Retransmission timeouts since a new byte was last acknowledged.
+    pub fn timeouts_in_a_row(&self) -> u32 {
+        self.timeouts_in_a_row
+    }
+
+    /// Packets of the message acknowledged so far, and in all.
+    pub fn packets_acked(&self) -> (u64, u64) {
+        (self.una, self.packets)
     }
 }
 

@@ -173,6 +173,18 @@ impl Socket {
         self.sock.as_raw_fd()
     }
 
+    /// Sends one datagram now (for the rare packet outside the batched data path).
+    pub fn send_one(&self, datagram: &[u8], dst: SocketAddrV4) -> io::Result<()> {
+        let n = self.sock.send_to(datagram, dst)?;
+        if n != datagram.len() {
+            return Err(io::Error::other(format!(
+                "sent {n} of {} bytes to {dst}",
+                datagram.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Receives up to [`BATCH`] waiting datagrams; returns how many.
     pub fn recv_batch(&self, b: &mut RecvBatch) -> io::Result<usize> {
         // SAFETY: zeroed iovec/mmsghdr/sockaddr arrays are valid; every pointer set below points

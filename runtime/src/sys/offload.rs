@@ -144,36 +144,33 @@ pub fn get(device: &str, offload: Offload) -> Result<bool, OffloadError> {
 }
 
 /// Turns every offload in [`Offload::ALL`] off on `device` (in the calling thread's namespace)
-/// and checks that each reads back off. An offload the driver cannot change counts as done
-/// when it is off already.
+/// and checks that each reads back off.
 pub fn disable_all(device: &str) -> Result<(), OffloadError> {
-    let ctl = Control::open().map_err(|source| OffloadError::Ioctl {
+    Offload::ALL.iter().try_for_each(|&o| set(device, o, false))
+}
+
+/// Turns `offload` on or off on `device` (in the calling thread's namespace) and checks that it
+/// reads back so. An offload the driver cannot change counts as done when it already is as
+/// asked.
+pub fn set(device: &str, offload: Offload, on: bool) -> Result<(), OffloadError> {
+    let err = |source| OffloadError::Ioctl {
         device: device.to_owned(),
-        offload: Offload::TxChecksum.name(),
+        offload: offload.name(),
         source,
-    })?;
-    for o in Offload::ALL {
-        let (get, set) = o.commands();
-        let err = |source| OffloadError::Ioctl {
+    };
+    let ctl = Control::open().map_err(err)?;
+    let (get, set) = offload.commands();
+    let set_result = ctl.request(device, set, u32::from(on));
+    let now = ctl.request(device, get, 0).map_err(err)? != 0;
+    match set_result {
+        _ if now == on => Ok(()),
+        Err(e) => Err(err(e)),
+        Ok(_) => Err(OffloadError::Unchanged {
             device: device.to_owned(),
-            offload: o.name(),
-            source,
-        };
-        let set_result = ctl.request(device, set, 0);
-        let on = ctl.request(device, get, 0).map_err(err)? != 0;
-        match (set_result, on) {
-            (_, false) => {}
-            (Err(e), true) => return Err(err(e)),
-            (Ok(_), true) => {
-                return Err(OffloadError::Unchanged {
-                    device: device.to_owned(),
-                    offload: o.name(),
-                    on,
-                });
-            }
-        }
+            offload: offload.name(),
+            on: now,
+        }),
     }
-    Ok(())
 }
 
 #[cfg(test)]

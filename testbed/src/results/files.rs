@@ -28,6 +28,8 @@ pub const SUMMARY_JSON: &str = "summary.json";
 pub const SUMMARY_TXT: &str = "summary.txt";
 /// The run's report page: the summary and the plots.
 pub const REPORT: &str = "report.md";
+/// Why the lab's data path check failed (written instead of results when it fails).
+pub const DATAPATH: &str = "datapath.txt";
 
 /// A CSV or JSON writing failure, with the file.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,7 @@ struct FlowRow<'a> {
     ideal_fct_us: f64,
     slowdown: Option<f64>,
     path_rtt_us: f64,
+    base_rtt_us: Option<f64>,
     bytes_received: u64,
     packets_sent: u64,
     retransmissions: u64,
@@ -143,6 +146,11 @@ pub fn write_scenario(dir: &Path, text: &str) -> Result<(), WriteError> {
     std::fs::write(dir.join(SCENARIO), text).map_err(at(dir, SCENARIO))
 }
 
+/// Writes `text` as file `name` of `dir`.
+pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), WriteError> {
+    std::fs::write(dir.join(name), text).map_err(at(dir, name))
+}
+
 /// Writes every results file and plot into `dir` (which exists).
 pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
     csv_rows(
@@ -159,6 +167,7 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             ideal_fct_us: us(f.ideal_fct_ns),
             slowdown: f.slowdown,
             path_rtt_us: us(f.path_rtt_ns),
+            base_rtt_us: f.base_rtt_ns.map(us),
             bytes_received: f.bytes_received,
             packets_sent: f.packets_sent,
             retransmissions: f.retransmissions,

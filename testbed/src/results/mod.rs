@@ -12,8 +12,8 @@ mod table;
 pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
 pub use files::{
-    APPLICATIONS, COUNTERS, FLOWS, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT, WriteError,
-    write_all, write_scenario,
+    APPLICATIONS, COUNTERS, DATAPATH, FLOWS, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT,
+    WriteError, write_all, write_scenario, write_text,
 };
 pub(crate) use files::{at as write_error_at, csv_rows};
 pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};
@@ -25,6 +25,7 @@ use int_format::roce::{Bth, Reth};
 use intlab_switch::SwitchSnapshot;
 use intlab_transport::cc::PathInfo;
 use intlab_transport::endpoint::{EndpointCounters, IntMode};
+use intlab_transport::flow::FlowPath;
 use intlab_transport::sender::WIRE_OVERHEAD;
 use serde::Serialize;
 
@@ -43,6 +44,9 @@ pub enum Ending {
     TimedOut,
     /// Stopped by SIGINT or SIGTERM.
     Interrupted,
+    /// A flow made no progress through several retransmission timeouts in a row (see
+    /// [`Summary::diagnosis`]).
+    NoProgress,
 }
 
 /// One flow's record.
@@ -66,6 +70,9 @@ pub struct FlowResult {
     pub slowdown: Option<f64>,
     /// Round trip of propagation on its path (ns).
     pub path_rtt_ns: u64,
+    /// The base RTT its controller was given (ns): propagation, serialization and the host
+    /// overhead the lab measured on its path.
+    pub base_rtt_ns: Option<u64>,
     /// Bytes the receiver got intact.
     pub bytes_received: u64,
     /// Data packets sent, retransmissions included.
@@ -101,6 +108,7 @@ impl FlowResult {
             ideal_fct_ns: 1,
             slowdown: None,
             path_rtt_ns: 0,
+            base_rtt_ns: None,
             bytes_received: 0,
             packets_sent: 0,
             retransmissions: 0,
@@ -324,6 +332,14 @@ pub struct Summary {
     pub timing_warning: bool,
     /// Each application's outcome (empty unless the workload has applications).
     pub applications: Vec<ApplicationResult>,
+    /// The controller's parameters as the first flow ran them (set or derived from its path,
+    /// see docs/transport.md), times in scenario units.
+    pub controller_params: serde_json::Value,
+    /// Host overhead of a round trip the lab's probes measured, over the flows' paths (ns,
+    /// scenario time): part of every controller's base RTT.
+    pub host_overhead_ns: Option<Quantiles>,
+    /// Why the run stopped early, when a flow made no progress.
+    pub diagnosis: Option<String>,
 }
 
 /// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
@@ -381,10 +397,12 @@ pub fn ideal_fct_ns(t: &Topology, path: &[usize], size: u64, mtu: u64, int_hop_b
 }
 
 /// The INT bytes per hop the scenario's data carries, if any.
-fn int_hop_bytes(s: &Scenario) -> Option<u64> {
+pub(crate) fn int_hop_bytes(s: &Scenario) -> Option<u64> {
     let probe = s.controller.build(PathInfo {
         line_rate_bps: 1_000_000_000,
         base_rtt_ns: 1_000_000,
+        fabric_rtt_ns: 1_000_000,
+        hops: 1,
         mtu_wire_bytes: 1500,
         mtu_bytes: 1024,
     });
@@ -401,6 +419,8 @@ fn int_hop_bytes(s: &Scenario) -> Option<u64> {
 pub struct Timebase {
     /// Lab clock reading of the run's start (ns).
     pub t0_ns: u64,
+    /// Lab clock reading of the run's end (ns): when it completed, timed out or was stopped.
+    pub end_ns: u64,
     /// Time dilation factor.
     pub dilation: f64,
 }
@@ -422,9 +442,26 @@ impl Timebase {
     }
 }
 
+/// What the lab measured of its paths before the flows started (lab units), by flow in plan
+/// order.
+#[derive(Debug, Clone, Copy)]
+pub struct Measurements<'a> {
+    /// What each flow's controller was told of its path.
+    pub paths: &'a [FlowPath],
+    /// The host overhead the probes measured on each flow's path (ns).
+    pub host_overhead_ns: &'a [u64],
+}
+
 impl Results {
     /// Gathers a stopped lab's report for scenario `s`, whose flows were `plan`.
-    pub fn collect(s: &Scenario, plan: &[PlannedFlow], report: LabReport, time: Timebase, ending: Ending) -> Results {
+    pub fn collect(
+        s: &Scenario,
+        plan: &[PlannedFlow],
+        report: LabReport,
+        time: Timebase,
+        ending: Ending,
+        measured_paths: &Measurements<'_>,
+    ) -> Results {
         let t = &s.topology;
         let r = routes(t);
         let hop_bytes = int_hop_bytes(s);
@@ -470,7 +507,8 @@ impl Results {
         let flows: Vec<FlowResult> = plan
             .iter()
             .zip(&paths)
-            .map(|(p, path)| {
+            .enumerate()
+            .map(|(k, (p, path))| {
                 let ideal = ideal_fct_ns(t, path, p.size, s.transport.mtu, hop_bytes);
                 let rec = sent.get(&p.id);
                 let fct = rec.and_then(|f| f.fct_ns()).map(|n| time.span(n));
@@ -485,6 +523,7 @@ impl Results {
                     ideal_fct_ns: ideal,
                     slowdown: fct.map(|f| f as f64 / ideal.max(1) as f64),
                     path_rtt_ns: 2 * path.iter().map(|&l| t.links[l].props.delay.0).sum::<u64>(),
+                    base_rtt_ns: measured_paths.paths.get(k).map(|f| time.span(f.base_rtt_ns)),
                     bytes_received: received.get(&p.id).map_or(0, |x| x.bytes_ok),
                     packets_sent: rec.map_or(0, |f| f.packets_sent),
                     retransmissions: rec.map_or(0, |f| f.retransmissions),
@@ -526,7 +565,15 @@ impl Results {
                 .unwrap_or(0),
             hop_bytes,
         };
-        let summary = summarize(s, &measured, time, ending);
+        let mut summary = summarize(s, &measured, time, ending);
+        summary.controller_params = controller_params(s, measured_paths.paths.first(), time);
+        summary.host_overhead_ns = Quantiles::of(
+            measured_paths
+                .host_overhead_ns
+                .iter()
+                .map(|&n| time.span(n) as f64)
+                .collect(),
+        );
         Results {
             flows,
             series,
@@ -595,16 +642,18 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         .unwrap_or((0, 0));
     let host_wake_late_p50_ns = time.span(hosts.iter().map(|h| h.counters.wake_late_p50_ns).max().unwrap_or(0));
     let host_wake_late_p99_ns = time.span(hosts.iter().map(|h| h.counters.wake_late_p99_ns).max().unwrap_or(0));
-    // Host time runs to the last completion or, for unfinished flows, the last sample.
-    let host_span = flows
+    // Hosts ran from the run's start to its end; a stall counts for the part inside that.
+    let host_span = time.at(time.end_ns);
+    let stalled: u64 = m
+        .stalls
         .iter()
-        .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
-        .chain(m.series.iter().map(|p| p.t_ns))
-        .max()
-        .unwrap_or(first)
-        .saturating_sub(first);
-    let stalled: u64 = m.stalls.iter().map(|s| s.late_ns).sum();
-    let host_stall_fraction = stalled as f64 / (hosts.len() as u64 * host_span).max(1) as f64;
+        .map(|s| (s.at_ns + s.late_ns).min(host_span).saturating_sub(s.at_ns))
+        .sum();
+    let host_stall_fraction = if hosts.is_empty() || host_span == 0 {
+        0.0
+    } else {
+        (stalled as f64 / (hosts.len() as u64 * host_span) as f64).min(1.0)
+    };
     let int_overhead = m.hop_bytes.map(|h| {
         let mtu = s.transport.mtu;
         let with_int = wire_bytes(mtu, mtu, Some(h), m.max_path_switches);
@@ -677,7 +726,31 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
             || host_stall_fraction > STALL_FRACTION_LIMIT,
         applications: outcomes(s.workload.applications(), flows),
+        controller_params: serde_json::Value::Null,
+        host_overhead_ns: None,
+        diagnosis: None,
     }
+}
+
+/// The controller's parameters as a flow on `path` ran them, times in scenario units.
+fn controller_params(s: &Scenario, path: Option<&FlowPath>, time: Timebase) -> serde_json::Value {
+    let Some(path) = path else {
+        return serde_json::Value::Null;
+    };
+    let info = PathInfo {
+        line_rate_bps: 1,
+        base_rtt_ns: path.base_rtt_ns,
+        fabric_rtt_ns: path.fabric_rtt_ns,
+        hops: path.hops,
+        mtu_wire_bytes: 1,
+        mtu_bytes: s.transport.mtu,
+    };
+    let resolved = s
+        .controller
+        .dilated(time.dilation)
+        .resolve(&info)
+        .dilated(1.0 / time.dilation);
+    serde_json::to_value(&resolved).unwrap_or(serde_json::Value::Null)
 }
 
 #[cfg(test)]
@@ -707,6 +780,47 @@ mod tests {
         assert_eq!(
             ideal_fct_ns(&t, &[0, 1], 1000, 1024, Some(24)),
             (1074 + 36) * 8 * 2 + 40_000
+        );
+    }
+
+    #[test]
+    fn the_stall_share_is_of_the_run_even_when_nothing_completed() {
+        let s = Scenario::builtin(&crate::scenario::Overrides::default()).unwrap();
+        let flows: Vec<FlowResult> = (1..=4).map(|id| FlowResult::fixture(id, 0, None)).collect();
+        let hosts: Vec<HostCounters> = (1..=5)
+            .map(|h| HostCounters {
+                host: format!("h{h}"),
+                counters: EndpointCounters::default(),
+            })
+            .collect();
+        let stall = |at_ns, late_ns| HostStall {
+            host: "h1".into(),
+            at_ns,
+            late_ns,
+        };
+        // 10 ms of run; 1 ms stalled, and a stall at the end counted only up to the end.
+        let stalls = [stall(2_000_000, 1_000_000), stall(9_500_000, 4_000_000)];
+        let m = Measured {
+            flows: &flows,
+            series: &[],
+            stalls: &stalls,
+            switches: &[],
+            hosts: &hosts,
+            content_errors: 0,
+            max_path_switches: 1,
+            hop_bytes: None,
+        };
+        let time = Timebase {
+            t0_ns: 5_000_000,
+            end_ns: 15_000_000,
+            dilation: 1.0,
+        };
+        let sum = summarize(&s, &m, time, Ending::TimedOut);
+        assert_eq!(sum.completed, 0);
+        assert!(
+            (sum.host_stall_fraction - 1.5e6 / (5.0 * 10e6)).abs() < 1e-12,
+            "{}",
+            sum.host_stall_fraction
         );
     }
 

@@ -41,12 +41,24 @@ pub fn summary_table(s: &Summary) -> String {
         Ending::Completed => "completed",
         Ending::TimedOut => "stopped at the scenario's duration",
         Ending::Interrupted => "interrupted (partial results)",
+        Ending::NoProgress => "stopped: a flow made no progress",
     };
     let _ = writeln!(
         out,
         "{} with {} (dilation {}): {}, {}/{} flows completed",
         s.scenario, s.controller, s.dilation, ending, s.completed, s.flows
     );
+    if let Some(d) = &s.diagnosis {
+        let _ = writeln!(out, "  {d}");
+    }
+    if let serde_json::Value::Object(params) = &s.controller_params {
+        let shown: Vec<String> = params
+            .iter()
+            .filter(|(k, _)| k.as_str() != "name")
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "  {} as run (flow 1's path): {}", s.controller, shown.join(", "));
+    }
     let _ = writeln!(out, "  {:<22} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
     row(&mut out, "FCT", s.fct_ns, time);
     row(&mut out, "slowdown", s.slowdown, |x| format!("{x:.2}"));
@@ -61,6 +73,7 @@ pub fn summary_table(s: &Summary) -> String {
         None => "queue".to_owned(),
     };
     row(&mut out, &queue, s.bottleneck_queue, bytes);
+    row(&mut out, "host overhead per RTT", s.host_overhead_ns, time);
     if let (Some(b), Some((configured, carried))) = (&s.bottleneck, s.bottleneck_rate_bps) {
         let _ = writeln!(
             out,

@@ -317,9 +317,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         };
         let switch = node(&r.value.switch, NodeKind::Switch, "the name of a switch")?;
         let host = node(&r.value.to, NodeKind::Host, "the name of a host")?;
-        if r.value.via.is_empty() {
-            return Err(err(&r.referenced, format!("routes[{ri}]: `via` lists no interface")));
-        }
+        // An empty `via` is a route withdrawn: the switch drops that host's traffic (no_route).
         let mut via = Vec::new();
         for v in &r.value.via {
             let li = links

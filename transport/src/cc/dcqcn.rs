@@ -20,28 +20,38 @@
 //! α, which is caught up by multiplication, so the endpoint only wakes for a decrease that is
 //! due or for the increase timer.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, scale_ns};
+
+/// The base RTT the ns-3 values were chosen for (ns): the HPCC paper's fat-tree of 1 µs links,
+/// whose longest round trip (six links each way) is 12 µs, the T htsim gives HPCC on it. Timers
+/// left unset scale with the flow's base RTT against it, so a fabric 100 times slower (or a
+/// lab dilated 100 times) gets timers 100 times longer.
+pub const REFERENCE_RTT_NS: u64 = 12_000;
 
 /// DCQCN's parameters.
 ///
 /// Defaults are the ns-3 HPCC simulator's `run.py --cc dcqcn` (its `config.txt` differs only
 /// where run.py overrides it): g = 1/256, α timer 1 µs, decrease timer 4 µs, increase timer
-/// 300 µs, F = 1, R_AI = line rate / 5000 and R_HAI = line rate / 500 (5 and 50 Mb/s at
+/// 300 µs (each at [`REFERENCE_RTT_NS`], scaled to the flow's base RTT when not set), F = 1, R_AI = line rate / 5000 and R_HAI = line rate / 500 (5 and 50 Mb/s at
 /// 25 Gb/s, `5*bw/25` and `50*bw/25` Mb/s), min rate = line rate / 25 (1000 Mb/s at 25 Gb/s),
 /// no target clamp, no byte counter. [`DcqcnConfig::paper`] gives the paper's values.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcqcnConfig {
     /// g, the gain of α's moving average.
     pub g: f64,
-    /// α timer period (ns): ALPHA_RESUME_INTERVAL.
-    pub alpha_interval_ns: u64,
-    /// Decrease timer period (ns): at most one decrease per period (RATE_DECREASE_INTERVAL).
-    pub decrease_interval_ns: u64,
-    /// Increase timer period (ns): RP_TIMER.
-    pub increase_interval_ns: u64,
+    /// α timer period (ns): ALPHA_RESUME_INTERVAL; None: 1 µs at [`REFERENCE_RTT_NS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alpha_interval_ns: Option<u64>,
+    /// Decrease timer period (ns): at most one decrease per period (RATE_DECREASE_INTERVAL);
+    /// None: 4 µs at [`REFERENCE_RTT_NS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decrease_interval_ns: Option<u64>,
+    /// Increase timer period (ns): RP_TIMER; None: 300 µs at [`REFERENCE_RTT_NS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub increase_interval_ns: Option<u64>,
     /// F: fast recovery steps before additive increase (FAST_RECOVERY_TIMES).
     pub fast_recovery_steps: u32,
     /// R_AI as a fraction of the line rate.
@@ -63,9 +73,9 @@ impl Default for DcqcnConfig {
     fn default() -> Self {
         DcqcnConfig {
             g: 1.0 / 256.0,
-            alpha_interval_ns: 1_000,
-            decrease_interval_ns: 4_000,
-            increase_interval_ns: 300_000,
+            alpha_interval_ns: None,
+            decrease_interval_ns: None,
+            increase_interval_ns: None,
             fast_recovery_steps: 1,
             rate_ai_fraction: 5.0 / 25_000.0,
             rate_hai_fraction: 50.0 / 25_000.0,
@@ -86,9 +96,9 @@ impl DcqcnConfig {
     pub fn paper() -> DcqcnConfig {
         DcqcnConfig {
             g: 1.0 / 256.0,
-            alpha_interval_ns: 55_000,
-            decrease_interval_ns: 50_000,
-            increase_interval_ns: 55_000,
+            alpha_interval_ns: Some(55_000),
+            decrease_interval_ns: Some(50_000),
+            increase_interval_ns: Some(55_000),
             fast_recovery_steps: 5,
             rate_ai_fraction: 1.0 / 1000.0,
             rate_hai_fraction: 10.0 / 1000.0,
@@ -97,13 +107,37 @@ impl DcqcnConfig {
         }
     }
 
-    /// The same parameters with every time `factor` times longer (time dilation).
+    /// The same parameters with every time that is set `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> DcqcnConfig {
-        let scale = |ns: u64| ((ns as f64 * factor).round() as u64).max(1);
+        let scale = |ns: Option<u64>| ns.map(|ns| scale_ns(ns, factor));
         DcqcnConfig {
             alpha_interval_ns: scale(self.alpha_interval_ns),
             decrease_interval_ns: scale(self.decrease_interval_ns),
             increase_interval_ns: scale(self.increase_interval_ns),
+            ..self.clone()
+        }
+    }
+
+    /// The (α, decrease, increase) timer periods on `path` (ns).
+    pub fn timers(&self, path: &PathInfo) -> (u64, u64, u64) {
+        let at_path = |set: Option<u64>, reference: u64| {
+            set.unwrap_or_else(|| scale_ns(reference, path.base_rtt_ns as f64 / REFERENCE_RTT_NS as f64))
+                .max(1)
+        };
+        (
+            at_path(self.alpha_interval_ns, 1_000),
+            at_path(self.decrease_interval_ns, 4_000),
+            at_path(self.increase_interval_ns, 300_000),
+        )
+    }
+
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> DcqcnConfig {
+        let (a, d, i) = self.timers(path);
+        DcqcnConfig {
+            alpha_interval_ns: Some(a),
+            decrease_interval_ns: Some(d),
+            increase_interval_ns: Some(i),
             ..self.clone()
         }
     }
@@ -113,6 +147,10 @@ impl DcqcnConfig {
 #[derive(Debug, Clone)]
 pub struct Dcqcn {
     config: DcqcnConfig,
+    /// Timer periods (ns).
+    alpha_interval_ns: u64,
+    decrease_interval_ns: u64,
+    increase_interval_ns: u64,
     line_rate: f64,
     rate: f64,
     target: f64,
@@ -139,7 +177,11 @@ impl Dcqcn {
     /// A flow starting at line rate.
     pub fn new(config: DcqcnConfig, path: PathInfo) -> Dcqcn {
         let line_rate = path.line_rate_bps as f64;
+        let (alpha_interval_ns, decrease_interval_ns, increase_interval_ns) = config.timers(&path);
         Dcqcn {
+            alpha_interval_ns,
+            decrease_interval_ns,
+            increase_interval_ns,
             config,
             line_rate,
             rate: line_rate,
@@ -174,7 +216,7 @@ impl Dcqcn {
     /// Runs the α timer up to `t`: the period holding a CNP adds g, later ones only decay.
     fn advance_alpha(&mut self, t: u64) {
         let Some(_) = self.started_ns else { return };
-        let period = self.config.alpha_interval_ns.max(1);
+        let period = self.alpha_interval_ns;
         let g = self.config.g;
         if self.alpha_next_ns <= t {
             let hit = if std::mem::take(&mut self.cnp_for_alpha) {
@@ -200,7 +242,7 @@ impl Dcqcn {
         self.timer_stage = 0;
         self.byte_stage = 0;
         self.bytes_mark = self.sent_bytes;
-        self.increase_next_ns = Some(now + self.config.increase_interval_ns.max(1));
+        self.increase_next_ns = Some(now + self.increase_interval_ns);
     }
 
     /// One increase event; `stage` is the stage of the counter that fired.
@@ -248,7 +290,7 @@ impl Controller for Dcqcn {
         if self.started_ns.is_none() {
             self.started_ns = Some(now_ns);
             self.alpha = 1.0;
-            self.alpha_next_ns = now_ns + self.config.alpha_interval_ns.max(1);
+            self.alpha_next_ns = now_ns + self.alpha_interval_ns;
             self.rate *= self.config.rate_on_first_cnp;
             self.target = self.rate;
         }
@@ -257,7 +299,7 @@ impl Controller for Dcqcn {
         if self.decrease_due_ns.is_none() {
             // The decrease timer ticks 1 ns after each multiple of its period from the first CNP.
             let first = self.started_ns.unwrap_or(now_ns) + 1;
-            let period = self.config.decrease_interval_ns.max(1);
+            let period = self.decrease_interval_ns;
             let k = now_ns.saturating_sub(first) / period + 1;
             self.decrease_due_ns = Some(first + k * period);
         }
@@ -283,7 +325,7 @@ impl Controller for Dcqcn {
                 (_, Some(i)) => {
                     self.increase();
                     self.timer_stage += 1;
-                    self.increase_next_ns = Some(i + self.config.increase_interval_ns.max(1));
+                    self.increase_next_ns = Some(i + self.increase_interval_ns);
                 }
                 _ => break,
             }
@@ -312,9 +354,9 @@ mod tests {
     fn config() -> DcqcnConfig {
         DcqcnConfig {
             g: 1.0 / 16.0,
-            alpha_interval_ns: 10_000,
-            decrease_interval_ns: 5_000,
-            increase_interval_ns: 100_000,
+            alpha_interval_ns: Some(10_000),
+            decrease_interval_ns: Some(5_000),
+            increase_interval_ns: Some(100_000),
             fast_recovery_steps: 2,
             rate_ai_fraction: 0.01,
             rate_hai_fraction: 0.1,

@@ -15,7 +15,7 @@ use super::{Ack, Controller, PathInfo};
 /// DCTCP's parameters. Defaults are the ns-3 `RdmaHw` attributes with run.py's values: g =
 /// 1/16 (EwmaGain), R_AI 1000 Mb/s at 25 Gb/s (DctcpRateAI, as a fraction of the line rate),
 /// min rate 100 Mb/s at 25 Gb/s.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DctcpConfig {
     /// g, the gain of α's moving average.

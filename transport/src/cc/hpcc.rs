@@ -12,11 +12,12 @@
 //!    snd_nxt (once per RTT); other ACKs only apply R (fast react) or, without fast react,
 //!    change nothing.
 //!
-//! The window is W = W_max·R/R_line with W_max = line rate × T (ns-3 VAR_WIN).
+//! The window is W = W_max·R/R_line with W_max = line rate × T (ns-3 VAR_WIN). T is the largest
+//! base RTT of the run's flows unless set (ns-3 GLOBAL_T: maxRtt).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, HopSample, PathInfo};
+use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, scale_ns};
 use int_format::int::Instructions;
 
 /// HPCC's parameters.
@@ -26,9 +27,12 @@ use int_format::int::Instructions;
 /// min rate = line rate / 25 (1 Gb/s at 25 Gb/s, MIN_RATE 1000 Mb/s). [`HpccConfig::ns3_rdma_hw`]
 /// gives the `RdmaHw` class defaults (maxStage 5, R_AI 5 Mb/s, min rate 100 Mb/s at 25 Gb/s);
 /// [`HpccConfig::paper`] the paper's suggestion (η 0.95, maxStage 5).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HpccConfig {
+    /// T, the base RTT (ns); None: the largest base RTT of the run's flows (derived).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_rtt_ns: Option<u64>,
     /// η, target utilization.
     pub eta: f64,
     /// maxStage: additive-increase stages before a multiplicative step (0 = always multiplicative).
@@ -46,6 +50,7 @@ pub struct HpccConfig {
 impl Default for HpccConfig {
     fn default() -> Self {
         HpccConfig {
+            base_rtt_ns: None,
             eta: 0.95,
             max_stage: 0,
             rate_ai_fraction: 10.0 / 25_000.0,
@@ -57,6 +62,27 @@ impl Default for HpccConfig {
 }
 
 impl HpccConfig {
+    /// T on `path`.
+    pub fn t_ns(&self, path: &PathInfo) -> u64 {
+        self.base_rtt_ns.unwrap_or(path.fabric_rtt_ns).max(1)
+    }
+
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> HpccConfig {
+        HpccConfig {
+            base_rtt_ns: Some(self.t_ns(path)),
+            ..self.clone()
+        }
+    }
+
+    /// The same parameters with T (if set) `factor` times longer (time dilation).
+    pub fn dilated(&self, factor: f64) -> HpccConfig {
+        HpccConfig {
+            base_rtt_ns: self.base_rtt_ns.map(|t| scale_ns(t, factor)),
+            ..self.clone()
+        }
+    }
+
     /// ns-3 `RdmaHw` attribute defaults: η 0.95, maxStage 5, R_AI 5 Mb/s and min rate 100 Mb/s
     /// (scaled here from their 25 Gb/s reference).
     pub fn ns3_rdma_hw() -> HpccConfig {
@@ -93,6 +119,8 @@ impl HpccConfig {
 pub struct Hpcc {
     config: HpccConfig,
     path: PathInfo,
+    /// T (ns).
+    t_ns: u64,
     /// Committed rate Rc.
     rc: f64,
     /// Current (applied) rate.
@@ -109,6 +137,7 @@ impl Hpcc {
     pub fn new(config: HpccConfig, path: PathInfo) -> Hpcc {
         let line = path.line_rate_bps as f64;
         Hpcc {
+            t_ns: config.t_ns(&path),
             config,
             path,
             rc: line,
@@ -148,7 +177,7 @@ impl Hpcc {
             self.last_update_seq = ack.sent_bytes;
             return;
         }
-        let t = self.path.base_rtt_ns;
+        let t = self.t_ns;
         let (mut max_u, mut dt, mut updated) = (0.0f64, 0u64, false);
         for (prev, s) in self.hops.iter_mut().zip(samples.flatten()) {
             if let Some((u, tau)) = s.utilization(prev, t) {
@@ -211,7 +240,8 @@ impl Controller for Hpcc {
 
     fn window_bytes(&self) -> Option<u64> {
         self.config.window.then(|| {
-            let w = self.path.bdp_bytes() as f64 * self.rate / self.path.line_rate_bps as f64;
+            let w_max = bdp_bytes(self.path.line_rate_bps, self.t_ns) as f64;
+            let w = w_max * self.rate / self.path.line_rate_bps as f64;
             (w as u64).max(self.path.mtu_wire_bytes)
         })
     }
@@ -249,6 +279,7 @@ mod tests {
 
     fn config(max_stage: u32) -> HpccConfig {
         HpccConfig {
+            base_rtt_ns: None,
             eta: 0.95,
             max_stage,
             rate_ai_fraction: 0.001,

@@ -14,13 +14,13 @@
 //! (no [0.1, 2]·BDP bound; W stays at least one packet), `pd_no_mult_clamp` (no [0.5, 1.5] bound
 //! on the factor; it stays at least 0).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, HopSample, PathInfo};
+use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, scale_ns};
 use int_format::int::Instructions;
 
 /// Which safeguards and terms are on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ablation {
     /// Full PD law with both clamps.
@@ -37,9 +37,12 @@ pub enum Ablation {
 /// HPCC++ parameters. Defaults are the study's `hpcc_plus_plus.h`: α 0.1, β 0.02, η 0.95,
 /// W_AI 1000 B; T_s here defaults to one base RTT (the header's 10 ms is a Python-model value;
 /// its experiments used 10 us at T = 12 us).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HpccPlusPlusConfig {
+    /// T, the base RTT (ns); None: the largest base RTT of the run's flows, as HPCC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_rtt_ns: Option<u64>,
     /// α, proportional gain.
     pub alpha: f64,
     /// β, derivative gain (per feedback sample).
@@ -48,8 +51,9 @@ pub struct HpccPlusPlusConfig {
     pub eta: f64,
     /// W_AI, additive increase per update (bytes).
     pub w_ai_bytes: f64,
-    /// T_s, shortest time between updates (ns); 0 means one base RTT.
-    pub sample_interval_ns: u64,
+    /// T_s, shortest time between updates (ns); None: T.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_interval_ns: Option<u64>,
     /// Which variant.
     pub ablation: Ablation,
 }
@@ -57,12 +61,43 @@ pub struct HpccPlusPlusConfig {
 impl Default for HpccPlusPlusConfig {
     fn default() -> Self {
         HpccPlusPlusConfig {
+            base_rtt_ns: None,
             alpha: 0.1,
             beta: 0.02,
             eta: 0.95,
             w_ai_bytes: 1000.0,
-            sample_interval_ns: 0,
+            sample_interval_ns: None,
             ablation: Ablation::Pd,
+        }
+    }
+}
+
+impl HpccPlusPlusConfig {
+    /// T on `path`.
+    pub fn t_ns(&self, path: &PathInfo) -> u64 {
+        self.base_rtt_ns.unwrap_or(path.fabric_rtt_ns).max(1)
+    }
+
+    /// T_s on `path`.
+    pub fn sample_interval(&self, path: &PathInfo) -> u64 {
+        self.sample_interval_ns.unwrap_or_else(|| self.t_ns(path))
+    }
+
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> HpccPlusPlusConfig {
+        HpccPlusPlusConfig {
+            base_rtt_ns: Some(self.t_ns(path)),
+            sample_interval_ns: Some(self.sample_interval(path)),
+            ..self.clone()
+        }
+    }
+
+    /// The same parameters with the times that are set `factor` times longer (time dilation).
+    pub fn dilated(&self, factor: f64) -> HpccPlusPlusConfig {
+        HpccPlusPlusConfig {
+            base_rtt_ns: self.base_rtt_ns.map(|t| scale_ns(t, factor)),
+            sample_interval_ns: self.sample_interval_ns.map(|t| scale_ns(t, factor)),
+            ..self.clone()
         }
     }
 }
@@ -72,6 +107,10 @@ impl Default for HpccPlusPlusConfig {
 pub struct HpccPlusPlus {
     config: HpccPlusPlusConfig,
     path: PathInfo,
+    /// T (ns).
+    t_ns: u64,
+    /// T_s (ns).
+    interval_ns: u64,
     window: f64,
     u: Option<f64>,
     hops: Vec<HopSample>,
@@ -82,20 +121,16 @@ pub struct HpccPlusPlus {
 impl HpccPlusPlus {
     /// Starts with W = BDP (R = line rate).
     pub fn new(config: HpccPlusPlusConfig, path: PathInfo) -> HpccPlusPlus {
+        let t_ns = config.t_ns(&path);
         HpccPlusPlus {
-            window: path.bdp_bytes() as f64,
+            window: bdp_bytes(path.line_rate_bps, t_ns) as f64,
+            t_ns,
+            interval_ns: config.sample_interval(&path),
             config,
             path,
             u: None,
             hops: Vec::new(),
             last_update_ts: None,
-        }
-    }
-
-    fn interval(&self) -> u64 {
-        match self.config.sample_interval_ns {
-            0 => self.path.base_rtt_ns,
-            t => t,
         }
     }
 
@@ -109,7 +144,7 @@ impl HpccPlusPlus {
         } else {
             m.clamp(0.5, 1.5)
         };
-        let bdp = self.path.bdp_bytes() as f64;
+        let bdp = bdp_bytes(self.path.line_rate_bps, self.t_ns) as f64;
         let w = self.window * m + c.w_ai_bytes;
         self.window = if c.ablation == Ablation::PdNoCwndClamp {
             w.max(self.path.mtu_wire_bytes as f64)
@@ -142,11 +177,11 @@ impl Controller for HpccPlusPlus {
         // Between updates the stored records stay, so U covers the whole sample interval.
         if self
             .last_update_ts
-            .is_some_and(|t| newest.wrapping_sub(t) < self.interval())
+            .is_some_and(|t| newest.wrapping_sub(t) < self.interval_ns)
         {
             return;
         }
-        let t = self.path.base_rtt_ns;
+        let t = self.t_ns;
         let mut u: Option<f64> = None;
         for (prev, s) in self
             .hops
@@ -166,7 +201,7 @@ impl Controller for HpccPlusPlus {
     }
 
     fn rate_bps(&self) -> u64 {
-        let r = self.window * 8.0 * 1e9 / self.path.base_rtt_ns as f64;
+        let r = self.window * 8.0 * 1e9 / self.t_ns as f64;
         (r as u64).min(self.path.line_rate_bps)
     }
 

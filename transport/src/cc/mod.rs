@@ -45,13 +45,20 @@ pub struct Ack<'a> {
     pub after_stall: bool,
 }
 
-/// The constant facts of a flow a controller may use.
+/// The constant facts of a flow a controller may use; the values a controller's source states
+/// relative to the fabric are derived from them (see [`ControllerConfig::resolve`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathInfo {
     /// The sender's NIC line rate (b/s): the highest rate a controller may ask for.
     pub line_rate_bps: u64,
-    /// Base round-trip time of the path (ns): propagation plus serialization, no queueing.
+    /// Base round-trip time of this flow's path (ns): propagation, serialization of a
+    /// full-size packet and its ACK, and the round trip's host overhead, no queueing.
     pub base_rtt_ns: u64,
+    /// The largest base RTT among the run's flows (ns): the one T the ns-3 HPCC simulator
+    /// gives every flow (GLOBAL_T).
+    pub fabric_rtt_ns: u64,
+    /// Switches on the path.
+    pub hops: u32,
     /// Bytes a full-size packet takes on the wire.
     pub mtu_wire_bytes: u64,
     /// Payload bytes of a full-size packet (the RoCE MTU).
@@ -59,10 +66,20 @@ pub struct PathInfo {
 }
 
 impl PathInfo {
-    /// Bandwidth-delay product in bytes.
+    /// Bandwidth-delay product of the path in bytes.
     pub fn bdp_bytes(&self) -> u64 {
-        (u128::from(self.line_rate_bps) * u128::from(self.base_rtt_ns) / 8_000_000_000) as u64
+        bdp_bytes(self.line_rate_bps, self.base_rtt_ns)
     }
+}
+
+/// Bytes a link of `bps` holds over `ns`.
+pub(crate) fn bdp_bytes(bps: u64, ns: u64) -> u64 {
+    (u128::from(bps) * u128::from(ns) / 8_000_000_000) as u64
+}
+
+/// `ns` times `factor`, rounded, at least 1 (for time parameters under dilation or scaling).
+pub(crate) fn scale_ns(ns: u64, factor: f64) -> u64 {
+    ((ns as f64 * factor).round() as u64).max(1)
 }
 
 /// A congestion controller of one flow.
@@ -116,7 +133,7 @@ pub trait Controller: Send + std::fmt::Debug {
 }
 
 /// Which controller to build, with its parameters; what a scenario file names.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum ControllerConfig {
     /// HPCC (ns-3 algorithm).
@@ -160,10 +177,8 @@ impl ControllerConfig {
     /// rates are fractions of the line rate, which the lab dilates itself).
     pub fn dilated(&self, factor: f64) -> ControllerConfig {
         match self {
-            ControllerConfig::HpccPlusPlus(c) => ControllerConfig::HpccPlusPlus(HpccPlusPlusConfig {
-                sample_interval_ns: (c.sample_interval_ns as f64 * factor).round() as u64,
-                ..c.clone()
-            }),
+            ControllerConfig::Hpcc(c) => ControllerConfig::Hpcc(c.dilated(factor)),
+            ControllerConfig::HpccPlusPlus(c) => ControllerConfig::HpccPlusPlus(c.dilated(factor)),
             ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.dilated(factor)),
             ControllerConfig::Swift(c) => ControllerConfig::Swift(c.dilated(factor)),
             ControllerConfig::Timely(c) => ControllerConfig::Timely(c.dilated(factor)),
@@ -184,7 +199,22 @@ impl ControllerConfig {
         }
     }
 
-    /// A controller for one flow on `path`.
+    /// The parameters a flow on `path` runs with: every value the scenario left unset and the
+    /// controller's source states relative to the fabric (base RTT, hop count, line rate)
+    /// derived from `path`; values set explicitly are kept.
+    pub fn resolve(&self, path: &PathInfo) -> ControllerConfig {
+        match self {
+            ControllerConfig::Hpcc(c) => ControllerConfig::Hpcc(c.resolved(path)),
+            ControllerConfig::HpccPlusPlus(c) => ControllerConfig::HpccPlusPlus(c.resolved(path)),
+            ControllerConfig::Dcqcn(c) => ControllerConfig::Dcqcn(c.resolved(path)),
+            ControllerConfig::Swift(c) => ControllerConfig::Swift(c.resolved(path)),
+            ControllerConfig::Timely(c) => ControllerConfig::Timely(c.resolved(path)),
+            ControllerConfig::Netscope(c) => ControllerConfig::Netscope(c.resolved(path)),
+            other => other.clone(),
+        }
+    }
+
+    /// A controller for one flow on `path`, with [`ControllerConfig::resolve`]'s parameters.
     pub fn build(&self, path: PathInfo) -> Box<dyn Controller> {
         match self {
             ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
@@ -262,6 +292,8 @@ pub(crate) mod fixtures {
         PathInfo {
             line_rate_bps: 10_000_000_000,
             base_rtt_ns: 10_000,
+            fabric_rtt_ns: 10_000,
+            hops: 1,
             mtu_wire_bytes: 1100,
             mtu_bytes,
         }

@@ -27,9 +27,9 @@
 //!
 //! The rate is per flow (per QP), as every controller here; Netscope throttles an application.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, scale_ns};
 
 /// Netscope's parameters. The paper gives none but c_a's meaning (its Table 3 estimates c_a
 /// from 0 to about 7, the ping-pong benchmark being 1), so the defaults are the rate control
@@ -37,15 +37,17 @@ use super::{Ack, Controller, PathInfo};
 /// R_AI = 4 % and the minimum 0.4 % of the line rate are the ns-3 HPCC simulator's DCTCP rate
 /// control (EwmaGain, DctcpRateAI 1000 Mb/s and MinRate 100 Mb/s at 25 Gb/s), and α starts at
 /// 1 as in both.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NetscopeConfig {
     /// c_a, the application's delay sensitivity (≥ 0): how much it is spared in a decrease.
     pub delay_sensitivity: f64,
     /// g, the gain of α's moving average.
     pub g: f64,
-    /// Shortest measurement window (ns); a window lasts at least the smoothed RTT.
-    pub window_ns: u64,
+    /// Shortest measurement window (ns); a window lasts at least the smoothed RTT. None: the
+    /// flow's base RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_ns: Option<u64>,
     /// R_AI per window without congestion, as a fraction of the line rate.
     pub rate_ai_fraction: f64,
     /// Lowest rate as a fraction of the line rate.
@@ -59,7 +61,7 @@ impl Default for NetscopeConfig {
         NetscopeConfig {
             delay_sensitivity: 0.0,
             g: 1.0 / 16.0,
-            window_ns: 55_000,
+            window_ns: None,
             rate_ai_fraction: 1000.0 / 25_000.0,
             min_rate_fraction: 100.0 / 25_000.0,
             initial_alpha: 1.0,
@@ -68,10 +70,18 @@ impl Default for NetscopeConfig {
 }
 
 impl NetscopeConfig {
-    /// The same parameters with the window `factor` times longer (time dilation).
+    /// The same parameters with the window (if set) `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> NetscopeConfig {
         NetscopeConfig {
-            window_ns: ((self.window_ns as f64 * factor).round() as u64).max(1),
+            window_ns: self.window_ns.map(|w| scale_ns(w, factor)),
+            ..self.clone()
+        }
+    }
+
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> NetscopeConfig {
+        NetscopeConfig {
+            window_ns: Some(self.window_ns.unwrap_or(path.base_rtt_ns).max(1)),
             ..self.clone()
         }
     }
@@ -99,6 +109,7 @@ impl Netscope {
     /// A flow starting at line rate.
     pub fn new(config: NetscopeConfig, path: PathInfo) -> Netscope {
         let alpha = config.initial_alpha.clamp(0.0, 1.0);
+        let config = config.resolved(&path);
         Netscope {
             line_rate: path.line_rate_bps as f64,
             mtu: path.mtu_bytes.max(1),
@@ -119,7 +130,7 @@ impl Netscope {
 
     /// Length of the next window: the configured one, or the smoothed RTT if longer.
     fn window(&self) -> u64 {
-        self.config.window_ns.max(self.srtt_ns.unwrap_or(0)).max(1)
+        self.config.window_ns.unwrap_or(1).max(self.srtt_ns.unwrap_or(0)).max(1)
     }
 
     fn start_windows(&mut self, now_ns: u64) {
@@ -195,7 +206,7 @@ mod tests {
         NetscopeConfig {
             delay_sensitivity: c_a,
             g: 0.5,
-            window_ns: 1_000,
+            window_ns: Some(1_000),
             rate_ai_fraction: 0.01,
             min_rate_fraction: 0.01,
             initial_alpha: 1.0,

@@ -30,7 +30,7 @@ use super::{Ack, Controller, PathInfo};
 /// the public configuration's scale 12.5, a floor of 5 % of the line rate: decisions ride on
 /// ACKs, and at the floor a flow must still hear of the network every few base RTTs, as the
 /// papers' RTT probes would tell it (docs/rlcc.md; at 0.1 %, 60 % goodput on the incast).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RlCcConfig {
     /// The policy file: MLP or trees JSON, or a PyTorch checkpoint in the public RL-CC layout

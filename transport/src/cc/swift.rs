@@ -15,16 +15,18 @@
 //!
 //! The hop count comes from the INT echo when there is one, else from `hops`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, scale_ns};
 
 /// Swift's parameters. Defaults are htsim's (its comments call several "guesses"; the paper
-/// gives no numeric defaults): ai 1 packet, β 0.8, max_mdf 0.5, base target 20 µs, h = base /
-/// 6.55 per hop, fs_range 5 × base, fs over 0.1 to 100 packets, 5 timeouts before the reset,
-/// min cwnd 0.01 packet (htsim's 10 bytes at a 1 KB MSS), max cwnd 1000 packets; 1 hop when
-/// ACKs carry no INT.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// gives no numeric defaults): ai 1 packet, β 0.8, max_mdf 0.5, h = base / 6.55 per hop,
+/// fs_range 5 × base, fs over 0.1 to 100 packets, 5 timeouts before the reset, min cwnd 0.01
+/// packet (htsim's 10 bytes at a 1 KB MSS), max cwnd 1000 packets. The base target follows the
+/// fabric: the flow's base RTT (htsim's fixed 20 µs is about the unloaded RTT of its 1 µs-link
+/// fat-tree; a fixed target below the base RTT collapses the window), and the hop count is the
+/// path's when ACKs carry no INT.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SwiftConfig {
     /// Additive increase per RTT (packets).
@@ -33,12 +35,15 @@ pub struct SwiftConfig {
     pub beta: f64,
     /// Largest multiplicative decrease in one step.
     pub max_mdf: f64,
-    /// Base target delay (ns).
-    pub base_target_ns: u64,
-    /// Target added per hop (ns); 0 means base / 6.55 (htsim's `set_hdiv`).
-    pub per_hop_ns: u64,
-    /// Largest flow-scaling addition (ns); 0 means 5 × base.
-    pub fs_range_ns: u64,
+    /// Base target delay (ns); None: the flow's base RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_target_ns: Option<u64>,
+    /// Target added per hop (ns); None: base / 6.55 (htsim's `set_hdiv`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_hop_ns: Option<u64>,
+    /// Largest flow-scaling addition (ns); None: 5 × base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_range_ns: Option<u64>,
     /// cwnd (packets) at which flow scaling adds `fs_range`.
     pub fs_min_cwnd: f64,
     /// cwnd (packets) at which flow scaling adds nothing.
@@ -49,8 +54,9 @@ pub struct SwiftConfig {
     pub min_cwnd: f64,
     /// Largest window (packets).
     pub max_cwnd: f64,
-    /// Hops to assume when ACKs carry no INT.
-    pub hops: u32,
+    /// Hops to assume when ACKs carry no INT; None: the path's switches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hops: Option<u32>,
 }
 
 impl Default for SwiftConfig {
@@ -59,23 +65,23 @@ impl Default for SwiftConfig {
             ai: 1.0,
             beta: 0.8,
             max_mdf: 0.5,
-            base_target_ns: 20_000,
-            per_hop_ns: 0,
-            fs_range_ns: 0,
+            base_target_ns: None,
+            per_hop_ns: None,
+            fs_range_ns: None,
             fs_min_cwnd: 0.1,
             fs_max_cwnd: 100.0,
             retx_reset_threshold: 5,
             min_cwnd: 0.01,
             max_cwnd: 1000.0,
-            hops: 1,
+            hops: None,
         }
     }
 }
 
 impl SwiftConfig {
-    /// The same parameters with every time `factor` times longer (time dilation).
+    /// The same parameters with every time that is set `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> SwiftConfig {
-        let scale = |ns: u64| (ns as f64 * factor).round() as u64;
+        let scale = |ns: Option<u64>| ns.map(|ns| scale_ns(ns, factor));
         SwiftConfig {
             base_target_ns: scale(self.base_target_ns),
             per_hop_ns: scale(self.per_hop_ns),
@@ -84,19 +90,15 @@ impl SwiftConfig {
         }
     }
 
-    fn per_hop(&self) -> f64 {
-        if self.per_hop_ns == 0 {
-            self.base_target_ns as f64 / 6.55
-        } else {
-            self.per_hop_ns as f64
-        }
-    }
-
-    fn fs_range(&self) -> f64 {
-        if self.fs_range_ns == 0 {
-            5.0 * self.base_target_ns as f64
-        } else {
-            self.fs_range_ns as f64
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> SwiftConfig {
+        let base = self.base_target_ns.unwrap_or(path.base_rtt_ns).max(1);
+        SwiftConfig {
+            base_target_ns: Some(base),
+            per_hop_ns: Some(self.per_hop_ns.unwrap_or((base as f64 / 6.55).round() as u64)),
+            fs_range_ns: Some(self.fs_range_ns.unwrap_or(5 * base)),
+            hops: Some(self.hops.unwrap_or(path.hops)),
+            ..self.clone()
         }
     }
 }
@@ -105,6 +107,10 @@ impl SwiftConfig {
 #[derive(Debug, Clone)]
 pub struct Swift {
     config: SwiftConfig,
+    /// Base target, target per hop and flow-scaling range (ns).
+    base_target: f64,
+    per_hop: f64,
+    fs_range: f64,
     line_rate: f64,
     mss: f64,
     /// Window in packets.
@@ -119,10 +125,15 @@ pub struct Swift {
 impl Swift {
     /// A flow starting with one bandwidth-delay product of window.
     pub fn new(config: SwiftConfig, path: PathInfo) -> Swift {
+        let config = config.resolved(&path);
         let mss = path.mtu_bytes.max(1) as f64;
         let cwnd = (path.bdp_bytes() as f64 / mss).clamp(config.min_cwnd, config.max_cwnd);
+        let ns = |v: Option<u64>| v.unwrap_or(0) as f64;
         Swift {
-            hops: config.hops,
+            hops: config.hops.unwrap_or(path.hops),
+            base_target: ns(config.base_target_ns),
+            per_hop: ns(config.per_hop_ns),
+            fs_range: ns(config.fs_range_ns),
             config,
             line_rate: path.line_rate_bps as f64,
             mss,
@@ -141,11 +152,11 @@ impl Swift {
     /// The target delay now (ns).
     pub fn target_ns(&self) -> f64 {
         let c = &self.config;
-        let range = c.fs_range();
+        let range = self.fs_range;
         let alpha = range / (1.0 / c.fs_min_cwnd.sqrt() - 1.0 / c.fs_max_cwnd.sqrt());
         let beta = -alpha / c.fs_max_cwnd.sqrt();
         let fs = (alpha / self.cwnd.sqrt() + beta).clamp(0.0, range);
-        c.base_target_ns as f64 + f64::from(self.hops) * c.per_hop() + fs
+        self.base_target + f64::from(self.hops) * self.per_hop + fs
     }
 
     fn can_decrease(&self, now: u64) -> bool {
@@ -239,9 +250,9 @@ mod tests {
     /// Base 10 us, 2 us per hop, flow scaling 0 to 20 us between 1 and 100 packets.
     fn config() -> SwiftConfig {
         SwiftConfig {
-            base_target_ns: 10_000,
-            per_hop_ns: 2_000,
-            fs_range_ns: 20_000,
+            base_target_ns: Some(10_000),
+            per_hop_ns: Some(2_000),
+            fs_range_ns: Some(20_000),
             fs_min_cwnd: 1.0,
             fs_max_cwnd: 100.0,
             ..SwiftConfig::default()
@@ -267,6 +278,30 @@ mod tests {
         );
         s.cwnd = 0.5;
         assert!((s.target_ns() - 32_000.0).abs() < 1e-6, "capped at fs_range");
+    }
+
+    #[test]
+    fn unset_targets_follow_the_path() {
+        let slow = PathInfo {
+            base_rtt_ns: 1_000_000,
+            hops: 3,
+            ..path()
+        };
+        let c = SwiftConfig::default().resolved(&slow);
+        assert_eq!(
+            (c.base_target_ns, c.per_hop_ns, c.fs_range_ns, c.hops),
+            (Some(1_000_000), Some(152_672), Some(5_000_000), Some(3))
+        );
+        let set = SwiftConfig {
+            base_target_ns: Some(20_000),
+            hops: Some(1),
+            ..SwiftConfig::default()
+        }
+        .resolved(&slow);
+        assert_eq!(
+            (set.base_target_ns, set.per_hop_ns, set.hops),
+            (Some(20_000), Some(3053), Some(1))
+        );
     }
 
     #[test]

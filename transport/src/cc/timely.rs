@@ -11,30 +11,33 @@
 //!
 //! The first RTT only records its sample. RTT samples are the sender's own (packets sent once).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, scale_ns};
 
 /// Consecutive increases after which R_HAI replaces R_AI (fixed at 5 in ns-3).
 const HAI_AFTER: u32 = 5;
 
-/// TIMELY's parameters. Defaults are the ns-3 `RdmaHw` attributes: α 0.875, β 0.8, T_low
-/// 50 µs, T_high 500 µs, min RTT 20 µs, R_AI 5 Mb/s and R_HAI 50 Mb/s at 25 Gb/s (as
-/// fractions of the line rate), min rate 100 Mb/s at 25 Gb/s. Its thresholds are absolute and
-/// sized for microsecond fabrics: set them for the scenario's RTTs.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// TIMELY's parameters. Defaults are the ns-3 `RdmaHw` attributes: α 0.875, β 0.8, R_AI 5 Mb/s
+/// and R_HAI 50 Mb/s at 25 Gb/s (as fractions of the line rate), min rate 100 Mb/s at 25 Gb/s;
+/// its thresholds T_low 50 µs and T_high 500 µs against a min RTT of 20 µs become, when not
+/// set, 2.5 and 25 times the flow's base RTT, with the base RTT as the min RTT.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimelyConfig {
     /// α, the weight of the newest RTT difference.
     pub alpha: f64,
     /// β, the decrease factor.
     pub beta: f64,
-    /// T_low (ns): below it, always increase.
-    pub t_low_ns: u64,
-    /// T_high (ns): above it, always decrease.
-    pub t_high_ns: u64,
-    /// The RTT that normalizes the gradient (ns).
-    pub min_rtt_ns: u64,
+    /// T_low (ns): below it, always increase; None: 2.5 × the min RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t_low_ns: Option<u64>,
+    /// T_high (ns): above it, always decrease; None: 25 × the min RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t_high_ns: Option<u64>,
+    /// The RTT that normalizes the gradient (ns); None: the flow's base RTT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_rtt_ns: Option<u64>,
     /// R_AI as a fraction of the line rate.
     pub rate_ai_fraction: f64,
     /// R_HAI as a fraction of the line rate.
@@ -48,9 +51,9 @@ impl Default for TimelyConfig {
         TimelyConfig {
             alpha: 0.875,
             beta: 0.8,
-            t_low_ns: 50_000,
-            t_high_ns: 500_000,
-            min_rtt_ns: 20_000,
+            t_low_ns: None,
+            t_high_ns: None,
+            min_rtt_ns: None,
             rate_ai_fraction: 5.0 / 25_000.0,
             rate_hai_fraction: 50.0 / 25_000.0,
             min_rate_fraction: 100.0 / 25_000.0,
@@ -59,9 +62,20 @@ impl Default for TimelyConfig {
 }
 
 impl TimelyConfig {
-    /// The same parameters with every time `factor` times longer (time dilation).
+    /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
+    pub fn resolved(&self, path: &PathInfo) -> TimelyConfig {
+        let min_rtt = self.min_rtt_ns.unwrap_or(path.base_rtt_ns).max(1);
+        TimelyConfig {
+            t_low_ns: Some(self.t_low_ns.unwrap_or(min_rtt * 5 / 2)),
+            t_high_ns: Some(self.t_high_ns.unwrap_or(min_rtt * 25)),
+            min_rtt_ns: Some(min_rtt),
+            ..self.clone()
+        }
+    }
+
+    /// The same parameters with every time that is set `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> TimelyConfig {
-        let scale = |ns: u64| ((ns as f64 * factor).round() as u64).max(1);
+        let scale = |ns: Option<u64>| ns.map(|ns| scale_ns(ns, factor));
         TimelyConfig {
             t_low_ns: scale(self.t_low_ns),
             t_high_ns: scale(self.t_high_ns),
@@ -75,6 +89,10 @@ impl TimelyConfig {
 #[derive(Debug, Clone)]
 pub struct Timely {
     config: TimelyConfig,
+    /// T_low, T_high and the min RTT (ns).
+    t_low_ns: u64,
+    t_high_ns: u64,
+    min_rtt_ns: u64,
     line_rate: f64,
     rate: f64,
     rtt_diff: f64,
@@ -88,7 +106,11 @@ impl Timely {
     /// A flow starting at line rate.
     pub fn new(config: TimelyConfig, path: PathInfo) -> Timely {
         let line_rate = path.line_rate_bps as f64;
+        let config = config.resolved(&path);
         Timely {
+            t_low_ns: config.t_low_ns.unwrap_or(0),
+            t_high_ns: config.t_high_ns.unwrap_or(0),
+            min_rtt_ns: config.min_rtt_ns.unwrap_or(1).max(1),
             config,
             line_rate,
             rate: line_rate,
@@ -123,11 +145,11 @@ impl Controller for Timely {
         let c = &self.config;
         let new_diff = rtt as f64 - self.last_rtt_ns as f64;
         let rtt_diff = (1.0 - c.alpha) * self.rtt_diff + c.alpha * new_diff;
-        let gradient = rtt_diff / c.min_rtt_ns.max(1) as f64;
-        let factor = if rtt < c.t_low_ns {
+        let gradient = rtt_diff / self.min_rtt_ns as f64;
+        let factor = if rtt < self.t_low_ns {
             None
-        } else if rtt > c.t_high_ns {
-            Some(1.0 - c.beta * (1.0 - c.t_high_ns as f64 / rtt as f64))
+        } else if rtt > self.t_high_ns {
+            Some(1.0 - c.beta * (1.0 - self.t_high_ns as f64 / rtt as f64))
         } else if gradient <= 0.0 {
             None
         } else {
@@ -173,9 +195,9 @@ mod tests {
         TimelyConfig {
             alpha: 0.5,
             beta: 0.5,
-            t_low_ns: 10_000,
-            t_high_ns: 100_000,
-            min_rtt_ns: 10_000,
+            t_low_ns: Some(10_000),
+            t_high_ns: Some(100_000),
+            min_rtt_ns: Some(10_000),
             rate_ai_fraction: 0.01,
             rate_hai_fraction: 0.1,
             min_rate_fraction: 0.01,
