@@ -100,14 +100,21 @@ fn assert_rtt_near_target(r: &Results) {
     );
 }
 
-/// Mean over flows of their mean RTT over their path's propagation RTT.
+/// Mean over flows of their mean RTT over their path's propagation RTT; a flow without an RTT
+/// sample is no data, and fails the test.
 fn mean_rtt_inflation(r: &Results) -> f64 {
     let v: Vec<f64> = r
         .flows
         .iter()
-        .filter_map(|f| Some(f.rtt_mean_ns? as f64 / f.path_rtt_ns.max(1) as f64))
+        .map(|f| {
+            let rtt = f
+                .rtt_mean_ns
+                .unwrap_or_else(|| panic!("flow {} has no RTT sample", f.id));
+            rtt as f64 / f.path_rtt_ns.max(1) as f64
+        })
         .collect();
-    v.iter().sum::<f64>() / v.len().max(1) as f64
+    assert!(!v.is_empty(), "no flows");
+    v.iter().sum::<f64>() / v.len() as f64
 }
 
 #[test]

@@ -130,6 +130,7 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue() {
     eprintln!("incast: {fairness:?}, INT queue p99 {q99} B (BDP {BDP} B)");
     assert_eq!(fairness.window_ns, 10 * RTT_NS);
     assert!(fairness.windows >= 30, "{} windows", fairness.windows);
+    assert_eq!(fairness.empty_windows, 0, "windows where every flow stalled: no data");
     assert!(fairness.min >= 0.95, "Jain's index fell to {:.3}", fairness.min);
     assert!(q99 < BDP, "INT queue p99 {q99} B is not below one BDP ({BDP} B)");
 }

@@ -9,8 +9,11 @@ use super::{FlowResult, SeriesPoint};
 pub struct Fairness {
     /// Window length (ns).
     pub window_ns: u64,
-    /// Windows with at least two flows active throughout.
+    /// Windows with at least two flows active throughout and some bytes acknowledged.
     pub windows: usize,
+    /// Windows with at least two flows active throughout in which no flow had a byte
+    /// acknowledged: no data, so no index (all flows stalled); not in the mean or the minimum.
+    pub empty_windows: usize,
     /// Mean index over the windows.
     pub mean: f64,
     /// Smallest index of any window.
@@ -18,14 +21,11 @@ pub struct Fairness {
 }
 
 /// Jain's index (Σx)² / (n·Σx²) of `x`; 1 when all are equal, 1/n when one has everything.
-pub fn jain(x: &[f64]) -> f64 {
+/// None when there is nothing to share (no values, or all zero): no data is not fairness.
+pub fn jain(x: &[f64]) -> Option<f64> {
     let sum: f64 = x.iter().sum();
     let squares: f64 = x.iter().map(|v| v * v).sum();
-    if squares == 0.0 {
-        1.0
-    } else {
-        sum * sum / (x.len() as f64 * squares)
-    }
+    (squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
 }
 
 /// A flow's start, end, and (time, bytes acknowledged) points.
@@ -78,6 +78,7 @@ pub fn windowed(
     let mut changes: Vec<u64> = tracks.iter().flat_map(|t| [t.0, t.1]).collect();
     changes.sort_unstable();
     let mut indices = Vec::new();
+    let mut empty_windows = 0;
     let mut at = first + skip_ns;
     while at + window_ns <= last {
         let end = at + window_ns;
@@ -96,17 +97,21 @@ pub fn windowed(
             .map(|(_, _, p)| acked_at(p, end) - acked_at(p, at))
             .collect();
         if rates.len() >= 2 {
-            indices.push(jain(&rates));
+            match jain(&rates) {
+                Some(j) => indices.push(j),
+                None => empty_windows += 1,
+            }
         }
         at = end;
     }
-    if indices.is_empty() {
+    if indices.is_empty() && empty_windows == 0 {
         return None;
     }
     Some(Fairness {
         window_ns,
         windows: indices.len(),
-        mean: indices.iter().sum::<f64>() / indices.len() as f64,
+        empty_windows,
+        mean: indices.iter().sum::<f64>() / indices.len().max(1) as f64,
         min: indices.iter().copied().fold(f64::INFINITY, f64::min),
     })
 }
@@ -117,9 +122,11 @@ mod tests {
 
     #[test]
     fn jain_is_one_when_equal_and_one_over_n_when_one_takes_all() {
-        assert_eq!(jain(&[3.0, 3.0, 3.0]), 1.0);
-        assert_eq!(jain(&[5.0, 0.0, 0.0, 0.0]), 0.25);
-        assert!((jain(&[1.0, 2.0]) - 0.9).abs() < 1e-12);
+        assert_eq!(jain(&[3.0, 3.0, 3.0]), Some(1.0));
+        assert_eq!(jain(&[5.0, 0.0, 0.0, 0.0]), Some(0.25));
+        assert!((jain(&[1.0, 2.0]).unwrap() - 0.9).abs() < 1e-12);
+        assert_eq!(jain(&[0.0, 0.0]), None, "flows that all sent nothing are no data");
+        assert_eq!(jain(&[]), None);
     }
 
     fn flow(id: u32, start_ns: u64, fct_ns: u64) -> FlowResult {
@@ -168,6 +175,17 @@ mod tests {
             windowed(&flows[..1], &series, 20, 0, &[]).is_none(),
             "one flow is no comparison"
         );
+        // Both flows stalled from 60 on (their last samples repeat): those windows are empty,
+        // counted as such, and not fair.
+        let mut stalled = series.clone();
+        for t in [75, 90, 105] {
+            stalled.push(point(1, t, 120));
+            stalled.push(point(2, t, 60));
+        }
+        let long = [flow(1, 0, 105), flow(2, 0, 105)];
+        let f = windowed(&long, &stalled, 20, 0, &[]).unwrap();
+        assert_eq!((f.windows, f.empty_windows), (3, 2), "{f:?}");
+        assert!((f.min - 0.9).abs() < 1e-9, "{f:?}");
         // Avoiding [8, 12]: [0, 20] is skipped, the next window starts at 12.
         let f = windowed(&flows, &series, 20, 0, &[(8, 12)]).unwrap();
         assert_eq!(f.windows, 2, "{f:?}");

@@ -97,14 +97,23 @@ pub fn summary_table(s: &Summary) -> String {
         );
     }
     if let Some(f) = &s.fairness {
-        let _ = writeln!(
-            out,
-            "  fairness (Jain, {} windows of {}): mean {:.3}, min {:.3}",
-            f.windows,
-            time(f.window_ns as f64),
-            f.mean,
-            f.min
-        );
+        let stalled = if f.empty_windows > 0 {
+            format!("; {} windows where every flow stalled: no data", f.empty_windows)
+        } else {
+            String::new()
+        };
+        if f.windows > 0 {
+            let _ = writeln!(
+                out,
+                "  fairness (Jain, {} windows of {}): mean {:.3}, min {:.3}{stalled}",
+                f.windows,
+                time(f.window_ns as f64),
+                f.mean,
+                f.min
+            );
+        } else {
+            let _ = writeln!(out, "  fairness: no window with data{stalled}");
+        }
     }
     for a in &s.applications {
         let runtime = a.runtime_ns.map_or_else(
