@@ -50,9 +50,14 @@ pub struct LabConfig {
     pub workers_per_switch: usize,
     /// Longest sleep of switch workers and endpoints (ns).
     pub idle_poll_ns: u64,
-    /// Round-trip overhead of this machine added to the propagation delays when telling the
-    /// controllers their base RTT (ns): host and switch wake-ups, about 300-400 us measured here.
+    /// Round-trip overhead of this machine allowed for before the lab measures it (ns): host
+    /// and switch wake-ups, about 300-400 us measured here. Real time by nature: it does not
+    /// scale with the dilation. It sizes the RTO and the sampling intervals; the controllers'
+    /// base RTTs use the overhead the data path check measures.
     pub host_overhead_ns: u64,
+    /// The time dilation the topology was built with: the network's own time constants that
+    /// the lab adds (the RTO floor) scale with it, as the topology's delays did.
+    pub dilation: f64,
     /// Folder for per-port captures, if wanted.
     pub capture: Option<PathBuf>,
     /// Seed of the switches' ECN and loss draws (switch k uses seed + k).
@@ -112,6 +117,7 @@ impl LabConfig {
             workers_per_switch: 1,
             idle_poll_ns: 50_000,
             host_overhead_ns: 400_000,
+            dilation: 1.0,
             capture: None,
             seed: 0,
             queue_trace_every_ns: 0,
@@ -301,10 +307,13 @@ impl Lab {
             ec.cnp_interval_ns = tr.cnp_interval_ns;
             ec.int_mode = tr.int_mode;
             ec.timing.sample_every_ns = tr.sample_every_ns;
-            // A full buffer is no loss: the RTO outlasts the longest queue a port can hold.
-            if ec.timing.rto_ns < 2 * drain {
-                ec.timing.rto_ns = 2 * drain;
-                ec.timing.rto_max_ns = 64 * ec.timing.rto_ns;
+            // A full buffer is no loss: the RTO outlasts the longest queue a port can hold. Its
+            // floor is emulated time, so it dilates with the network.
+            let floor = (MIN_RTO_NS as f64 * cfg.dilation.max(1.0)) as u64;
+            let rto = ec.timing.rto_ns.max(2 * drain).max(floor);
+            if rto != ec.timing.rto_ns {
+                ec.timing.rto_ns = rto;
+                ec.timing.rto_max_ns = 64 * rto;
             }
             ec.events = Some(announce.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
@@ -402,6 +411,10 @@ impl Lab {
         }
     }
 }
+
+/// The smallest RTO at dilation 1 (ns): at emulation rates a few tens of KB queued are
+/// milliseconds (EndpointConfig::new).
+const MIN_RTO_NS: u64 = 16_000_000;
 
 /// The longest any switch port's full buffer takes to drain at its link's rate (ns).
 fn longest_drain_ns(t: &Topology) -> u64 {

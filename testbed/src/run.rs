@@ -126,6 +126,7 @@ pub fn run(
     let mut cfg = LabConfig::new(&opts.tag);
     cfg.origin = Clock::get().origin();
     cfg.seed = s.seed;
+    cfg.dilation = d;
     cfg.idle_poll_ns = idle_poll_ns(&topology);
     if s.capture || opts.capture {
         let dir = opts.out.join("capture");

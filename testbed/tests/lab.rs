@@ -213,8 +213,29 @@ fn a_run_the_machine_cannot_keep_up_with_says_so() {
     let s = &r.summary;
     let table = intlab_testbed::results::summary_table(s);
     eprintln!("{table}");
-    assert!(s.host_wake_late_p99_ns > 0 && s.host_wake_late_p50_ns <= s.host_wake_late_p99_ns);
-    assert!(s.release_late_p99_ns > 0 && s.release_late_p50_ns <= s.release_late_p99_ns);
+    // The summary's figures are the worst port's and the worst host's (dilation 1: same units).
+    let worst_port = r
+        .switches
+        .iter()
+        .flat_map(|sw| &sw.ports)
+        .filter(|p| p.tx_frames > 0)
+        .map(|p| p.release_late_p99_ns)
+        .max()
+        .expect("ports that sent");
+    let worst_host = r
+        .hosts
+        .iter()
+        .map(|h| h.counters.wake_late_p99_ns)
+        .max()
+        .expect("hosts");
+    assert_eq!(
+        (s.release_late_p99_ns, s.host_wake_late_p99_ns),
+        (worst_port, worst_host)
+    );
+    assert!(
+        worst_port > 0 && worst_host > 0,
+        "no lateness measured: {worst_port}, {worst_host}"
+    );
     assert!(
         s.host_wake_late_p99_ns.max(s.release_late_p99_ns) * 10 > s.path_rtt_min_ns,
         "a {} ns RTT is held to a tenth?",

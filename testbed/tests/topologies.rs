@@ -139,8 +139,8 @@ fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() 
         (
             "indent.yaml",
             GOOD.replace("    rate: 1Gbps", "      rate: 1Gbps"),
-            ":11:",
-            "",
+            ":11:7:",
+            "expected the indentation of the lines above",
         ),
         (
             "unknown-key.yaml",

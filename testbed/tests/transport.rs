@@ -219,6 +219,18 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
     }
     // A 1 MB SEND: 977 packets, each seen arriving on p1 and leaving on p2; each ACK likewise.
     assert!(data >= 2 * 977 && acks >= 2 * 977, "data {data}, acks {acks}");
+    // Wireshark's own RoCE dissector reads the MSN: the messages completed, 0 until the ACK of
+    // the last packet (PSN 976), 1 from then on.
+    let rows = support::tshark_fields(
+        &lab.capture("s1", "p1"),
+        &["-Y", "infiniband.aeth && udp.dstport == 4791 && ip.dst == 198.18.0.1"],
+        &["infiniband.bth.psn", "infiniband.aeth.msn"],
+    );
+    assert!(rows.len() >= 977, "{} ACKs decoded", rows.len());
+    for r in &rows {
+        let (psn, msn): (u32, u32) = (r[0].parse().expect("psn"), r[1].parse().expect("msn"));
+        assert_eq!(msn, u32::from(psn == 976), "ACK of PSN {psn} carries MSN {msn}");
+    }
 }
 
 #[test]

@@ -92,7 +92,6 @@ impl RecvQp {
         }
         let diff = (psn.wrapping_sub(self.expected as u32) & PSN_MASK) as i64;
         let diff = if diff >= 1 << 23 { diff - (1 << 24) } else { diff };
-        let msn = 0;
         if diff == 0 && self.expected < self.packets {
             let offset = self.expected * self.mtu;
             let want = (self.spec.size - offset).min(self.mtu) as usize;
@@ -111,7 +110,7 @@ impl RecvQp {
             }
             if done || self.since_ack >= policy.ack_every {
                 self.since_ack = 0;
-                out.ack = Some(Reply::Ack { psn, msn });
+                out.ack = Some(Reply::Ack { psn, msn: self.msn() });
             }
         } else if diff > 0 && self.expected + (diff as u64) < self.packets {
             self.record.out_of_order += 1;
@@ -119,7 +118,7 @@ impl RecvQp {
                 self.nak_sent = true;
                 out.ack = Some(Reply::Nak {
                     psn: (self.expected as u32) & PSN_MASK,
-                    msn,
+                    msn: self.msn(),
                 });
             }
         } else if diff < 0 && self.expected as i64 + diff >= 0 {
@@ -128,13 +127,19 @@ impl RecvQp {
             if self.expected > 0 {
                 out.ack = Some(Reply::Ack {
                     psn: ((self.expected - 1) as u32) & PSN_MASK,
-                    msn,
+                    msn: self.msn(),
                 });
             }
         } else {
             out.out_of_window = true;
         }
         out
+    }
+
+    /// The message sequence number an ACK carries: messages completed on this QP, as RoCE
+    /// counts them (a QP here carries one message, so 0 until its last packet arrives, then 1).
+    fn msn(&self) -> u32 {
+        u32::from(self.is_done())
     }
 
     /// The record so far.
@@ -202,13 +207,19 @@ mod tests {
         );
         assert_eq!(
             q.on_data(2, &payload(2), false, 5, &POLICY).ack,
-            Some(Reply::Ack { psn: 2, msn: 0 })
+            Some(Reply::Ack { psn: 2, msn: 1 }),
+            "the message is complete: MSN 1"
         );
         assert!(q.is_done());
+        assert_eq!(
+            q.on_data(1, &payload(1), false, 6, &POLICY).ack,
+            Some(Reply::Ack { psn: 2, msn: 1 }),
+            "a late duplicate is answered with the completed count"
+        );
         let r = q.record();
         assert_eq!(
             (r.bytes_ok, r.out_of_order, r.duplicates, r.done_ns),
-            (2500, 2, 1, Some(5))
+            (2500, 2, 2, Some(5))
         );
     }
 
@@ -248,7 +259,7 @@ mod tests {
         assert_eq!(q.on_data(1, &payload(1), false, 0, &policy).ack, None);
         assert_eq!(
             q.on_data(2, &payload(2), false, 0, &policy).ack,
-            Some(Reply::Ack { psn: 2, msn: 0 })
+            Some(Reply::Ack { psn: 2, msn: 1 })
         );
     }
 }

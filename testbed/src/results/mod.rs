@@ -607,11 +607,18 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
     let fct = Quantiles::of(done.iter().filter_map(|f| f.fct_ns).map(|n| n as f64).collect());
     let slowdown = Quantiles::of(done.iter().filter_map(|f| f.slowdown).collect());
     let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
-    let last = done
+    // The bytes delivered count over the time they took: to the last completion when every
+    // flow completed, else to the run's end (unfinished flows were still delivering).
+    let last_completion = done
         .iter()
         .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
         .max()
         .unwrap_or(first);
+    let last = if done.len() == flows.len() {
+        last_completion
+    } else {
+        last_completion.max(time.at(time.end_ns))
+    };
     let delivered: u64 = flows.iter().map(|f| f.bytes_received).sum();
     let goodput_bps = if last > first {
         delivered as f64 * 8.0 / ((last - first) as f64 * 1e-9)
@@ -822,6 +829,45 @@ mod tests {
             "{}",
             sum.host_stall_fraction
         );
+    }
+
+    #[test]
+    fn goodput_of_an_unfinished_run_counts_to_its_end() {
+        let s = Scenario::builtin(&crate::scenario::Overrides::default()).unwrap();
+        let done = FlowResult {
+            bytes_received: 1_000_000,
+            ..FlowResult::fixture(1, 0, Some(10_000_000))
+        };
+        let partial = FlowResult {
+            bytes_received: 500_000,
+            ..FlowResult::fixture(2, 0, None)
+        };
+        let flows = [done, partial];
+        let m = Measured {
+            flows: &flows,
+            series: &[],
+            stalls: &[],
+            switches: &[],
+            hosts: &[],
+            content_errors: 0,
+            max_path_switches: 1,
+            hop_bytes: None,
+        };
+        let time = Timebase {
+            t0_ns: 0,
+            end_ns: 20_000_000,
+            dilation: 1.0,
+        };
+        // 1.5 MB in the 20 ms the run lasted, not in the 10 ms to the one completion.
+        let sum = summarize(&s, &m, time, Ending::TimedOut);
+        assert!(
+            (sum.goodput_bps - 1.5e6 * 8.0 / 0.02).abs() < 1e-3,
+            "{}",
+            sum.goodput_bps
+        );
+        let all_done = [flows[0].clone()];
+        let sum = summarize(&s, &Measured { flows: &all_done, ..m }, time, Ending::Completed);
+        assert!((sum.goodput_bps - 1e6 * 8.0 / 0.01).abs() < 1e-3, "{}", sum.goodput_bps);
     }
 
     #[test]
