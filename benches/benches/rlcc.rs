@@ -23,7 +23,7 @@ fn observations() -> Vec<Observation> {
 
 fn policies(c: &mut Criterion) {
     let obs = observations();
-    let trees = Policy::builtin();
+    let trees = Policy::builtin().expect("the shipped policy");
     let mlp = Policy::from_json(SHIPPED_MLP).expect("the shipped MLP");
     for (name, p) in [("rlcc_decision/trees", &trees), ("rlcc_decision/mlp", &mlp)] {
         let mut k = 0usize;
@@ -42,7 +42,9 @@ fn policies(c: &mut Criterion) {
         mtu_wire_bytes: 1100,
         mtu_bytes: 1024,
     };
-    let mut cc = ControllerConfig::Rlcc(RlCcConfig::default()).build(path);
+    let mut cc = ControllerConfig::Rlcc(RlCcConfig::default())
+        .build(path)
+        .expect("the shipped policy loads");
     let mut t = 0u64;
     c.bench_function("rlcc_decision/controller_step", |b| {
         b.iter(|| {

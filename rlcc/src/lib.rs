@@ -10,6 +10,7 @@ pub mod distill;
 pub mod explain;
 pub mod mlp;
 pub mod observation;
+pub mod pickle;
 pub mod policy;
 pub mod train;
 pub mod trees;

@@ -29,16 +29,17 @@ impl Policy {
         }
     }
 
-    /// Reads a policy: our MLP or trees JSON, or a PyTorch checkpoint in the public RL-CC layout.
+    /// Reads a policy: our MLP or trees JSON, or a PyTorch checkpoint of RL-CC's network (see
+    /// [`checkpoint`]).
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
         let bytes = std::fs::read(path).map_err(|e| PolicyError::at(path, e.to_string()))?;
-        if bytes.starts_with(b"PK") {
+        // JSON starts with `{` (after any whitespace); anything else is taken for a checkpoint.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return checkpoint::from_bytes(&bytes)
                 .map(|m| Policy::Mlp(Box::new(m)))
                 .map_err(|m| PolicyError::at(path, m));
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|_| PolicyError::at(path, "neither JSON nor a zip checkpoint (not UTF-8)".into()))?;
+        let text = String::from_utf8(bytes).map_err(|_| PolicyError::at(path, "JSON that is not UTF-8".into()))?;
         Policy::from_json(&text).map_err(|m| PolicyError::at(path, m))
     }
 
@@ -55,13 +56,12 @@ impl Policy {
         }
     }
 
-    /// The shipped tree policy.
-    pub fn builtin() -> Policy {
-        match TreeEnsemble::from_json(BUILTIN_TREES) {
-            Ok(t) => Policy::Trees(t),
-            // A test checks the shipped file; should it ever be broken, act neutrally.
-            Err(_) => Policy::Mlp(Box::new(Mlp::zeros())),
-        }
+    /// The shipped tree policy (compiled in from `policies/rlcc-trees.json`); an error, never
+    /// a neutral stand-in, should that file ever be broken.
+    pub fn builtin() -> Result<Policy, PolicyError> {
+        TreeEnsemble::from_json(BUILTIN_TREES)
+            .map(Policy::Trees)
+            .map_err(|m| PolicyError::at(std::path::Path::new("policies/rlcc-trees.json (built in)"), m))
     }
 }
 
@@ -78,9 +78,9 @@ mod tests {
     fn the_shipped_policy_speeds_up_when_under_utilized_and_slows_down_when_congested() {
         let trees = TreeEnsemble::from_json(BUILTIN_TREES).expect("the shipped trees are valid");
         assert!(trees.trees().len() <= crate::trees::MAX_TREES);
-        assert_eq!(Policy::builtin(), Policy::Trees(trees));
+        assert_eq!(Policy::builtin(), Ok(Policy::Trees(trees)));
         let mlp = Policy::from_json(SHIPPED_MLP).expect("the shipped MLP is valid");
-        for policy in [Policy::builtin(), mlp] {
+        for policy in [Policy::builtin().expect("the shipped policy"), mlp] {
             let t = table(&policy, &RewardShape::default());
             for row in &t {
                 assert!(row[0] > 1.0, "under-utilized: {row:?}");

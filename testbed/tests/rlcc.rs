@@ -1,11 +1,11 @@
-//! `intlab rlcc` end to end: train, distil and explain write what they say; the public
-//! checkpoint layout loads; broken policy files fail with the file and the reason, never a
+//! `intlab rlcc` end to end: train, distil and explain write what they say; a checkpoint
+//! PyTorch wrote acts as its JSON twin; broken policy files fail with the file and the reason, never a
 //! panic. (The controller on real sockets is exercised in tests/controllers.rs.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use intlab_rlcc::{Mlp, Policy, checkpoint};
+use intlab_rlcc::{Mlp, Policy};
 
 fn scratch(tag: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("rlcc-{tag}-{}", std::process::id()));
@@ -64,18 +64,19 @@ fn train_distill_and_explain_write_what_they_say() {
     assert!(!ok && err.contains("expected an MLP policy"), "{err}");
 }
 
+/// A checkpoint written by PyTorch itself (rlcc/tests/fixtures/torch, from
+/// scripts/make-torch-fixtures.py) explains as the same network written as our JSON.
 #[test]
-fn the_public_checkpoint_layout_loads_as_the_same_network() {
+fn a_pytorch_checkpoint_acts_as_its_json_twin() {
     let dir = scratch("ckpt");
-    let mut m = Mlp::zeros();
-    for (k, w) in m.weights_mut().enumerate() {
-        *w = ((k * 37 % 23) as f32 - 11.0) / 10.0;
-    }
-    let file = dir.join("rlcc_nn_model");
-    std::fs::write(&file, checkpoint::to_bytes(&m).expect("zip")).expect("write");
-    assert_eq!(Policy::load(&file), Ok(Policy::Mlp(Box::new(m.clone()))));
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rlcc/tests/fixtures/torch");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("expected.json")).expect("fixture")).expect("json");
+    let layers: Vec<Vec<Vec<f32>>> = serde_json::from_value(expected["weights"].clone()).expect("weights");
+    let m = Mlp::from_layers(&layers).expect("the network");
     let json = dir.join("same.json");
     std::fs::write(&json, m.to_json()).expect("write");
+    let file = fixtures.join("public_layout.pt");
     let (ok, a, err) = rlcc(&["explain", s(&file), "--trees", s(&json)]);
     assert!(ok, "{err}");
     let (ok, b, _) = rlcc(&["explain", s(&json), "--trees", s(&json)]);
@@ -103,6 +104,7 @@ fn broken_policy_files_fail_with_the_file_and_the_reason() {
         ),
         ("other.json", "{\"format\": \"onnx\"}".to_owned(), "expected \"format\""),
         ("fake.zip", "PK\u{3}\u{4}garbage".to_owned(), "not a zip archive"),
+        ("fake.pt", "\u{80}\u{2}binary".to_owned(), "not a PyTorch checkpoint"),
     ];
     for (name, text, reason) in cases {
         let file = dir.join(name);

@@ -440,7 +440,9 @@ impl Host {
 
     fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig, route: FlowPath) -> io::Result<()> {
         let path = self.cfg.path_info(route);
-        let controller = cc.build(path);
+        let controller = cc
+            .build(path)
+            .map_err(|e| io::Error::other(format!("flow {}: {e}", flow.id)))?;
         let instructions = match self.cfg.int_mode {
             IntMode::Auto => controller.int_instructions(),
             IntMode::On => Some(

@@ -398,18 +398,14 @@ pub fn ideal_fct_ns(t: &Topology, path: &[usize], size: u64, mtu: u64, int_hop_b
 
 /// The INT bytes per hop the scenario's data carries, if any.
 pub(crate) fn int_hop_bytes(s: &Scenario) -> Option<u64> {
-    let probe = s.controller.build(PathInfo {
-        line_rate_bps: 1_000_000_000,
-        base_rtt_ns: 1_000_000,
-        fabric_rtt_ns: 1_000_000,
-        hops: 1,
-        mtu_wire_bytes: 1500,
-        mtu_bytes: 1024,
-    });
     let instructions = match s.transport.int_mode {
         IntMode::Off => None,
-        IntMode::Auto => probe.int_instructions(),
-        IntMode::On => Some(probe.int_instructions().unwrap_or(int_format::int::Instructions::HPCC)),
+        IntMode::Auto => s.controller.int_instructions(),
+        IntMode::On => Some(
+            s.controller
+                .int_instructions()
+                .unwrap_or(int_format::int::Instructions::HPCC),
+        ),
     }?;
     instructions.hop_words().ok().map(|w| 4 * u64::from(w))
 }

@@ -214,9 +214,18 @@ impl ControllerConfig {
         }
     }
 
-    /// A controller for one flow on `path`, with [`ControllerConfig::resolve`]'s parameters.
-    pub fn build(&self, path: PathInfo) -> Box<dyn Controller> {
+    /// INT the controller asks of data packets, without building it.
+    pub fn int_instructions(&self) -> Option<Instructions> {
         match self {
+            ControllerConfig::Hpcc(_) | ControllerConfig::HpccPlusPlus(_) => Some(Instructions::HPCC),
+            _ => None,
+        }
+    }
+
+    /// A controller for one flow on `path`, with [`ControllerConfig::resolve`]'s parameters.
+    /// Fails only for RL-CC, when its policy file cannot be read or is broken.
+    pub fn build(&self, path: PathInfo) -> Result<Box<dyn Controller>, intlab_rlcc::PolicyError> {
+        Ok(match self {
             ControllerConfig::Hpcc(c) => Box::new(Hpcc::new(c.clone(), path)),
             ControllerConfig::HpccPlusPlus(c) => Box::new(HpccPlusPlus::new(c.clone(), path)),
             ControllerConfig::Dcqcn(c) => Box::new(Dcqcn::new(c.clone(), path)),
@@ -224,9 +233,9 @@ impl ControllerConfig {
             ControllerConfig::Timely(c) => Box::new(Timely::new(c.clone(), path)),
             ControllerConfig::Dctcp(c) => Box::new(Dctcp::new(c.clone(), path)),
             ControllerConfig::Netscope(c) => Box::new(Netscope::new(c.clone(), path)),
-            ControllerConfig::Rlcc(c) => Box::new(RlCc::new(c, path)),
+            ControllerConfig::Rlcc(c) => Box::new(RlCc::new(c, path)?),
             ControllerConfig::LineRate => Box::new(LineRate(path.line_rate_bps)),
-        }
+        })
     }
 }
 
@@ -279,6 +288,30 @@ impl HopSample {
         let q = self.qlen.min(prev.qlen) as f64;
         let u = tx_rate / self.rate_bps as f64 + q * 8.0 / (self.rate_bps as f64 * base_rtt_ns as f64 * 1e-9);
         Some((u, tau))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_names_the_int_its_controller_asks_for() {
+        let all = [
+            ControllerConfig::Hpcc(HpccConfig::default()),
+            ControllerConfig::HpccPlusPlus(HpccPlusPlusConfig::default()),
+            ControllerConfig::Dcqcn(DcqcnConfig::default()),
+            ControllerConfig::Swift(SwiftConfig::default()),
+            ControllerConfig::Timely(TimelyConfig::default()),
+            ControllerConfig::Dctcp(DctcpConfig::default()),
+            ControllerConfig::Netscope(NetscopeConfig::default()),
+            ControllerConfig::Rlcc(RlCcConfig::default()),
+            ControllerConfig::LineRate,
+        ];
+        for c in all {
+            let built = c.build(fixtures::path(1000)).expect("builds");
+            assert_eq!(c.int_instructions(), built.int_instructions(), "{}", c.name());
+        }
     }
 }
 

@@ -66,14 +66,20 @@ impl Default for RlCcConfig {
 impl RlCcConfig {
     /// Reads the policy file now, so that a bad one is reported before a run starts.
     pub fn resolve(&mut self) -> Result<(), PolicyError> {
-        if self.loaded.is_none() {
-            let policy = match &self.policy {
-                Some(path) => Policy::load(path)?,
-                None => Policy::builtin(),
-            };
-            self.loaded = Some(Arc::new(policy));
-        }
+        self.loaded = Some(self.policy()?);
         Ok(())
+    }
+
+    /// The policy: as read by [`RlCcConfig::resolve`], or read now.
+    fn policy(&self) -> Result<Arc<Policy>, PolicyError> {
+        if let Some(p) = &self.loaded {
+            return Ok(p.clone());
+        }
+        let policy = match &self.policy {
+            Some(path) => Policy::load(path)?,
+            None => Policy::builtin()?,
+        };
+        Ok(Arc::new(policy))
     }
 
     fn shape(&self) -> RewardShape {
@@ -105,20 +111,12 @@ pub struct RlCc {
 
 impl RlCc {
     /// A flow at line rate. The policy is `config`'s, read now if [`RlCcConfig::resolve`] was
-    /// not called (a file that cannot be read falls back to the shipped policy, logged).
-    pub fn new(config: &RlCcConfig, path: PathInfo) -> RlCc {
-        let policy = config.loaded.clone().unwrap_or_else(|| {
-            let mut c = config.clone();
-            match c.resolve() {
-                Ok(()) => c.loaded.unwrap_or_else(|| Arc::new(Policy::builtin())),
-                Err(e) => {
-                    tracing::error!(%e, "RL-CC policy unreadable; running the shipped one");
-                    Arc::new(Policy::builtin())
-                }
-            }
-        });
+    /// not called; a file that cannot be read or is broken is an error naming it, never a
+    /// fallback to another policy under the same name.
+    pub fn new(config: &RlCcConfig, path: PathInfo) -> Result<RlCc, PolicyError> {
+        let policy = config.policy()?;
         let line_rate = path.line_rate_bps as f64;
-        RlCc {
+        Ok(RlCc {
             policy,
             shape: config.shape(),
             line_rate,
@@ -129,7 +127,7 @@ impl RlCc {
             last_multiplier: 1.0,
             next_decision_ns: 0,
             last_sample_ns: 0,
-        }
+        })
     }
 
     /// One decision from an RTT sample.
@@ -190,9 +188,23 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_policy_is_an_error_naming_it_never_a_fallback() {
+        let c = RlCcConfig {
+            policy: Some("no/such/policy.json".into()),
+            ..RlCcConfig::default()
+        };
+        let e = RlCc::new(&c, fixtures::path(1000)).expect_err("no policy, no controller");
+        assert_eq!(e.file, std::path::Path::new("no/such/policy.json"));
+        let e = crate::cc::ControllerConfig::Rlcc(c)
+            .build(fixtures::path(1000))
+            .expect_err("nor through the config");
+        assert!(e.to_string().contains("no/such/policy.json"), "{e}");
+    }
+
+    #[test]
     fn one_decision_per_base_rtt_from_the_rtt_inflation() {
         // Base RTT 10 us at 10 Gb/s.
-        let mut c = RlCc::new(&reflex(), fixtures::path(1000));
+        let mut c = RlCc::new(&reflex(), fixtures::path(1000)).expect("the reflex policy is loaded");
         // RTT 40 us: inflation 4, term (2.5·1 − 0.064)·12.5 > 0: divide by 1.2.
         c.on_ack(&fixtures::ack(0, 0, 0, Some(40_000), &[]));
         let once = (10e9 / 1.2) as u64;
