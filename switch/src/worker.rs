@@ -207,6 +207,10 @@ impl Worker {
             let requested = self.shared.publish_request.load(Ordering::Acquire);
             if now >= next_publish || requested != self.publish_seen {
                 self.publish(false);
+                // A run killed later still leaves captures readable up to here.
+                for c in self.slots.iter_mut().filter_map(|s| s.capture.as_mut()) {
+                    c.flush();
+                }
                 next_publish = now + PUBLISH_EVERY_NS;
                 if requested != self.publish_seen {
                     self.publish_seen = requested;

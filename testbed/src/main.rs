@@ -243,6 +243,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 summary.bad_icrc,
                 summary.errors
             );
+            if let Some(cut) = &summary.cut {
+                eprintln!("intlab: {cut}: the rest is lost (was the run that wrote it killed?)");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Switch { config } => run_switch(&config),

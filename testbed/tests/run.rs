@@ -214,12 +214,23 @@ fn clean_removes_what_a_killed_run_left() {
     let mut child = start_run(&[
         "--set",
         "workload.incast.size=200MB",
+        "--capture",
         "--out",
         out.to_str().expect("utf-8 path"),
     ]);
     let prefix = run_prefix(child.id());
+    // Long enough for the switch to flush its captures once (every second).
+    std::thread::sleep(Duration::from_millis(1500));
     signal(&child, libc::SIGKILL);
     let _ = child.wait();
+    // The killed run's capture reads up to where it was cut, and says where.
+    let o = intlab()
+        .arg("inspect")
+        .arg(out.join("capture").join("s1-eth5.pcapng"))
+        .output()
+        .expect("inspect runs");
+    let frames = String::from_utf8_lossy(&o.stdout).lines().count();
+    assert!(o.status.success() && frames > 100, "{frames} frames: {}", text(&o));
     // A switch namespace and five hosts: no Drop ran.
     assert_eq!(leftovers(&prefix).len(), 6, "{:?}", leftovers(&prefix));
     let refused = intlab()

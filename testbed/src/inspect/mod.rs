@@ -10,10 +10,10 @@ use anyhow::Result;
 
 pub use record::{AethRecord, FrameRecord, HopJson, IcrcRecord, IntRecord, RoceRecord};
 
-use crate::capture;
+use crate::capture::{CaptureError, CaptureReader};
 
 /// Counts over a whole capture.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Frames read.
     pub frames: usize,
@@ -25,14 +25,29 @@ pub struct Summary {
     pub bad_icrc: usize,
     /// Frames some layer of which could not be decoded.
     pub errors: usize,
+    /// Where the file is cut, when it ends inside a block (every frame before was decoded).
+    pub cut: Option<String>,
 }
 
 /// Decodes every frame of `path` and writes one line (or one JSON object) per frame to `out`.
+/// A file cut inside a block (a capture whose run was killed) gives every complete frame and
+/// says where it is cut in [`Summary::cut`].
 pub fn inspect(path: &Path, int_port: u16, json: bool, out: &mut impl Write) -> Result<Summary> {
-    let frames = capture::read_frames(path)?;
+    let mut frames = CaptureReader::open(path)?;
     let mut summary = Summary::default();
-    for (i, f) in frames.iter().enumerate() {
-        let rec = FrameRecord::decode(i + 1, f, int_port);
+    let mut i = 0;
+    loop {
+        let f = match frames.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e @ CaptureError::Cut { .. }) => {
+                summary.cut = Some(e.to_string());
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        i += 1;
+        let rec = FrameRecord::decode(i, &f, int_port);
         summary.frames += 1;
         summary.roce += usize::from(rec.roce.is_some());
         summary.with_int += usize::from(rec.int.is_some());
