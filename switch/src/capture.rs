@@ -96,6 +96,7 @@ impl PortCapture {
             DropReason::Oversize => "dropped: oversize",
             DropReason::HandoffFull => "dropped: handoff_full",
             DropReason::TxError => "dropped: tx_error",
+            DropReason::TtlExpired => "dropped: ttl_expired",
         };
         self.write(t_ns, frame, if outbound { OUTBOUND } else { INBOUND }, Some(comment));
     }

@@ -30,11 +30,13 @@ pub enum DropReason {
     HandoffFull,
     /// The egress device refused it.
     TxError,
+    /// Its IPv4 TTL ran out here.
+    TtlExpired,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Runt,
         DropReason::Malformed,
         DropReason::NonIpv4,
@@ -45,6 +47,7 @@ impl DropReason {
         DropReason::Oversize,
         DropReason::HandoffFull,
         DropReason::TxError,
+        DropReason::TtlExpired,
     ];
 
     /// Snake-case name used in counter files and capture comments.
@@ -60,6 +63,7 @@ impl DropReason {
             DropReason::Oversize => "oversize",
             DropReason::HandoffFull => "handoff_full",
             DropReason::TxError => "tx_error",
+            DropReason::TtlExpired => "ttl_expired",
         }
     }
 

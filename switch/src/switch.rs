@@ -24,32 +24,32 @@ const HANDOFF_CAPACITY: usize = 8192;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A port could not be opened.
-    #[error("switch {switch}: port {port}: {source}")]
+    #[error("switch {switch}: port {port}: {cause}")]
     Port {
         /// Switch name.
         switch: String,
         /// Port name.
         port: String,
         /// What the system said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A capture file could not be created.
-    #[error("switch {switch}: capture {path}: {source}")]
+    #[error("switch {switch}: capture {path}: {cause}")]
     Capture {
         /// Switch name.
         switch: String,
         /// File.
         path: PathBuf,
         /// What the system said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A thread or eventfd could not be created.
-    #[error("switch {switch}: {source}")]
+    #[error("switch {switch}: {cause}")]
     System {
         /// Switch name.
         switch: String,
         /// What the system said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -87,16 +87,16 @@ impl Switch {
     /// Like [`Switch::start`], sharing `pool` (switches joined by in-process links should share
     /// one, since buffers cross between them).
     pub fn start_with_pool(spec: SwitchSpec, pool: FramePool) -> Result<Switch, StartError> {
-        let sys = |source| StartError::System {
+        let sys = |cause| StartError::System {
             switch: spec.name.clone(),
-            source,
+            cause,
         };
         let mut slots = Vec::new();
         for (i, p) in spec.ports.iter().enumerate() {
-            let port = Port::open(&p.io).map_err(|source| StartError::Port {
+            let port = Port::open(&p.io).map_err(|cause| StartError::Port {
                 switch: spec.name.clone(),
                 port: p.name.clone(),
-                source,
+                cause,
             })?;
             let capture = match &spec.capture {
                 Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
@@ -110,11 +110,11 @@ impl Switch {
                         p.buffer.0
                     );
                     Some(
-                        PortCapture::create(&path, &p.name, &desc, p.rate.bps()).map_err(|source| {
+                        PortCapture::create(&path, &p.name, &desc, p.rate.bps()).map_err(|cause| {
                             StartError::Capture {
                                 switch: spec.name.clone(),
                                 path,
-                                source,
+                                cause,
                             }
                         })?,
                     )

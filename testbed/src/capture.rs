@@ -39,12 +39,12 @@ const MAX_BLOCK: usize = 64 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     /// The file cannot be opened or read.
-    #[error("{file}: {source}")]
+    #[error("{file}: {cause}")]
     Io {
         /// The file.
         file: String,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file ends inside a block: everything before it was read (a capture whose writer was
     /// killed ends so).
@@ -113,9 +113,9 @@ fn step<T>(src: &[u8], r: Result<(&[u8], T), PcapError>) -> Step<T> {
 impl CaptureReader {
     /// Opens a pcap or pcapng file (told apart by its magic number).
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
-        let file = File::open(path).map_err(|source| CaptureError::Io {
+        let file = File::open(path).map_err(|cause| CaptureError::Io {
             file: path.display().to_string(),
-            source,
+            cause,
         })?;
         Ok(CaptureReader {
             file,
@@ -153,9 +153,9 @@ impl CaptureReader {
         let n = self
             .file
             .read(&mut self.buf[have..])
-            .map_err(|source| CaptureError::Io {
+            .map_err(|cause| CaptureError::Io {
                 file: self.name.clone(),
-                source,
+                cause,
             })?;
         self.buf.truncate(have + n);
         self.eof = n == 0;

@@ -33,18 +33,18 @@ pub const THROUGHPUT: &str = "throughput.svg";
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
     /// The scenario with one of the controllers does not load.
-    #[error("{0}")]
+    #[error(transparent)]
     Load(#[from] LoadError),
     /// A run failed.
-    #[error("{controller}: {source}")]
+    #[error("{controller}: {cause}")]
     Run {
         /// The controller of the failed run.
         controller: String,
         /// What failed.
-        source: RunError,
+        cause: RunError,
     },
     /// A comparison file could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] WriteError),
 }
 
@@ -100,7 +100,7 @@ pub fn compare(
         .map(|(cc, s)| (cc.clone(), out.join(folder_of(cc)), s))
         .collect();
     let results = run::run_series(&series, 'c', stop, progress)
-        .map_err(|(controller, source)| CompareError::Run { controller, source })?;
+        .map_err(|(controller, cause)| CompareError::Run { controller, cause })?;
     let entries = series
         .into_iter()
         .zip(results)

@@ -30,12 +30,12 @@ pub enum LabError {
     #[error(transparent)]
     Switch(#[from] intlab_switch::StartError),
     /// An endpoint did not start.
-    #[error("host {host}: {source}")]
+    #[error("host {host}: {cause}")]
     Endpoint {
         /// Host name.
         host: String,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -317,9 +317,9 @@ impl Lab {
             }
             ec.events = Some(announce.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
-            let ep = Endpoint::start(ec, ns.enter()).map_err(|source| LabError::Endpoint {
+            let ep = Endpoint::start(ec, ns.enter()).map_err(|cause| LabError::Endpoint {
                 host: node.name.clone(),
-                source,
+                cause,
             })?;
             lab.endpoints.resize_with(t.nodes.len(), || None);
             lab.endpoints[h] = Some(ep);

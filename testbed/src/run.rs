@@ -60,10 +60,10 @@ pub enum RunError {
     Prerequisite(#[from] crate::prerequisites::Missing),
     /// The lab could not be built.
     #[error("building the lab: {0}")]
-    Lab(#[from] LabError),
+    Lab(LabError),
     /// A results file could not be written.
     #[error("writing results: {0}")]
-    Write(#[from] WriteError),
+    Write(WriteError),
     /// The lab's data path does not carry every flow (checked before any flow starts).
     #[error(transparent)]
     DataPath(#[from] DataPathError),
@@ -75,6 +75,20 @@ pub enum RunError {
         /// What failed.
         error: String,
     },
+}
+
+// Written out rather than `#[from]`, which would also make the inner error the source and so
+// print it twice in an error chain.
+impl From<LabError> for RunError {
+    fn from(e: LabError) -> Self {
+        RunError::Lab(e)
+    }
+}
+
+impl From<WriteError> for RunError {
+    fn from(e: WriteError) -> Self {
+        RunError::Write(e)
+    }
 }
 
 /// How often the run looks at its flows, the clock and the stop flag.
@@ -130,9 +144,9 @@ pub fn run(
     cfg.idle_poll_ns = idle_poll_ns(&topology);
     if s.capture || opts.capture {
         let dir = opts.out.join("capture");
-        std::fs::create_dir_all(&dir).map_err(|source| WriteError {
+        std::fs::create_dir_all(&dir).map_err(|cause| WriteError {
             file: dir.display().to_string(),
-            source,
+            cause,
         })?;
         cfg.capture = Some(dir);
     }

@@ -31,18 +31,18 @@ pub enum SweepError {
     #[error("--grid {0}")]
     Grid(String),
     /// A point's scenario does not load.
-    #[error("{0}")]
+    #[error(transparent)]
     Load(#[from] LoadError),
     /// A run failed.
-    #[error("point {point}: {source}")]
+    #[error("point {point}: {cause}")]
     Run {
         /// The point, as `key=value ...`.
         point: String,
         /// What failed.
-        source: RunError,
+        cause: RunError,
     },
     /// A file could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] WriteError),
 }
 
@@ -168,7 +168,7 @@ pub fn sweep(
         .map(|(k, (p, s))| (label(p), out.join(format!("point-{}", k + 1)), s))
         .collect();
     let results =
-        run::run_series(&series, 's', stop, progress).map_err(|(point, source)| SweepError::Run { point, source })?;
+        run::run_series(&series, 's', stop, progress).map_err(|(point, cause)| SweepError::Run { point, cause })?;
     let runs: Vec<SweepRun> = grid
         .iter()
         .zip(series)

@@ -129,7 +129,97 @@ fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() 
     let before = intlab_testbed::netns::lab_namespaces().len();
     let (ok, err) = run_file("good.yaml", GOOD, &["--set", "workload.incast.size=0B"]);
     assert!(!ok && err.contains("size above zero"), "{err}");
-    let cases: [(&str, String, &str, &str); 8] = [
+    let (ok, err) = run_file("good.yaml", GOOD, &["--set", "name="]);
+    assert!(!ok && err.contains("--set name=: expected a value after `=`"), "{err}");
+    let (ok, err) = run_file("good.yaml", GOOD, &["--set", "name=null"]);
+    assert!(
+        !ok && err.contains("expected a value, got none") && !err.contains("Option<"),
+        "{err}"
+    );
+    let (ok, err) = run_file("good.yaml", GOOD, &["--set", "dilation=1000000"]);
+    assert!(!ok && err.contains("runs links[0]'s 100Mbps below 1 kb/s"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one message, once: {err}");
+    let looped = "name: t\ndefaults:\n  link: { rate: 100Mbps }\nnodes:\n  s1: { kind: switch }\n  s2: { kind: switch }\n  h1: { kind: host }\n  h2: { kind: host }\nlinks:\n  - endpoints: [\"s1:eth1\", \"h1:eth0\"]\n  - endpoints: [\"s2:eth1\", \"h2:eth0\"]\n  - endpoints: [\"s1:eth2\", \"s2:eth2\"]\nroutes:\n  - { switch: s2, to: h2, via: [eth2] }\nworkload:\n  incast: { senders: [h1], receiver: h2, size: 1MB }\n";
+    let cases: [(&str, String, &str, &str); 21] = [
+        (
+            "loop.yaml",
+            looped.to_owned(),
+            ":14:5:",
+            "routes[0]: a forwarding loop towards `h2`: s1 -> s2 -> s1",
+        ),
+        (
+            "escape.yaml",
+            GOOD.replace("name: t", "name: ../../escape"),
+            ":1:7:",
+            "name: `../../escape`: `/` is not allowed",
+        ),
+        (
+            "slash.yaml",
+            GOOD.replace("h1: { kind: host }", "h1/x: { kind: host }")
+                .replace("h1:eth0", "h1/x:eth0"),
+            ":6:",
+            "node name: `h1/x`: `/` is not allowed",
+        ),
+        (
+            "space.yaml",
+            GOOD.replace("h1: { kind: host }", "\"h 1\": { kind: host }"),
+            ":6:",
+            "node name: `h 1`: ` ` is not allowed",
+        ),
+        (
+            "long-node.yaml",
+            GOOD.replace("h1: { kind: host }", &format!("{}: {{ kind: host }}", "h".repeat(33))),
+            ":6:",
+            "expected 1 to 32 characters",
+        ),
+        (
+            "lo.yaml",
+            GOOD.replace("h1:eth0", "h1:lo"),
+            ":9:",
+            "interface `lo`: that is every namespace's loopback",
+        ),
+        (
+            "long-interface.yaml",
+            GOOD.replace("h1:eth0", "h1:ethernet01234567"),
+            ":9:",
+            "interface `ethernet01234567`: expected 1 to 15 characters",
+        ),
+        (
+            "buffer.yaml",
+            GOOD.replace("delay: 10us }", "delay: 10us, buffer: 0 }"),
+            ":9:",
+            "buffer 0 B holds no full-size Ethernet frame",
+        ),
+        (
+            "slow.yaml",
+            GOOD.replace("rate: 1Gbps", "rate: 500bps"),
+            ":10:",
+            "links[1]: rate 0.5kbps: expected 1 kb/s to 4.29 Tb/s",
+        ),
+        (
+            "fast.yaml",
+            GOOD.replace("rate: 1Gbps", "rate: 5Tbps"),
+            ":10:",
+            "expected 1 kb/s to 4.29 Tb/s",
+        ),
+        (
+            "broadcast.yaml",
+            GOOD.replace("198.18.0.9", "198.19.255.255"),
+            ":7:",
+            "198.19.255.255 is the network's own or its broadcast address",
+        ),
+        (
+            "duplicate-node.yaml",
+            GOOD.replace("  h2: { kind: host, address: 198.18.0.9 }", "  h1: { kind: host }"),
+            ":7:3:",
+            "`h1` is given twice: expected each name once",
+        ),
+        (
+            "eta.yaml",
+            format!("{GOOD}controller: {{ name: hpcc, eta: -5 }}\n"),
+            ":15:",
+            "controller.eta: expected a utilization in (0, 1], got -5",
+        ),
         (
             "bad-policy.yaml",
             format!("{GOOD}controller: {{ name: rlcc, policy: /nonexistent/p.json }}\n"),

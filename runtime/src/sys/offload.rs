@@ -55,14 +55,14 @@ impl Offload {
 #[derive(Debug, thiserror::Error)]
 pub enum OffloadError {
     /// The ioctl failed.
-    #[error("interface {device}: {offload}: {source}")]
+    #[error("interface {device}: {offload}: {cause}")]
     Ioctl {
         /// Interface.
         device: String,
         /// ethtool's name of the offload.
         offload: &'static str,
         /// What the kernel said.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The kernel accepted the change, but the offload reads back unchanged (a fixed feature).
     #[error("interface {device}: {offload} is still {}", if *.on { "on" } else { "off" })]
@@ -132,10 +132,10 @@ impl Control {
 
 /// Whether `offload` is on for `device` (in the calling thread's namespace).
 pub fn get(device: &str, offload: Offload) -> Result<bool, OffloadError> {
-    let err = |source| OffloadError::Ioctl {
+    let err = |cause| OffloadError::Ioctl {
         device: device.to_owned(),
         offload: offload.name(),
-        source,
+        cause,
     };
     let ctl = Control::open().map_err(err)?;
     ctl.request(device, offload.commands().0, 0)
@@ -153,10 +153,10 @@ pub fn disable_all(device: &str) -> Result<(), OffloadError> {
 /// reads back so. An offload the driver cannot change counts as done when it already is as
 /// asked.
 pub fn set(device: &str, offload: Offload, on: bool) -> Result<(), OffloadError> {
-    let err = |source| OffloadError::Ioctl {
+    let err = |cause| OffloadError::Ioctl {
         device: device.to_owned(),
         offload: offload.name(),
-        source,
+        cause,
     };
     let ctl = Control::open().map_err(err)?;
     let (get, set) = offload.commands();

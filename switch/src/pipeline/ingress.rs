@@ -110,7 +110,8 @@ impl Pipeline {
             .select(&key, self.ecmp_seed)
             .or_else(|| self.macs.lookup(&dst_mac))
         {
-            Some(p) => Verdict::Forward(p),
+            Some(p) if hop(frame.bytes_mut()) => Verdict::Forward(p),
+            Some(_) => Verdict::Drop(DropReason::TtlExpired),
             None => Verdict::Drop(DropReason::NoRoute),
         };
         (verdict, notes)
@@ -129,6 +130,23 @@ impl Pipeline {
             ArpMode::Answer => Verdict::Drop(DropReason::Broadcast),
         }
     }
+}
+
+/// Counts one router hop on the IPv4 packet of Ethernet frame `b`: the TTL goes down by one and
+/// the header checksum follows (the UDP checksum and RoCE's ICRC do not cover the TTL). False
+/// when the TTL was 1 or 0: the packet dies here, as a router drops it, so that a forwarding
+/// loop cannot keep frames alive.
+fn hop(b: &mut [u8]) -> bool {
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut b[EthernetFrame::<&[u8]>::HEADER_LEN..]) else {
+        return false;
+    };
+    let ttl = ip.ttl();
+    if ttl <= 1 {
+        return false;
+    }
+    ip.set_ttl(ttl - 1);
+    ip.fill_checksum();
+    true
 }
 
 fn udp_key(b: &[u8], l: &FrameLayout) -> FlowKey {
@@ -254,6 +272,30 @@ macs:
             verdict(&eth(H2, 0x0800, &no_route)).0,
             Verdict::Drop(DropReason::NoRoute)
         );
+        let mut last_hop = udp_to(9, &[0; 8]);
+        last_hop[8] = 1;
+        last_hop[10..12].fill(0);
+        let c = int_format::checksum::checksum(&last_hop[..20]);
+        last_hop[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(
+            verdict(&eth(H2, 0x0800, &last_hop)).0,
+            Verdict::Drop(DropReason::TtlExpired)
+        );
+    }
+
+    #[test]
+    fn forwarding_takes_one_off_the_ttl_and_keeps_the_checksum_right() {
+        let spec = SwitchSpec::from_yaml(CONFIG, Path::new("t.yaml")).expect("config");
+        let p = Pipeline::new(&spec);
+        let pool = FramePool::new(2048, 4);
+        let mut f = pool.get();
+        let bytes = eth(H2, 0x0800, &udp_to(9, &[0; 8]));
+        f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
+        f.len = bytes.len();
+        assert_eq!(p.ingress(&mut f).0, Verdict::Forward(1));
+        let ip = Ipv4Packet::new_checked(&f.bytes()[14..]).unwrap();
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
     }
 
     #[test]

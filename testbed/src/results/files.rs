@@ -33,20 +33,20 @@ pub const DATAPATH: &str = "datapath.txt";
 
 /// A CSV or JSON writing failure, with the file.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: {source}")]
+#[error("{file}: {cause}")]
 pub struct WriteError {
     /// The file.
     pub file: String,
     /// What failed.
-    pub source: io::Error,
+    pub cause: io::Error,
 }
 
 /// Turns an I/O error on file `name` of `dir` into a [`WriteError`] naming it.
 pub(crate) fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError + use<> {
     let file = dir.join(name).display().to_string();
-    move |source| WriteError {
+    move |cause| WriteError {
         file: file.clone(),
-        source,
+        cause,
     }
 }
 

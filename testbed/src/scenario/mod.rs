@@ -142,6 +142,9 @@ impl Checker<'_> {
         let mut controller = ControllerConfig::Hpcc(HpccConfig::default());
         if let Some(c) = run.controller {
             controller = c.value;
+            controller
+                .check()
+                .map_err(|m| self.err(&c.referenced, format!("controller.{m}")))?;
             // A policy file is read now, so that a bad one stops the run before it starts.
             if let ControllerConfig::Rlcc(r) = &mut controller {
                 r.resolve()
@@ -168,7 +171,7 @@ impl Checker<'_> {
             Some(d) => d.value,
             None => DEFAULT_DURATION,
         };
-        let dilation = match run.dilation {
+        let dilation = match &run.dilation {
             Some(d) if !(d.value >= 1.0 && d.value <= 1e6) => {
                 return Err(self.err(
                     &d.referenced,
@@ -204,6 +207,38 @@ impl Checker<'_> {
             if let Some(i) = t.value.int {
                 transport.int_mode = i;
             }
+            if let Some(m) = &t.value.mtu {
+                let frame = u64::from(transport.link_mtu()) + 18;
+                if let Some((li, l)) = topology
+                    .links
+                    .iter()
+                    .enumerate()
+                    .find(|(_, l)| l.props.buffer.0 < frame)
+                {
+                    return Err(self.err(
+                        &m.referenced,
+                        format!(
+                            "transport.mtu {} makes frames of {frame} B, which links[{li}]'s buffer of {} B cannot hold",
+                            m.value, l.props.buffer.0
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(d) = &run.dilation
+            && let Some((li, l)) = topology
+                .links
+                .iter()
+                .enumerate()
+                .find(|(_, l)| (l.props.rate.bps() as f64 / d.value) < 1000.0)
+        {
+            return Err(self.err(
+                &d.referenced,
+                format!(
+                    "dilation {} runs links[{li}]'s {} below 1 kb/s, which INT cannot report",
+                    d.value, l.props.rate
+                ),
+            ));
         }
         Ok(Scenario {
             file: self.file.to_owned(),

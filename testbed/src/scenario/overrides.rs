@@ -53,6 +53,11 @@ impl Overrides {
             let (path, value) = s
                 .split_once('=')
                 .ok_or_else(|| format!("--set {s}: expected key.path=value"))?;
+            if value.trim().is_empty() {
+                return Err(format!(
+                    "--set {s}: expected a value after `=` (YAML: `--set {path}=\"\"` for an empty string)"
+                ));
+            }
             let value: Value =
                 serde_saphyr::from_str(value).map_err(|e| format!("--set {s}: {}", first_line(&e.to_string())))?;
             set(&mut doc, path, value).map_err(|m| format!("--set {s}: {m}"))?;
@@ -176,6 +181,11 @@ mod tests {
     #[test]
     fn bad_assignments_say_what_was_expected() {
         assert!(apply(None, &["seed"]).unwrap_err().contains("expected key.path=value"));
+        assert!(
+            apply(None, &["name="])
+                .unwrap_err()
+                .contains("--set name=: expected a value after `=`")
+        );
         let e = apply(None, &["links.3.rate=1Gbps"]).unwrap_err();
         assert!(e.contains("list of 1: expected an index below 1, got `3`"), "{e}");
         let e = apply(None, &["name.x=1"]).unwrap_err();

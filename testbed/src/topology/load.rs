@@ -52,7 +52,7 @@ impl fmt::Display for LoadError {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
-    name: String,
+    name: Spanned<String>,
     #[serde(default)]
     defaults: RawDefaults,
     nodes: BTreeMap<String, Spanned<RawNode>>,
@@ -160,12 +160,12 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     let mut nodes = Vec::new();
     let mut used: HashMap<Ipv4Addr, String> = HashMap::new();
     let mut next_host = 1u32;
+    if let Err(m) = plain_name(&raw.name.value, MAX_NAME) {
+        return Err(err(&raw.name.referenced, format!("name: {m}")));
+    }
     for (name, n) in &raw_nodes {
-        if name.is_empty() || name.contains(':') {
-            return Err(err(
-                &n.referenced,
-                format!("node name `{name}`: expected a name without ':'"),
-            ));
+        if let Err(m) = plain_name(name, MAX_NAME) {
+            return Err(err(&n.referenced, format!("node name: {m}")));
         }
         let kind = match n.value.kind {
             RawKind::Host => NodeKind::Host,
@@ -187,6 +187,12 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                     return Err(err(
                         &a.referenced,
                         format!("node `{name}`: {ip} is outside the lab's 198.18.0.0/15"),
+                    ));
+                }
+                if u32::from(ip) == LAB_NET || u32::from(ip) == LAB_NET | !LAB_MASK {
+                    return Err(err(
+                        &a.referenced,
+                        format!("node `{name}`: {ip} is the network's own or its broadcast address, no host's"),
                     ));
                 }
                 Some(ip)
@@ -245,6 +251,9 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                     format!("links[{li}]: endpoint `{}`: no node `{node}`", e.value),
                 )
             })?;
+            if let Err(m) = interface_name(interface) {
+                return Err(err(&e.referenced, format!("links[{li}]: endpoint `{}`: {m}", e.value)));
+            }
             if let Some(prev) = taken.insert((n, interface.to_owned()), li) {
                 return Err(err(
                     &e.referenced,
@@ -283,10 +292,28 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                 format!("links[{li}]: loss: expected a probability in [0, 1), got {loss}"),
             ));
         }
+        if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&rate.bps()) {
+            return Err(err(
+                &l.referenced,
+                format!(
+                    "links[{li}]: rate {rate}: expected 1 kb/s to 4.29 Tb/s (INT reports line rate in kb/s in 32 bits)"
+                ),
+            ));
+        }
+        let buffer = p.buffer.or(defaults.buffer).unwrap_or(Bytes(1_000_000));
+        if buffer.0 < MIN_BUFFER {
+            return Err(err(
+                &l.referenced,
+                format!(
+                    "links[{li}]: buffer {} B holds no full-size Ethernet frame ({MIN_BUFFER} B): every data packet would be dropped",
+                    buffer.0
+                ),
+            ));
+        }
         let props = LinkProps {
             rate,
             delay: p.delay.or(defaults.delay).unwrap_or(Nanos(0)),
-            buffer: p.buffer.or(defaults.buffer).unwrap_or(Bytes(1_000_000)),
+            buffer,
             ecn,
             loss,
         };
@@ -336,6 +363,23 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         }
         routes.push(RouteOverride { switch, host, via });
     }
+    let partial = Topology {
+        name: String::new(),
+        nodes: nodes.clone(),
+        links: links.clone(),
+        routes: routes.clone(),
+    };
+    if let Some((k, cycle)) = super::routing::first_loop(&partial) {
+        let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].name.as_str()).collect();
+        return Err(err(
+            &raw.routes[k].referenced,
+            format!(
+                "routes[{k}]: a forwarding loop towards `{}`: {} (frames would circle until their TTL ran out)",
+                raw.routes[k].value.to.value,
+                names.join(" -> ")
+            ),
+        ));
+    }
     let run = RawRun {
         controller: raw.controller,
         workload: raw.workload,
@@ -347,7 +391,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         sweep: raw.sweep,
     };
     let topology = Topology {
-        name: raw.name,
+        name: raw.name.value,
         nodes,
         links,
         routes,
@@ -355,13 +399,53 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     Ok((topology, run))
 }
 
-/// Adds what the YAML parser's own words leave unsaid.
+/// Adds what the YAML parser's own words leave unsaid, and drops what speaks to its callers.
 fn with_hint(m: String) -> String {
     if m.contains("block mapping") || m.contains("block sequence") || m.contains("mapping values") {
         format!("{m} (expected the indentation of the lines above)")
+    } else if m.starts_with("cannot deserialize null into") {
+        "expected a value, got none".to_owned()
+    } else if let Some(rest) = m.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest);
+        format!("`{key}` is given twice: expected each name once")
     } else {
         m
     }
+}
+
+/// Longest node or scenario name: it goes into namespace and file names.
+const MAX_NAME: usize = 32;
+/// Slowest and fastest link: INT carries the line rate in kb/s in 32 bits.
+const MIN_RATE_BPS: u64 = 1_000;
+const MAX_RATE_BPS: u64 = u32::MAX as u64 * 1_000;
+/// The smallest useful buffer: one full-size Ethernet frame (1500 B IP + 18 B Ethernet).
+const MIN_BUFFER: u64 = 1518;
+
+/// Checks a name that becomes part of file and namespace names: 1 to `max` letters, digits,
+/// `-`, `_` and `.`, not starting with `-` or `.`.
+pub(crate) fn plain_name(name: &str, max: usize) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.len() > max {
+        return Err(format!("`{name}`: expected 1 to {max} characters"));
+    }
+    if let Some(c) = name.chars().find(|&c| !ok_char(c)) {
+        return Err(format!(
+            "`{name}`: `{c}` is not allowed (letters, digits, -, _ and . only)"
+        ));
+    }
+    if name.starts_with(['-', '.']) {
+        return Err(format!("`{name}`: expected a letter, digit or _ first"));
+    }
+    Ok(())
+}
+
+/// Checks an interface name as Linux takes it: at most 15 bytes, and not `lo`.
+fn interface_name(name: &str) -> Result<(), String> {
+    plain_name(name, 15).map_err(|m| format!("interface {m}"))?;
+    if name == "lo" {
+        return Err("interface `lo`: that is every namespace's loopback".into());
+    }
+    Ok(())
 }
 
 /// What a serde-saphyr message says, without the source snippet after its first line and the

@@ -67,6 +67,67 @@ pub fn routes(t: &Topology) -> Routes {
     r
 }
 
+/// The first forwarding loop the file's routes make: the index of a route override on it and
+/// the switches around it (the first repeated at the end). Computed routes never loop; an
+/// override can send frames back the way they came.
+pub fn first_loop(t: &Topology) -> Option<(usize, Vec<usize>)> {
+    let r = routes(t);
+    for host in t.hosts() {
+        // Depth-first over switch -> next switch towards `host`: 0 unseen, 1 on the path, 2 done.
+        let mut state = vec![0u8; t.nodes.len()];
+        for start in t.switches() {
+            let mut path = Vec::new();
+            if let Some(cycle) = visit(t, &r, host, start, &mut state, &mut path) {
+                let k = t
+                    .routes
+                    .iter()
+                    .position(|o| o.host == host && cycle.contains(&o.switch))
+                    .unwrap_or(0);
+                return Some((k, cycle));
+            }
+        }
+    }
+    None
+}
+
+fn visit(
+    t: &Topology,
+    r: &Routes,
+    host: usize,
+    at: usize,
+    state: &mut [u8],
+    path: &mut Vec<usize>,
+) -> Option<Vec<usize>> {
+    match state[at] {
+        2 => return None,
+        1 => {
+            let from = path.iter().position(|&n| n == at).unwrap_or(0);
+            let mut cycle = path[from..].to_vec();
+            cycle.push(at);
+            return Some(cycle);
+        }
+        _ => {}
+    }
+    state[at] = 1;
+    path.push(at);
+    for &li in &r.next[at][host] {
+        let l = &t.links[li];
+        let next = if l.ends[0].node == at {
+            l.ends[1].node
+        } else {
+            l.ends[0].node
+        };
+        if t.nodes[next].kind == NodeKind::Switch
+            && let Some(c) = visit(t, r, host, next, state, path)
+        {
+            return Some(c);
+        }
+    }
+    path.pop();
+    state[at] = 2;
+    None
+}
+
 impl Routes {
     /// The links from host `src` to host `dst`, taking the first next hop at every switch (with
     /// ECMP every choice has the same length); None when unreachable.

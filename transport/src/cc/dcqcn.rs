@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo, scale_ns};
+use super::{Ack, Controller, PathInfo, check, check_fraction, check_time, scale_ns};
 
 /// The base RTT the ns-3 values were chosen for (ns): the HPCC paper's fat-tree of 1 µs links,
 /// whose longest round trip (six links each way) is 12 µs, the T htsim gives HPCC on it. Timers
@@ -88,6 +88,19 @@ impl Default for DcqcnConfig {
 }
 
 impl DcqcnConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check_fraction("g", self.g)?;
+        check_fraction("rate_ai_fraction", self.rate_ai_fraction)?;
+        check_fraction("rate_hai_fraction", self.rate_hai_fraction)?;
+        check_fraction("min_rate_fraction", self.min_rate_fraction)?;
+        check_fraction("rate_on_first_cnp", self.rate_on_first_cnp)?;
+        check_time("alpha_interval_ns", self.alpha_interval_ns)?;
+        check_time("decrease_interval_ns", self.decrease_interval_ns)?;
+        check_time("increase_interval_ns", self.increase_interval_ns)?;
+        check(self.byte_counter != Some(0), "byte_counter", 0, "bytes above 0")
+    }
+
     /// The paper's values (Zhu et al. 2015, §5 and Table 1, as summarized in
     /// `reference/cc-algorithms.md` §3): g = 1/256, α timer K = 55 µs, at most one decrease
     /// per 50 µs (the NP's CNP interval N), increase timer T = 55 µs, F = 5, byte counter

@@ -10,7 +10,7 @@
 
 use serde::Deserialize;
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, check_fraction};
 
 /// DCTCP's parameters. Defaults are the ns-3 `RdmaHw` attributes with run.py's values: g =
 /// 1/16 (EwmaGain), R_AI 1000 Mb/s at 25 Gb/s (DctcpRateAI, as a fraction of the line rate),
@@ -24,6 +24,15 @@ pub struct DctcpConfig {
     pub rate_ai_fraction: f64,
     /// Lowest rate as a fraction of the line rate.
     pub min_rate_fraction: f64,
+}
+
+impl DctcpConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check_fraction("g", self.g)?;
+        check_fraction("rate_ai_fraction", self.rate_ai_fraction)?;
+        check_fraction("min_rate_fraction", self.min_rate_fraction)
+    }
 }
 
 impl Default for DctcpConfig {

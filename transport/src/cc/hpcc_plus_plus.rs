@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, scale_ns};
+use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, check, check_time, scale_ns};
 use int_format::int::Instructions;
 
 /// Which safeguards and terms are on.
@@ -73,6 +73,36 @@ impl Default for HpccPlusPlusConfig {
 }
 
 impl HpccPlusPlusConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check(
+            self.alpha.is_finite() && self.alpha > 0.0,
+            "alpha",
+            self.alpha,
+            "a gain above 0",
+        )?;
+        check(
+            self.beta.is_finite() && self.beta >= 0.0,
+            "beta",
+            self.beta,
+            "a gain of at least 0",
+        )?;
+        check(
+            self.eta > 0.0 && self.eta <= 1.0,
+            "eta",
+            self.eta,
+            "a utilization in (0, 1]",
+        )?;
+        check(
+            self.w_ai_bytes.is_finite() && self.w_ai_bytes >= 0.0,
+            "w_ai_bytes",
+            self.w_ai_bytes,
+            "bytes, at least 0",
+        )?;
+        check_time("base_rtt_ns", self.base_rtt_ns)?;
+        check_time("sample_interval_ns", self.sample_interval_ns)
+    }
+
     /// T on `path`.
     pub fn t_ns(&self, path: &PathInfo) -> u64 {
         self.base_rtt_ns.unwrap_or(path.fabric_rtt_ns).max(1)

@@ -77,6 +77,25 @@ pub(crate) fn bdp_bytes(bps: u64, ns: u64) -> u64 {
     (u128::from(bps) * u128::from(ns) / 8_000_000_000) as u64
 }
 
+/// `Ok` when `ok`, else what parameter `name` expected and got.
+pub(crate) fn check(ok: bool, name: &str, got: impl std::fmt::Display, expected: &str) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{name}: expected {expected}, got {got}"))
+    }
+}
+
+/// A share of something: in (0, 1].
+pub(crate) fn check_fraction(name: &str, v: f64) -> Result<(), String> {
+    check(v > 0.0 && v <= 1.0, name, v, "a fraction in (0, 1]")
+}
+
+/// A time that, when set, is above zero.
+pub(crate) fn check_time(name: &str, v: Option<u64>) -> Result<(), String> {
+    check(v != Some(0), name, 0, "a time above 0 ns")
+}
+
 /// `ns` times `factor`, rounded, at least 1 (for time parameters under dilation or scaling).
 pub(crate) fn scale_ns(ns: u64, factor: f64) -> u64 {
     ((ns as f64 * factor).round() as u64).max(1)
@@ -214,6 +233,21 @@ impl ControllerConfig {
         }
     }
 
+    /// Refuses parameters no run can use, naming the parameter and what it expects.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            ControllerConfig::Hpcc(c) => c.check(),
+            ControllerConfig::HpccPlusPlus(c) => c.check(),
+            ControllerConfig::Dcqcn(c) => c.check(),
+            ControllerConfig::Swift(c) => c.check(),
+            ControllerConfig::Timely(c) => c.check(),
+            ControllerConfig::Dctcp(c) => c.check(),
+            ControllerConfig::Netscope(c) => c.check(),
+            ControllerConfig::Rlcc(c) => c.check(),
+            ControllerConfig::LineRate => Ok(()),
+        }
+    }
+
     /// INT the controller asks of data packets, without building it.
     pub fn int_instructions(&self) -> Option<Instructions> {
         match self {
@@ -294,6 +328,68 @@ impl HopSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn useless_parameters_are_refused_with_their_name() {
+        let bad = [
+            (
+                ControllerConfig::Hpcc(HpccConfig {
+                    eta: -5.0,
+                    ..HpccConfig::default()
+                }),
+                "eta: expected a utilization in (0, 1], got -5",
+            ),
+            (
+                ControllerConfig::Dcqcn(DcqcnConfig {
+                    alpha_interval_ns: Some(0),
+                    ..DcqcnConfig::default()
+                }),
+                "alpha_interval_ns: expected a time above 0 ns",
+            ),
+            (
+                ControllerConfig::Swift(SwiftConfig {
+                    max_mdf: 1.0,
+                    ..SwiftConfig::default()
+                }),
+                "max_mdf: expected a factor in (0, 1), got 1",
+            ),
+            (
+                ControllerConfig::Timely(TimelyConfig {
+                    t_low_ns: Some(10),
+                    t_high_ns: Some(5),
+                    ..TimelyConfig::default()
+                }),
+                "t_low_ns: expected less than t_high_ns, got 10",
+            ),
+            (
+                ControllerConfig::Netscope(NetscopeConfig {
+                    delay_sensitivity: f64::NAN,
+                    ..NetscopeConfig::default()
+                }),
+                "delay_sensitivity",
+            ),
+        ];
+        for (c, want) in bad {
+            let e = c.check().expect_err(want);
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_default_passes_its_check() {
+        for c in [
+            ControllerConfig::Hpcc(HpccConfig::paper()),
+            ControllerConfig::HpccPlusPlus(HpccPlusPlusConfig::default()),
+            ControllerConfig::Dcqcn(DcqcnConfig::paper()),
+            ControllerConfig::Swift(SwiftConfig::default()),
+            ControllerConfig::Timely(TimelyConfig::default()),
+            ControllerConfig::Dctcp(DctcpConfig::default()),
+            ControllerConfig::Netscope(NetscopeConfig::default()),
+            ControllerConfig::Rlcc(RlCcConfig::default()),
+        ] {
+            assert_eq!(c.check(), Ok(()), "{}", c.name());
+        }
+    }
 
     #[test]
     fn the_config_names_the_int_its_controller_asks_for() {

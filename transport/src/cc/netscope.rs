@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo, scale_ns};
+use super::{Ack, Controller, PathInfo, check, check_fraction, check_time, scale_ns};
 
 /// Netscope's parameters. The paper gives none but c_a's meaning (its Table 3 estimates c_a
 /// from 0 to about 7, the ping-pong benchmark being 1), so the defaults are the rate control
@@ -70,6 +70,26 @@ impl Default for NetscopeConfig {
 }
 
 impl NetscopeConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check(
+            self.delay_sensitivity.is_finite() && self.delay_sensitivity >= 0.0,
+            "delay_sensitivity",
+            self.delay_sensitivity,
+            "a number of at least 0",
+        )?;
+        check_fraction("g", self.g)?;
+        check_fraction("rate_ai_fraction", self.rate_ai_fraction)?;
+        check_fraction("min_rate_fraction", self.min_rate_fraction)?;
+        check(
+            (0.0..=1.0).contains(&self.initial_alpha),
+            "initial_alpha",
+            self.initial_alpha,
+            "a value in [0, 1]",
+        )?;
+        check_time("window_ns", self.window_ns)
+    }
+
     /// The same parameters with the window (if set) `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> NetscopeConfig {
         NetscopeConfig {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use intlab_rlcc::{History, Policy, PolicyError, RewardShape, multiplier};
 use serde::Deserialize;
 
-use super::{Ack, Controller, PathInfo};
+use super::{Ack, Controller, PathInfo, check, check_fraction};
 
 /// RL-CC's parameters. Defaults: the shipped tree policy, the papers' target 0.064 and β 1.5,
 /// the public configuration's scale 12.5, a floor of 5 % of the line rate: decisions ride on
@@ -64,6 +64,24 @@ impl Default for RlCcConfig {
 }
 
 impl RlCcConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check(self.target.is_finite(), "target", self.target, "a number")?;
+        check(
+            self.beta.is_finite() && self.beta >= 0.0,
+            "beta",
+            self.beta,
+            "a number of at least 0",
+        )?;
+        check(
+            self.scale.is_finite() && self.scale > 0.0,
+            "scale",
+            self.scale,
+            "a number above 0",
+        )?;
+        check_fraction("min_rate_fraction", self.min_rate_fraction)
+    }
+
     /// Reads the policy file now, so that a bad one is reported before a run starts.
     pub fn resolve(&mut self) -> Result<(), PolicyError> {
         self.loaded = Some(self.policy()?);

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo, scale_ns};
+use super::{Ack, Controller, PathInfo, check, check_fraction, check_time, scale_ns};
 
 /// Swift's parameters. Defaults are htsim's (its comments call several "guesses"; the paper
 /// gives no numeric defaults): ai 1 packet, β 0.8, max_mdf 0.5, h = base / 6.55 per hop,
@@ -79,6 +79,43 @@ impl Default for SwiftConfig {
 }
 
 impl SwiftConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check(self.ai.is_finite() && self.ai > 0.0, "ai", self.ai, "packets above 0")?;
+        check_fraction("beta", self.beta)?;
+        check(
+            self.max_mdf > 0.0 && self.max_mdf < 1.0,
+            "max_mdf",
+            self.max_mdf,
+            "a factor in (0, 1)",
+        )?;
+        check(
+            self.min_cwnd.is_finite() && self.min_cwnd > 0.0,
+            "min_cwnd",
+            self.min_cwnd,
+            "packets above 0",
+        )?;
+        check(
+            self.max_cwnd >= self.min_cwnd,
+            "max_cwnd",
+            self.max_cwnd,
+            "at least min_cwnd",
+        )?;
+        check(
+            self.fs_min_cwnd > 0.0,
+            "fs_min_cwnd",
+            self.fs_min_cwnd,
+            "packets above 0",
+        )?;
+        check(
+            self.fs_max_cwnd > self.fs_min_cwnd,
+            "fs_max_cwnd",
+            self.fs_max_cwnd,
+            "more than fs_min_cwnd",
+        )?;
+        check_time("base_target_ns", self.base_target_ns)
+    }
+
     /// The same parameters with every time that is set `factor` times longer (time dilation).
     pub fn dilated(&self, factor: f64) -> SwiftConfig {
         let scale = |ns: Option<u64>| ns.map(|ns| scale_ns(ns, factor));

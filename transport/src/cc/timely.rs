@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, PathInfo, scale_ns};
+use super::{Ack, Controller, PathInfo, check, check_fraction, check_time, scale_ns};
 
 /// Consecutive increases after which R_HAI replaces R_AI (fixed at 5 in ns-3).
 const HAI_AFTER: u32 = 5;
@@ -62,6 +62,20 @@ impl Default for TimelyConfig {
 }
 
 impl TimelyConfig {
+    /// Refuses values no run can use, naming the parameter.
+    pub fn check(&self) -> Result<(), String> {
+        check_fraction("alpha", self.alpha)?;
+        check_fraction("beta", self.beta)?;
+        check_fraction("rate_ai_fraction", self.rate_ai_fraction)?;
+        check_fraction("rate_hai_fraction", self.rate_hai_fraction)?;
+        check_fraction("min_rate_fraction", self.min_rate_fraction)?;
+        check_time("min_rtt_ns", self.min_rtt_ns)?;
+        if let (Some(lo), Some(hi)) = (self.t_low_ns, self.t_high_ns) {
+            check(lo < hi, "t_low_ns", lo, "less than t_high_ns")?;
+        }
+        Ok(())
+    }
+
     /// The parameters a flow on `path` runs with (see [`super::ControllerConfig::resolve`]).
     pub fn resolved(&self, path: &PathInfo) -> TimelyConfig {
         let min_rtt = self.min_rtt_ns.unwrap_or(path.base_rtt_ns).max(1);
