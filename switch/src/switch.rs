@@ -43,6 +43,16 @@ pub enum StartError {
         /// What the system said.
         cause: std::io::Error,
     },
+    /// The counters file cannot be written.
+    #[error("switch {switch}: counters file {path}: {cause}")]
+    Counters {
+        /// Switch name.
+        switch: String,
+        /// File.
+        path: PathBuf,
+        /// What the system said.
+        cause: std::io::Error,
+    },
     /// A thread or eventfd could not be created.
     #[error("switch {switch}: {cause}")]
     System {
@@ -91,6 +101,19 @@ impl Switch {
             switch: spec.name.clone(),
             cause,
         };
+        // A counters file that cannot be written fails now, not silently once a second.
+        if let Some(path) = &spec.counters_file {
+            let empty = SwitchSnapshot {
+                switch: spec.name.clone(),
+                node_id: spec.node_id,
+                ..SwitchSnapshot::default()
+            };
+            empty.write(path).map_err(|cause| StartError::Counters {
+                switch: spec.name.clone(),
+                path: path.clone(),
+                cause,
+            })?;
+        }
         let mut slots = Vec::new();
         for (i, p) in spec.ports.iter().enumerate() {
             let port = Port::open(&p.io).map_err(|cause| StartError::Port {

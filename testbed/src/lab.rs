@@ -112,7 +112,7 @@ impl LabConfig {
     /// A configuration with a prefix unique to this process and a fresh origin.
     pub fn new(tag: &str) -> LabConfig {
         LabConfig {
-            prefix: format!("{}{tag}{}", netns::PREFIX, std::process::id() % 100_000),
+            prefix: netns::run_prefix(std::process::id(), tag),
             origin: Instant::now(),
             workers_per_switch: 1,
             idle_poll_ns: 50_000,

@@ -48,6 +48,9 @@ enum Command {
         /// Write a pcapng per switch port into the results folder.
         #[arg(long)]
         capture: bool,
+        /// Write into a results folder that holds an earlier run's files, replacing them.
+        #[arg(long)]
+        force: bool,
     },
     /// Run one scenario once per controller (same seed) and put them side by side: a table
     /// (compare.txt, .csv), overlaid plots and report.md, each run in its own folder.
@@ -123,11 +126,14 @@ enum Command {
         int_port: u16,
     },
     /// Remove what a killed run left behind: every lab network namespace (and the interfaces in
-    /// it).
+    /// it) whose intlab process no longer runs.
     Clean {
         /// Only namespaces whose name starts with this (default: every intlab namespace).
         #[arg(long, default_value = intlab_testbed::netns::PREFIX)]
         prefix: String,
+        /// Also remove the labs of intlab processes that are still running.
+        #[arg(long)]
+        force: bool,
     },
     /// RL-CC policies: train, distil to trees, explain (see docs/rlcc.md).
     #[command(subcommand)]
@@ -213,6 +219,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             only,
             out,
             capture,
+            force,
         } => run_scenario(
             scenario.as_deref(),
             Overrides {
@@ -222,6 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             },
             out,
             capture,
+            force,
         ),
         Command::Inspect { file, json, int_port } => {
             let stdout = io::stdout();
@@ -266,21 +274,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => run_sweep(scenario.as_deref(), cc.as_deref(), &grid, &set, out),
         Command::Rlcc(cmd) => run_rlcc(cmd),
-        Command::Clean { prefix } => {
+        Command::Clean { prefix, force } => {
             anyhow::ensure!(
                 prefix.starts_with(intlab_testbed::netns::PREFIX),
                 "--prefix must start with `{}`: intlab only removes what it created",
                 intlab_testbed::netns::PREFIX
             );
-            let (removed, failed) = intlab_testbed::netns::clean(&prefix);
-            for n in &removed {
+            let c = intlab_testbed::netns::clean(&prefix, force);
+            for n in &c.removed {
                 println!("removed namespace {n}");
             }
-            for e in &failed {
+            for n in &c.live {
+                println!("kept namespace {n}: its intlab process still runs (--force removes it)");
+            }
+            for e in &c.failed {
                 eprintln!("intlab: {e}");
             }
-            println!("{} namespaces removed, {} failures", removed.len(), failed.len());
-            Ok(if failed.is_empty() {
+            println!(
+                "{} namespaces removed, {} of running labs kept, {} failures",
+                c.removed.len(),
+                c.live.len(),
+                c.failed.len()
+            );
+            Ok(if c.failed.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -296,6 +312,7 @@ fn run_scenario(
     overrides: Overrides,
     out: Option<PathBuf>,
     capture: bool,
+    force: bool,
 ) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
     let stop = stop_on_signals()?;
@@ -310,6 +327,7 @@ fn run_scenario(
         out: out.clone(),
         capture,
         tag: "r".into(),
+        force,
     };
     let mut progress = progress::Reporter::new();
     let results = lab_run::run(&scenario, &opts, &stop, &mut progress)?;
@@ -318,15 +336,28 @@ fn run_scenario(
     Ok(exit_code(&stop, std::iter::once(results.summary.ending)))
 }
 
-/// A flag SIGINT and SIGTERM raise; a second signal ends the process at once (`intlab clean`
-/// then removes what is left).
+/// A flag SIGINT and SIGTERM raise: the run stops, tears its lab down and writes its results.
+/// A second signal ends the process at once, saying that `intlab clean` removes what is left.
 fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            .context("installing the signal handler")?;
-        signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
-    }
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing the signal handler")?;
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if flag.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "intlab: stopped at once; `sudo intlab clean` removes the namespaces this run leaves behind"
+                    );
+                    std::process::exit(130);
+                }
+                eprintln!("intlab: stopping: tearing the lab down and writing the results (again to quit at once)");
+            }
+        })
+        .context("starting the signal thread")?;
     Ok(stop)
 }
 
@@ -346,6 +377,7 @@ fn run_compare(
         None => "incast-4to1".to_owned(),
     };
     let out = out.unwrap_or_else(|| free_folder(&format!("results/compare-{name}")));
+    intlab_testbed::results::prepare(&out, false)?;
     let mut progress = progress::Reporter::new();
     let c = intlab_testbed::compare::compare(file, set, cc, &out, &stop, &mut progress)?;
     print!("{}", intlab_testbed::compare::table(&c));
@@ -396,6 +428,7 @@ fn run_sweep(
     );
     let stop = stop_on_signals()?;
     let out = out.unwrap_or_else(|| free_folder(&format!("results/sweep-{}", scenario.topology.name)));
+    intlab_testbed::results::prepare(&out, false)?;
     let mut progress = progress::Reporter::new();
     let runs = sweep::sweep(file, cc, set, &axes, &out, &stop, &mut progress)?;
     print!("{}", sweep::table(&axes, &runs));
@@ -414,6 +447,7 @@ fn run_sensitivity(
     let axis = intlab_testbed::sweep::Axis::parse(congestion)?;
     let stop = stop_on_signals()?;
     let out = out.unwrap_or_else(|| free_folder(&format!("results/sensitivity-{app}")));
+    intlab_testbed::results::prepare(&out, false)?;
     let mut progress = progress::Reporter::new();
     let (runs, fit) = intlab_testbed::sensitivity::estimate(Some(file), app, &axis, set, &out, &stop, &mut progress)?;
     println!("{:>24}{:>20}{:>16}", axis.key, "mean message us", "runtime us");

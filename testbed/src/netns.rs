@@ -279,6 +279,25 @@ pub fn move_into(dev: &str, ns: &Namespace) -> Result<(), CommandError> {
     ip(&["link", "set", "dev", dev, "netns", ns.name()])
 }
 
+/// The prefix of the namespaces a lab of process `pid` makes, tagged `tag` (letters and
+/// digits, to tell a process's labs apart): `intlab-PID-TAG`. The owner's PID in the name lets
+/// `intlab clean` leave the labs of running processes alone.
+pub fn run_prefix(pid: u32, tag: &str) -> String {
+    format!("{PREFIX}{pid}-{tag}")
+}
+
+/// The process that made lab namespace `name`, when the name says (see [`run_prefix`]).
+pub fn owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (pid, _) = rest.split_once('-')?;
+    pid.parse().ok()
+}
+
+/// True when the process that made lab namespace `name` still runs.
+pub fn is_live(name: &str) -> bool {
+    owner(name).is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
 /// Names of the lab namespaces that exist now.
 pub fn lab_namespaces() -> Vec<String> {
     std::fs::read_dir("/var/run/netns")
@@ -291,23 +310,48 @@ pub fn lab_namespaces() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What [`clean`] did.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// Namespaces removed.
+    pub removed: Vec<String>,
+    /// Namespaces of labs whose process still runs, left alone.
+    pub live: Vec<String>,
+    /// Removals that failed.
+    pub failed: Vec<CommandError>,
+}
+
 /// Deletes every lab namespace whose name starts with `prefix` (itself starting with
-/// [`PREFIX`]); their interfaces go with them. Returns the names removed and the failures.
-pub fn clean(prefix: &str) -> (Vec<String>, Vec<CommandError>) {
-    let mut removed = Vec::new();
-    let mut failed = Vec::new();
+/// [`PREFIX`]), their interfaces with them, except those of processes still running unless
+/// `force`.
+pub fn clean(prefix: &str, force: bool) -> Cleaned {
+    let mut out = Cleaned::default();
     for name in lab_namespaces().into_iter().filter(|n| n.starts_with(prefix)) {
+        if !force && is_live(&name) {
+            out.live.push(name);
+            continue;
+        }
         match ip(&["netns", "del", &name]) {
-            Ok(()) => removed.push(name),
-            Err(e) => failed.push(e),
+            Ok(()) => out.removed.push(name),
+            Err(e) => out.failed.push(e),
         }
     }
-    (removed, failed)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lab_namespace_names_its_owner() {
+        let p = run_prefix(4242, "r");
+        assert_eq!(p, "intlab-4242-r");
+        assert_eq!(owner(&format!("{p}-h1")), Some(4242));
+        assert_eq!(owner("intlab-r12345-h1"), None, "names of older versions say nobody");
+        assert!(is_live(&run_prefix(std::process::id(), "x")));
+        assert!(!is_live("intlab-r12345-h1"));
+    }
 
     #[test]
     fn snmp_counters_are_read_by_name() {

@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub capture: bool,
     /// Short tag in the run's namespace names, to tell concurrent runs apart.
     pub tag: String,
+    /// Replace what an earlier run wrote in `out` (else `out` must be missing or empty).
+    pub force: bool,
 }
 
 /// Told how a run progresses.
@@ -58,6 +60,9 @@ pub enum RunError {
     /// The machine lacks what the lab needs.
     #[error(transparent)]
     Prerequisite(#[from] crate::prerequisites::Missing),
+    /// The results folder holds an earlier run's files.
+    #[error(transparent)]
+    Folder(#[from] results::PrepareError),
     /// The lab could not be built.
     #[error("building the lab: {0}")]
     Lab(LabError),
@@ -134,6 +139,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
     crate::prerequisites::check()?;
+    results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = s.dilation;
     let topology = dilate(&s.topology, d);
@@ -356,6 +362,7 @@ pub fn run_series(
             out: dir.clone(),
             capture: false,
             tag: format!("{tag}{k}"),
+            force: false,
         };
         out.push(run(s, &opts, stop, progress).map_err(|e| (label.clone(), e))?);
     }

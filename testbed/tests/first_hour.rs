@@ -36,11 +36,11 @@ fn bare_path(tag: &str, programs: &[&str]) -> PathBuf {
     dir
 }
 
-/// Lab namespaces of intlab processes that have ended (a run that leaked).
+/// Lab namespaces of processes that have ended (a run that leaked).
 fn leaked() -> Vec<String> {
     netns::lab_namespaces()
         .into_iter()
-        .filter(|n| n.starts_with(&format!("{}r", netns::PREFIX)))
+        .filter(|n| !netns::is_live(n))
         .collect()
 }
 

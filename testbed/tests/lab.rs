@@ -48,8 +48,9 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
         out: support::scratch_dir("fat-tree"),
         capture: false,
         tag: "ft".into(),
+        force: false,
     };
-    let prefix = format!("{}ft{}-", netns::PREFIX, std::process::id() % 100_000);
+    let prefix = format!("{}-", netns::run_prefix(std::process::id(), "ft"));
     let mut timings = Timings::default();
     let r = run(&s, &opts, &AtomicBool::new(false), &mut timings).expect("the run completes");
     let setup = timings.setup.expect("flows started");

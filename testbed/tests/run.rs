@@ -19,7 +19,7 @@ fn intlab() -> Command {
 
 /// The namespace prefix of a run in process `pid` (see `RunOptions::tag` in main.rs).
 fn run_prefix(pid: u32) -> String {
-    format!("{}r{}-", netns::PREFIX, pid % 100_000)
+    format!("{}-", netns::run_prefix(pid, "r"))
 }
 
 fn leftovers(prefix: &str) -> Vec<String> {
@@ -219,6 +219,17 @@ fn clean_removes_what_a_killed_run_left() {
         out.to_str().expect("utf-8 path"),
     ]);
     let prefix = run_prefix(child.id());
+    // A running lab is not cleaned: its process still owns it.
+    let o = intlab()
+        .args(["clean", "--prefix", &prefix])
+        .output()
+        .expect("clean runs");
+    assert!(
+        text(&o).contains("0 namespaces removed, 6 of running labs kept"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(leftovers(&prefix).len(), 6, "the running lab lost namespaces");
     // Long enough for the switch to flush its captures once (every second).
     std::thread::sleep(Duration::from_millis(1500));
     signal(&child, libc::SIGKILL);
@@ -244,6 +255,9 @@ fn clean_removes_what_a_killed_run_left() {
         .expect("clean runs");
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(t.contains("6 namespaces removed, 0 failures"), "{t}");
+    assert!(
+        t.contains("6 namespaces removed, 0 of running labs kept, 0 failures"),
+        "{t}"
+    );
     assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
 }

@@ -31,6 +31,70 @@ pub const REPORT: &str = "report.md";
 /// Why the lab's data path check failed (written instead of results when it fails).
 pub const DATAPATH: &str = "datapath.txt";
 
+/// Everything a run may write into its folder: what `--force` clears before a run.
+pub const WRITTEN: [&str; 16] = [
+    SCENARIO,
+    FLOWS,
+    SERIES,
+    QUEUES,
+    STALLS,
+    APPLICATIONS,
+    COUNTERS,
+    SUMMARY_JSON,
+    SUMMARY_TXT,
+    REPORT,
+    DATAPATH,
+    plots::FCT_CDF,
+    plots::RATES,
+    plots::QUEUE,
+    "capture",
+    "counters.json.tmp",
+];
+
+/// Makes `dir` ready for a run's results: it must be missing or empty, so that no file of an
+/// earlier run is taken for this one's; with `force`, what a run writes ([`WRITTEN`]) is
+/// removed first and anything else left alone.
+pub fn prepare(dir: &Path, force: bool) -> Result<(), PrepareError> {
+    let entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(dir) {
+        Ok(d) => d.collect::<Result<_, _>>().map_err(at(dir, ""))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(at(dir, "")(e).into()),
+    };
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(PrepareError::NotEmpty(dir.display().to_string()));
+    }
+    for e in entries {
+        let name = e.file_name();
+        let Some(name) = name.to_str().filter(|n| WRITTEN.contains(n)) else {
+            continue;
+        };
+        let path = e.path();
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(at(dir, name))?;
+    }
+    Ok(())
+}
+
+/// Why a results folder cannot take a run.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// It holds files already.
+    #[error(
+        "the results folder {0} is not empty: choose another --out (`intlab run --force` replaces what a run writes there)"
+    )]
+    NotEmpty(String),
+    /// It cannot be read or cleared.
+    #[error(transparent)]
+    Io(#[from] WriteError),
+}
+
 /// A CSV or JSON writing failure, with the file.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {cause}")]

@@ -12,8 +12,8 @@ mod table;
 pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
 pub use files::{
-    APPLICATIONS, COUNTERS, DATAPATH, FLOWS, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON, SUMMARY_TXT,
-    WriteError, write_all, write_scenario, write_text,
+    APPLICATIONS, COUNTERS, DATAPATH, FLOWS, PrepareError, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON,
+    SUMMARY_TXT, WRITTEN, WriteError, prepare, write_all, write_scenario, write_text,
 };
 pub(crate) use files::{at as write_error_at, csv_rows};
 pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};

@@ -35,8 +35,11 @@ pub fn require_root() {
 
 /// A name stem unique to this test process and `tag` (two characters).
 pub fn stem(tag: &str) -> (String, String) {
-    let pid = std::process::id() % 100_000;
-    (format!("{}t{pid}{tag}", netns::PREFIX), format!("ilb{pid}{tag}"))
+    let pid = std::process::id();
+    (
+        netns::run_prefix(pid, &format!("t{tag}")),
+        format!("ilb{}{tag}", pid % 100_000),
+    )
 }
 
 /// Host `i`'s MAC and address.
@@ -393,6 +396,7 @@ pub fn run_scenario(tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab
         out: scratch_dir(tag),
         capture: false,
         tag: tag.into(),
+        force: false,
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
     let r = intlab_testbed::run::run(s, &opts, &stop, &mut intlab_testbed::run::Silent).expect("the run completes");
