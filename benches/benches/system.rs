@@ -89,7 +89,7 @@ fn through_switch(workers: usize) -> Path {
         capture: None::<CaptureSpec>,
         counters_file: None,
         seed: 1,
-        idle_poll: intlab_switch::config::DEFAULT_IDLE_POLL,
+        poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
     };
     let switch = Switch::start(spec).expect("switch starts");

@@ -12,8 +12,8 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 
-use crate::clock::Clock;
 use crate::counters::DropReason;
+use intlab_runtime::clock::Clock;
 
 /// EPB flags: direction bits 0-1 (RFC draft pcapng section 4.3.1).
 const INBOUND: u32 = 0b01;

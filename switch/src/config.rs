@@ -57,7 +57,7 @@ pub enum PortIo {
         /// Namespace (a path such as /var/run/netns/NAME) the interface lives in.
         netns: Option<PathBuf>,
     },
-    /// One end of an in-process link to another switch port in the same process.
+    /// One end of an in-process link to another switch port of the same fabric.
     Link(crate::port::LinkEnd),
 }
 
@@ -164,16 +164,11 @@ pub struct SwitchSpec {
     pub counters_file: Option<PathBuf>,
     /// Seed of the ECN and loss random draws.
     pub seed: u64,
-    /// Longest a worker sleeps before polling its ports again (see docs/switch.md).
-    pub idle_poll: Nanos,
+    /// How the workers wait (see docs/switch.md).
+    pub poll: intlab_runtime::PollMode,
     /// Interval of each port's queue-over-time trace, returned in the final counters (0: none).
     pub queue_trace_every: Nanos,
 }
-
-/// Default of [`SwitchSpec::idle_poll`]: wake-ups sent between CPUs on a virtual machine can
-/// take milliseconds, the worker's own timer rarely more than 100 us; 50 us bounds the added
-/// latency at the cost of about 20,000 idle wake-ups a second per worker.
-pub const DEFAULT_IDLE_POLL: Nanos = Nanos(50_000);
 
 // ---- The YAML form ----
 
@@ -202,14 +197,10 @@ struct RawSwitch {
     counters_file: Option<PathBuf>,
     #[serde(default)]
     seed: u64,
-    #[serde(default = "default_idle_poll")]
-    idle_poll: Nanos,
+    #[serde(default)]
+    poll: intlab_runtime::PollMode,
     #[serde(default)]
     queue_trace_every: Nanos,
-}
-
-fn default_idle_poll() -> Nanos {
-    DEFAULT_IDLE_POLL
 }
 
 fn default_name() -> String {
@@ -591,7 +582,7 @@ impl Resolver<'_> {
             capture,
             counters_file: raw.counters_file,
             seed: raw.seed,
-            idle_poll: raw.idle_poll,
+            poll: raw.poll,
             queue_trace_every: raw.queue_trace_every,
         })
     }

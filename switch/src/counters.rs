@@ -154,7 +154,7 @@ impl PortCounters {
 
     /// Records how late (ns) a frame was released after its scheduled time.
     pub fn record_lateness(&mut self, late_ns: u64) {
-        let _ = self.late.record(late_ns.min(self.late.high()));
+        let _counted = self.late.record(late_ns.min(self.late.high()));
     }
 
     /// A copy for publishing; the queue trace only when `with_trace` (it grows with the run).

@@ -74,6 +74,20 @@ impl FrameBuf {
     }
 }
 
+/// The frame's bytes: what a batched send sends.
+impl AsRef<[u8]> for FrameBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+/// The whole buffer: what a batched receive fills.
+impl AsMut<[u8]> for FrameBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+}
+
 /// A bounded pool of equal-sized frame buffers shared by all workers of a switch.
 #[derive(Debug, Clone)]
 pub struct FramePool {

@@ -1,6 +1,8 @@
 //! A running emulated cluster built from a [`Topology`]: a network namespace per host, the
 //! hosts' links as veth pairs into one switch namespace, links between switches in-process,
-//! routes from shortest paths with ECMP, and a transport endpoint per host. Everything it
+//! routes from shortest paths with ECMP, and a transport endpoint per host. Every switch port
+//! and every host runs on one runtime of a fixed number of workers (one per core unless told),
+//! whatever the size of the lab (see [`crate::placement`] for what runs where). Everything it
 //! creates carries the run's prefix and is removed when it is dropped, also on a panic.
 
 use std::collections::HashMap;
@@ -10,14 +12,16 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 use int_format::ethernet::MacAddress;
+use intlab_runtime::{PollMode, Runtime, RuntimeConfig, WorkerStats};
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::Nanos;
-use intlab_switch::{Switch, SwitchSnapshot};
+use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe};
 use intlab_transport::flow::FlowEvent;
 
 use crate::netns::{self, CommandError, Namespace};
+use crate::placement::{Placement, PlannedLoad};
 use crate::topology::{NodeKind, Topology, distances, routes};
 
 /// Why a lab could not be built.
@@ -29,6 +33,12 @@ pub enum LabError {
     /// A switch did not start.
     #[error(transparent)]
     Switch(#[from] intlab_switch::StartError),
+    /// The workers did not start.
+    #[error("starting the lab's workers: {cause}")]
+    Runtime {
+        /// What the system said.
+        cause: std::io::Error,
+    },
     /// An endpoint did not start.
     #[error("host {host}: {cause}")]
     Endpoint {
@@ -44,12 +54,10 @@ pub enum LabError {
 pub struct LabConfig {
     /// Prefix of every namespace (must start with [`netns::PREFIX`]); unique per run.
     pub prefix: String,
-    /// Time origin shared by switches' clients and endpoints.
-    pub origin: Instant,
-    /// Worker threads per switch.
-    pub workers_per_switch: usize,
-    /// Longest sleep of switch workers and endpoints (ns).
-    pub idle_poll_ns: u64,
+    /// Worker threads for every switch port and host (default: one per core).
+    pub workers: usize,
+    /// How the workers wait for their next deadline.
+    pub poll: PollMode,
     /// Round-trip overhead of this machine allowed for before the lab measures it (ns): host
     /// and switch wake-ups, about 300-400 us measured here. Real time by nature: it does not
     /// scale with the dilation. It sizes the RTO and the sampling intervals; the controllers'
@@ -66,6 +74,9 @@ pub struct LabConfig {
     pub queue_trace_every_ns: u64,
     /// How the hosts' transports behave.
     pub transport: TransportSettings,
+    /// The traffic the workload plans, which the placement of hosts and ports on workers
+    /// balances (empty: round robin).
+    pub planned: Vec<PlannedLoad>,
 }
 
 /// The transport settings every host of a lab shares.
@@ -109,19 +120,19 @@ impl Default for TransportSettings {
 }
 
 impl LabConfig {
-    /// A configuration with a prefix unique to this process and a fresh origin.
+    /// A configuration with a prefix unique to this process.
     pub fn new(tag: &str) -> LabConfig {
         LabConfig {
             prefix: netns::run_prefix(std::process::id(), tag),
-            origin: Instant::now(),
-            workers_per_switch: 1,
-            idle_poll_ns: 50_000,
+            workers: intlab_runtime::cores(),
+            poll: PollMode::default(),
             host_overhead_ns: 400_000,
             dilation: 1.0,
             capture: None,
             seed: 0,
             queue_trace_every_ns: 0,
             transport: TransportSettings::default(),
+            planned: Vec::new(),
         }
     }
 }
@@ -135,12 +146,19 @@ pub struct LabReport {
     pub switches: Vec<SwitchSnapshot>,
     /// Hosts whose endpoint ended with an error (name, error): their flows are unfinished.
     pub failed_hosts: Vec<(String, String)>,
+    /// What each worker measured of itself (empty when a worker panicked).
+    pub workers: Vec<WorkerStats>,
+    /// The worker each host ran on, by host name.
+    pub host_worker: HashMap<String, usize>,
+    /// The worker each switch port ran on, by (switch, port) name.
+    pub port_worker: HashMap<(String, String), usize>,
 }
 
-/// A running lab. Field order is teardown order.
+/// A running lab. Field order is teardown order: the workers stop before the namespaces go.
 pub struct Lab {
+    runtime: Option<Runtime>,
     endpoints: Vec<Option<Endpoint>>,
-    switches: Vec<Switch>,
+    fabric: Fabric,
     hosts: Vec<Option<Namespace>>,
     _switch_ns: Namespace,
     topology: Topology,
@@ -148,6 +166,8 @@ pub struct Lab {
     events: Receiver<FlowEvent>,
     /// Host names, by node index (for reports).
     host_names: Vec<String>,
+    host_worker: HashMap<String, usize>,
+    port_worker: HashMap<(String, String), usize>,
 }
 
 impl std::fmt::Debug for Lab {
@@ -165,6 +185,10 @@ impl Lab {
     /// Builds and starts everything `t` describes.
     pub fn build(t: &Topology, cfg: &LabConfig) -> Result<Lab, LabError> {
         let started = Instant::now();
+        match intlab_runtime::sys::rlimit::raise_open_files() {
+            Ok(n) => tracing::debug!(limit = n, "open files"),
+            Err(e) => tracing::warn!("the open files limit stays where it was: {e}"),
+        }
         let link_mtu = cfg.transport.link_mtu();
         let switch_ns = Namespace::create(&format!("{}-sw", cfg.prefix))?;
         let mut hosts: Vec<Option<Namespace>> = (0..t.nodes.len()).map(|_| None).collect();
@@ -175,16 +199,14 @@ impl Lab {
             hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
         }
         // Host links: veth with the host's end named as in the topology, the switch's end `x<link>`.
-        let mut link_pool = Vec::new();
         let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
         for (li, link) in t.links.iter().enumerate() {
             let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
             match kinds {
                 [NodeKind::Switch, NodeKind::Switch] => {
-                    let (a, b) = intlab_switch::port::link_pair(4096);
+                    let (a, b) = intlab_switch::port::link_pair();
                     ends.insert((li, 0), PortIo::Link(a));
                     ends.insert((li, 1), PortIo::Link(b));
-                    link_pool.push(li);
                 }
                 _ => {
                     let (he, se) = if kinds[0] == NodeKind::Host { (0, 1) } else { (1, 0) };
@@ -214,13 +236,19 @@ impl Lab {
             .iter()
             .map(|&h| (t.nodes[h].address.expect("address"), mac_of[&h]))
             .collect();
+        let placement = Placement::new(t, cfg.workers, &cfg.planned, cfg.transport.mtu);
+        tracing::debug!(load = ?placement.load, "placement");
         let mut specs = Vec::new();
+        // (switch, port) → worker.
+        let mut port_worker: Vec<Vec<usize>> = Vec::new();
         for (k, s) in t.switches().enumerate() {
             let mut ports = Vec::new();
+            let mut workers = Vec::new();
             let mut port_of_link = HashMap::new();
             for (li, end) in t.links_of(s) {
                 let props = &t.links[li].props;
                 port_of_link.insert(li, ports.len());
+                workers.push(placement.link[&li]);
                 ports.push(PortSpec {
                     name: t.links[li].ends[end].interface.clone(),
                     io: ends.remove(&(li, end)).expect("every link end wired once"),
@@ -246,10 +274,11 @@ impl Lab {
                     Some(Route { prefix, len: 32, next })
                 })
                 .collect();
+            port_worker.push(workers);
             specs.push(SwitchSpec {
                 name: t.nodes[s].name.clone(),
                 node_id: k as u32 + 1,
-                workers: cfg.workers_per_switch,
+                workers: cfg.workers,
                 int_port: int_format::int::DEFAULT_INT_PORT,
                 ports,
                 routes: table,
@@ -263,27 +292,50 @@ impl Lab {
                 }),
                 counters_file: None,
                 seed: cfg.seed.wrapping_add(k as u64),
-                idle_poll: Nanos(cfg.idle_poll_ns),
+                poll: cfg.poll,
                 queue_trace_every: Nanos(cfg.queue_trace_every_ns),
             });
         }
+        let runtime = Runtime::start(&RuntimeConfig {
+            workers: cfg.workers,
+            poll: cfg.poll,
+            name: "lab".into(),
+        })
+        .map_err(|cause| LabError::Runtime { cause })?;
         let capacity = specs.iter().map(intlab_switch::frame_capacity).max().unwrap_or(2048);
+        // Enough frames for every port's full buffer of minimum-size frames would be far too
+        // many; a pool that runs dry allocates, so this only sizes the steady state.
         let pool = FramePool::new(capacity, 1 << 16);
-        let mut switches = Vec::new();
-        for spec in specs {
-            switches.push(Switch::start_with_pool(spec, pool.clone())?);
-        }
+        let port_names: HashMap<(String, String), usize> = specs
+            .iter()
+            .enumerate()
+            .flat_map(|(s, spec)| {
+                let port_worker = &port_worker;
+                spec.ports
+                    .iter()
+                    .enumerate()
+                    .map(move |(p, port)| ((spec.name.clone(), port.name.clone()), port_worker[s][p]))
+            })
+            .collect();
+        let fabric = Fabric::start(&runtime, specs, pool, &|s, p| port_worker[s][p])?;
         let base_rtt_ns = base_rtt_ns(t, cfg);
         let (announce, events) = crossbeam_channel::unbounded();
         let mut lab = Lab {
-            endpoints: Vec::new(),
-            switches,
+            runtime: Some(runtime),
+            endpoints: (0..t.nodes.len()).map(|_| None).collect(),
+            fabric,
             hosts,
             _switch_ns: switch_ns,
             topology: t.clone(),
             base_rtt_ns,
             events,
             host_names: t.nodes.iter().map(|n| n.name.clone()).collect(),
+            host_worker: placement
+                .host
+                .iter()
+                .map(|(&h, &w)| (t.nodes[h].name.clone(), w))
+                .collect(),
+            port_worker: port_names,
         };
         let drain = longest_drain_ns(t);
         for &h in &host_order {
@@ -293,14 +345,7 @@ impl Lab {
                 .next()
                 .map(|(li, _)| t.links[li].props.rate.bps())
                 .unwrap_or(1_000_000_000);
-            let mut ec = EndpointConfig::new(
-                &node.name,
-                node.address.expect("address"),
-                rate,
-                base_rtt_ns,
-                cfg.origin,
-            );
-            ec.idle_poll_ns = cfg.idle_poll_ns;
+            let mut ec = EndpointConfig::new(&node.name, node.address.expect("address"), rate, base_rtt_ns);
             let tr = &cfg.transport;
             ec.mtu = tr.mtu;
             ec.ack_every = tr.ack_every;
@@ -317,14 +362,14 @@ impl Lab {
             }
             ec.events = Some(announce.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
-            let ep = Endpoint::start(ec, ns.enter()).map_err(|cause| LabError::Endpoint {
+            let rt = lab.runtime.as_ref().expect("running");
+            let ep = Endpoint::start(ec, rt, placement.host[&h], ns.enter()).map_err(|cause| LabError::Endpoint {
                 host: node.name.clone(),
                 cause,
             })?;
-            lab.endpoints.resize_with(t.nodes.len(), || None);
             lab.endpoints[h] = Some(ep);
         }
-        tracing::info!(topology = %t.name, took = ?started.elapsed(), "lab built");
+        tracing::info!(topology = %t.name, workers = cfg.workers, took = ?started.elapsed(), "lab built");
         Ok(lab)
     }
 
@@ -358,18 +403,31 @@ impl Lab {
         self.hosts[n].as_ref().expect("a host node")
     }
 
-    /// Every switch's counters as they are now (the last published ones for a switch whose
-    /// workers do not answer within a second, which says so in the log).
+    /// Every switch's counters as they are now (the last published ones when a worker does
+    /// not answer within a second, which the log says).
     pub fn switch_counters(&self) -> Vec<SwitchSnapshot> {
-        self.switches
-            .iter()
-            .map(|s| {
-                s.counters_now(Duration::from_secs(1)).unwrap_or_else(|| {
-                    tracing::warn!(switch = %s.spec().name, "workers did not publish on request");
-                    s.counters()
-                })
-            })
-            .collect()
+        self.fabric.counters_now(Duration::from_secs(1)).unwrap_or_else(|| {
+            tracing::warn!("switch workers did not publish on request");
+            (0..self.fabric.specs().len())
+                .map(|s| self.fabric.counters(s))
+                .collect()
+        })
+    }
+
+    /// Lateness, stalls and the workers' busy time count from lab time `t_ns` on (the run's
+    /// start): setting up and the data path check are not the run.
+    /// Fails naming the node of a host that has stopped.
+    pub fn measure_from(&self, t_ns: u64) -> Result<(), (usize, std::io::Error)> {
+        if let Some(rt) = &self.runtime {
+            rt.measure_from(t_ns);
+        }
+        self.fabric.measure_from(t_ns);
+        for (n, e) in self.endpoints.iter().enumerate() {
+            if let Some(e) = e {
+                e.measure_from(t_ns).map_err(|err| (n, err))?;
+            }
+        }
+        Ok(())
     }
 
     /// Flows finished so far, counted at both ends (a completed flow counts twice: its sender
@@ -394,20 +452,34 @@ impl Lab {
 
     /// Stops everything, removes every namespace, and reports.
     pub fn stop(mut self) -> LabReport {
+        let workers = match self.runtime.take().map(Runtime::stop) {
+            Some(Ok(stats)) => stats,
+            Some(Err(failed)) => {
+                tracing::error!("workers {failed:?} panicked: their hosts and ports report nothing");
+                self.fabric.note_failed_workers(failed.len());
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
         let mut hosts = Vec::new();
         let mut failed_hosts = Vec::new();
         for (n, e) in self.endpoints.drain(..).enumerate() {
             let Some(e) = e else { continue };
-            match e.stop() {
+            match e.report() {
                 Ok(r) => hosts.push(r),
                 Err(err) => failed_hosts.push((self.host_names[n].clone(), err.to_string())),
             }
         }
-        let switches = self.switches.drain(..).map(Switch::stop).collect();
+        let switches = (0..self.fabric.specs().len())
+            .map(|s| self.fabric.counters(s))
+            .collect();
         LabReport {
             hosts,
             switches,
             failed_hosts,
+            workers,
+            host_worker: std::mem::take(&mut self.host_worker),
+            port_worker: std::mem::take(&mut self.port_worker),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use intlab_switch::clock::Clock;
+use intlab_runtime::clock::Clock;
 use intlab_switch::units::{Nanos, Rate};
 use intlab_transport::flow::{FlowEvent, FlowPath, FlowSpec, Stuck};
 
@@ -113,13 +113,6 @@ pub fn dilate(t: &Topology, d: f64) -> Topology {
     t
 }
 
-/// Longest idle sleep of switch workers and endpoints: 50 us while the threads are few, longer
-/// when they would otherwise spend the machine's cores waking up for nothing.
-fn idle_poll_ns(t: &Topology) -> u64 {
-    let threads = t.nodes.len() as u64;
-    50_000 * (threads / 8).max(1)
-}
-
 /// CPU time stolen by the hypervisor and all CPU time so far, from /proc/stat (jiffies).
 fn cpu_steal_and_total() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -144,10 +137,10 @@ pub fn run(
     let d = s.dilation;
     let topology = dilate(&s.topology, d);
     let mut cfg = LabConfig::new(&opts.tag);
-    cfg.origin = Clock::get().origin();
     cfg.seed = s.seed;
+    cfg.workers = s.runtime.workers;
+    cfg.poll = s.runtime.poll;
     cfg.dilation = d;
-    cfg.idle_poll_ns = idle_poll_ns(&topology);
     if s.capture || opts.capture {
         let dir = opts.out.join("capture");
         std::fs::create_dir_all(&dir).map_err(|cause| WriteError {
@@ -158,6 +151,8 @@ pub fn run(
     }
     cfg.transport = s.transport;
     cfg.transport.cnp_interval_ns = (s.transport.cnp_interval_ns as f64 * d).round() as u64;
+    let plan = s.flows();
+    cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
     let base_rtt = lab::base_rtt_ns(&topology, &cfg);
     cfg.transport.sample_every_ns = base_rtt / 2;
     cfg.queue_trace_every_ns = base_rtt / 2;
@@ -169,7 +164,6 @@ pub fn run(
         topology.switches().count()
     ));
     let lab = Lab::build(&topology, &cfg)?;
-    let plan = s.flows();
     let apps = s.workload.applications();
     let controller = s.controller.dilated(d);
     let spec = |f: &PlannedFlow, start_ns: u64| FlowSpec {
@@ -228,6 +222,7 @@ pub fn run(
         host: topology.nodes[n].name.clone(),
         error: e.to_string(),
     };
+    lab.measure_from(t0).map_err(|(n, e)| host_failed(n, e))?;
     // Every receiver is ready from the start, so a flow released late finds its QP.
     for f in &plan {
         lab.endpoint(f.dst)

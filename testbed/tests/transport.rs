@@ -33,12 +33,13 @@ fn wait(ep: &Endpoint, n: usize, limit: Duration) -> bool {
     true
 }
 
-fn endpoints(lab: &TwoHosts, line_rate: u64, base_rtt_ns: u64, origin: Instant) -> (Endpoint, Endpoint) {
+/// h1 and h2's endpoints, on the lab's runtime (h1 on worker 0, h2 on worker 1): their
+/// reports come once `lab.stop()` has stopped it.
+fn endpoints(lab: &TwoHosts, line_rate: u64, base_rtt_ns: u64) -> (Endpoint, Endpoint) {
     let mk = |i: u8, ns: &intlab_testbed::netns::Namespace| {
-        let mut c = EndpointConfig::new(&format!("h{i}"), host(i).1, line_rate, base_rtt_ns, origin);
+        let mut c = EndpointConfig::new(&format!("h{i}"), host(i).1, line_rate, base_rtt_ns);
         c.timing.sample_every_ns = 20_000;
-        c.idle_poll_ns = 20_000;
-        Endpoint::start(c, ns.enter()).expect("endpoint starts")
+        Endpoint::start(c, lab.runtime(), usize::from(i - 1), ns.enter()).expect("endpoint starts")
     };
     (mk(1, lab.h(1)), mk(2, lab.h(2)))
 }
@@ -81,8 +82,7 @@ fn write_through(
         s.ports[1].loss = loss;
         s.ports[0].delay = Nanos(200_000);
     });
-    let origin = Instant::now();
-    let (h1, h2) = endpoints(&lab, 1_000_000_000, base_rtt_ns, origin);
+    let (h1, h2) = endpoints(&lab, 1_000_000_000, base_rtt_ns);
     let flow = FlowSpec {
         id: 1,
         src: host(1).1,
@@ -94,8 +94,8 @@ fn write_through(
     h2.expect(flow).expect("h2 runs");
     h1.send(flow, cc, path(base_rtt_ns)).expect("h1 runs");
     let ok = wait(&h1, 1, Duration::from_secs(60)) && wait(&h2, 1, Duration::from_secs(5));
-    let (sender, receiver) = (h1.stop().expect("h1 report"), h2.stop().expect("h2 report"));
     let bottleneck = lab.stop().remove(0).ports.remove(1);
+    let (sender, receiver) = (h1.report().expect("h1 report"), h2.report().expect("h2 report"));
     eprintln!("{tag}: sender {:?} {:?}", sender.sent, sender.counters);
     eprintln!("{tag}: receiver {:?} {:?}", receiver.received, receiver.counters);
     eprintln!("{tag}: bottleneck {bottleneck:?}");
@@ -180,8 +180,7 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
     let mut lab = TwoHosts::single("tc", Attach::Veth, true, |s| {
         s.ports[1].rate = Rate(200_000_000);
     });
-    let origin = Instant::now();
-    let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS, origin);
+    let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS);
     let flow = FlowSpec {
         id: 7,
         src: host(1).1,
@@ -194,13 +193,13 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
     h1.send(flow, ControllerConfig::Hpcc(HpccConfig::paper()), path(BASE_RTT_NS))
         .expect("h1 runs");
     let completed = wait(&h1, 1, Duration::from_secs(20));
-    let (r1, r2) = (h1.stop().expect("h1 report"), h2.stop().expect("h2 report"));
+    lab.stop();
+    let (r1, r2) = (h1.report().expect("h1 report"), h2.report().expect("h2 report"));
     assert!(
         completed,
         "flow completes: sender {:?} {:?}; receiver {:?} {:?}",
         r1.sent, r1.counters, r2.received, r2.counters
     );
-    lab.stop();
     let mut data = 0;
     let mut acks = 0;
     for port in ["p1", "p2"] {
@@ -239,8 +238,7 @@ fn bad_datagrams_are_counted_and_dropped() {
     use intlab_transport::packet::{self, Addressing, Extension};
     let _serial = support::serial();
     let mut lab = TwoHosts::single("tb", Attach::Veth, false, |_| {});
-    let origin = Instant::now();
-    let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS, origin);
+    let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS);
     let flow = FlowSpec {
         id: 5,
         src: host(1).1,
@@ -290,8 +288,8 @@ fn bad_datagrams_are_counted_and_dropped() {
         sock.send_to(&d, to).expect("send");
     }
     std::thread::sleep(Duration::from_millis(300));
-    let r = h2.stop().expect("h2 keeps running and reports");
     lab.stop();
+    let r = h2.report().expect("h2 keeps running and reports");
     let c = &r.counters;
     eprintln!("{c:?}");
     assert_eq!(c.rx_datagrams, 6);

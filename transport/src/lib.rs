@@ -7,6 +7,8 @@ pub mod cc;
 pub mod content;
 pub mod endpoint;
 pub mod flow;
+mod host;
+pub mod nic;
 pub mod packet;
 pub mod receiver;
 pub mod sender;

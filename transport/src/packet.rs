@@ -1,10 +1,13 @@
-//! The UDP payloads the transport sends and receives: [INT] BTH [RETH | AETH] payload pad ICRC.
+//! The datagrams the transport sends and receives: [INT] BTH [RETH | AETH] payload pad ICRC,
+//! and for data, the IPv4 and UDP headers in front (written here, as a RoCE NIC writes them,
+//! and sent on a raw socket; the kernel adds only Ethernet).
 //!
-//! The kernel writes Ethernet, IPv4 and UDP, and the ICRC covers IPv4 and UDP fields, so the
-//! ICRC is computed over the headers the kernel will write: version 4, IHL 5, ID 0 and DF (what
-//! Linux sends on an unconnected UDP socket with IP_PMTUDISC_DO), protocol 17, the addresses,
-//! the ports with destination 4791, and the lengths, all as if the INT were not there (the
-//! frame the sink restores). The receiver checks received datagrams the same way.
+//! The ICRC covers IPv4 and UDP fields, so it is computed over the headers as a RoCE receiver
+//! sees them: version 4, IHL 5, ID 0 and DF, protocol 17, the addresses, the ports with
+//! destination 4791, and the lengths, all as if the INT were not there (the frame the sink
+//! restores). What [`write_ipv4`] writes is exactly that, and so is what Linux writes for the
+//! UDP sockets ACKs leave on (unconnected, IP_PMTUDISC_DO: ID 0). The receiver checks received
+//! datagrams the same way.
 
 use std::net::Ipv4Addr;
 
@@ -105,6 +108,43 @@ pub fn write(
     let crc = icrc_for(a, roce)?;
     buf[int_len + roce_len..total].copy_from_slice(&crc.to_le_bytes());
     Ok(total)
+}
+
+/// Bytes of the IPv4 and UDP headers [`write_ipv4`] puts in front.
+pub const IPV4_UDP_HEADERS: usize = 28;
+
+/// Writes a whole IPv4 packet into `buf` and returns its length: the IPv4 header (TOS `tos`,
+/// ID 0, DF, TTL 64, header checksum), the UDP header (from `a.src_port` to `dst_port`, checksum
+/// 0, as RoCEv2 sends), then what [`write`] writes.
+#[allow(clippy::too_many_arguments)]
+pub fn write_ipv4(
+    buf: &mut [u8],
+    a: &Addressing,
+    dst_port: u16,
+    tos: u8,
+    int: Option<&source::SourceConfig>,
+    bth: &BthRepr,
+    ext: Extension,
+    payload: &[u8],
+) -> Result<usize> {
+    if buf.len() < IPV4_UDP_HEADERS {
+        return Err(Error::NoRoom {
+            need: IPV4_UDP_HEADERS,
+            capacity: buf.len(),
+        });
+    }
+    let body = write(&mut buf[IPV4_UDP_HEADERS..], a, int, bth, ext, payload)?;
+    let (mut ip, mut udp) = predicted_headers(a, body);
+    let total = (IPV4_UDP_HEADERS + body) as u16;
+    ip[1] = tos;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let c = int_format::checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    udp[2..4].copy_from_slice(&dst_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&((8 + body) as u16).to_be_bytes());
+    buf[..20].copy_from_slice(&ip);
+    buf[20..28].copy_from_slice(&udp);
+    Ok(IPV4_UDP_HEADERS + body)
 }
 
 /// A received RoCE datagram, read in place.

@@ -156,8 +156,16 @@ impl SendQp {
             && self.window_allows()
     }
 
-    /// Builds the next packet into `buf` and returns its length (the caller sends it now).
-    pub fn build_next(&mut self, now: u64, buf: &mut [u8], a: &Addressing) -> int_format::Result<usize> {
+    /// Builds the next packet into `buf` as a whole IPv4 packet (to UDP port `dst_port`, TOS
+    /// `tos`) and returns its length (the caller sends it now).
+    pub fn build_next(
+        &mut self,
+        now: u64,
+        buf: &mut [u8],
+        a: &Addressing,
+        dst_port: u16,
+        tos: u8,
+    ) -> int_format::Result<usize> {
         let idx = self.nxt;
         let first = idx == 0;
         let last = idx + 1 == self.packets;
@@ -186,9 +194,9 @@ impl SendQp {
         let offset = self.bytes_before(idx);
         let payload = &mut self.scratch[..len];
         content::fill(self.spec.id, offset, payload);
-        let n = packet::write(buf, a, self.int.as_ref(), &bth, ext, payload)?;
+        let n = packet::write_ipv4(buf, a, dst_port, tos, self.int.as_ref(), &bth, ext, payload)?;
 
-        let wire = n as u64 + WIRE_OVERHEAD;
+        let wire = (n - packet::IPV4_UDP_HEADERS) as u64 + WIRE_OVERHEAD;
         let rate = self.cc.rate_bps().max(1);
         let base = self.next_send_ns.max(now.saturating_sub(self.timing.burst_credit_ns));
         self.next_send_ns = base + wire * 8_000_000_000 / rate;
@@ -385,8 +393,11 @@ mod tests {
         while !qp.is_done() && qp.nxt < qp.packets {
             now += 1_000_000;
             assert!(qp.ready(now), "paced sender is ready a millisecond later");
-            let n = qp.build_next(now, &mut buf, &a).unwrap();
-            let r = packet::parse(&buf[..n], false, &a).unwrap();
+            let n = qp.build_next(now, &mut buf, &a, 4791, 0x02).unwrap();
+            let ip = int_format::ipv4::Ipv4Packet::new_checked(&buf[..n]).unwrap();
+            assert!(ip.verify_checksum() && ip.dont_frag() && ip.ident() == 0);
+            assert_eq!(usize::from(ip.total_len()), n);
+            let r = packet::parse(&buf[packet::IPV4_UDP_HEADERS..n], false, &a).unwrap();
             assert_eq!(r.reth.is_some(), r.bth.opcode.has_reth());
             ops.push(r.bth.opcode);
         }

@@ -1,5 +1,5 @@
 //! Where frames enter and leave the switch: TAP devices, AF_PACKET sockets on veth ends, and
-//! in-process links between switches.
+//! in-process links between switches (which the worker delivers itself, see [`link`]).
 
 mod link;
 mod packet_socket;
@@ -8,15 +8,16 @@ mod tap;
 use std::io;
 use std::os::fd::RawFd;
 
+pub use intlab_runtime::sys::mmsg::BATCH;
 pub use link::{LinkEnd, link_pair};
 pub use packet_socket::PacketSocket;
 pub use tap::TapDevice;
 
-use crate::config::PortIo;
-use crate::frame::{FrameBuf, FramePool};
+use intlab_runtime::clock::RealtimeMap;
+use intlab_runtime::sys::mmsg::RecvMeta;
 
-/// Frames read or written per system call at most.
-pub const BATCH: usize = 64;
+use crate::config::PortIo;
+use crate::frame::FrameBuf;
 
 /// An open port.
 #[derive(Debug)]
@@ -25,7 +26,7 @@ pub enum Port {
     Tap(TapDevice),
     /// An AF_PACKET socket.
     Packet(PacketSocket),
-    /// An in-process link.
+    /// An in-process link (the worker moves its frames).
     Link(LinkEnd),
 }
 
@@ -47,31 +48,23 @@ impl Port {
         }
     }
 
-    /// Receives up to `bufs.len()` waiting frames into `bufs[..n]` without blocking; returns
-    /// `n`. Buffers a link hands over replace those in `bufs`, which go back to `pool`.
-    pub fn recv_batch(&mut self, bufs: &mut [FrameBuf], pool: &FramePool) -> io::Result<usize> {
+    /// Receives waiting frames into `bufs` without blocking; returns how many. Links receive
+    /// nothing here.
+    pub fn recv_batch(&mut self, bufs: &mut [FrameBuf], meta: &mut [RecvMeta], map: &RealtimeMap) -> io::Result<usize> {
         match self {
             Port::Tap(t) => t.recv_batch(bufs),
-            Port::Packet(p) => p.recv_batch(bufs),
-            Port::Link(l) => Ok(l.recv_batch(bufs, pool)),
+            Port::Packet(p) => p.recv_batch(bufs, meta, map),
+            Port::Link(_) => Ok(0),
         }
     }
 
-    /// Sends `frames`. Afterwards `frames` holds exactly the frames that could not be sent; the
-    /// buffers of those sent went back to `pool` (or, on a link, to the other end).
-    pub fn send_batch(&mut self, frames: &mut Vec<FrameBuf>, pool: &FramePool) -> io::Result<()> {
-        let sent = match self {
-            Port::Tap(t) => t.send_batch(frames)?,
-            Port::Packet(p) => p.send_batch(frames)?,
-            Port::Link(l) => {
-                l.send_batch(frames);
-                return Ok(());
-            }
-        };
-        for f in frames.drain(..sent) {
-            pool.put(f);
+    /// Sends `frames` (not for links); returns how many went, from the front.
+    pub fn send_batch(&mut self, frames: &[FrameBuf]) -> io::Result<usize> {
+        match self {
+            Port::Tap(t) => t.send_batch(frames),
+            Port::Packet(p) => p.send_batch(frames),
+            Port::Link(_) => Ok(0),
         }
-        Ok(())
     }
 
     /// The descriptor to wait on for received frames; links wake their worker directly.

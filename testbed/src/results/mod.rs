@@ -8,6 +8,7 @@ mod fairness;
 mod files;
 mod plots;
 mod table;
+mod workers;
 
 pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
@@ -18,6 +19,7 @@ pub use files::{
 pub(crate) use files::{at as write_error_at, csv_rows};
 pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};
 pub use table::summary_table;
+pub use workers::{WorkerFidelity, per_worker};
 
 use std::collections::HashMap;
 
@@ -340,6 +342,8 @@ pub struct Summary {
     pub host_overhead_ns: Option<Quantiles>,
     /// Why the run stopped early, when a flow made no progress.
     pub diagnosis: Option<String>,
+    /// The fidelity figures per runtime worker, with what each ran.
+    pub workers: Vec<WorkerFidelity>,
 }
 
 /// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
@@ -570,6 +574,30 @@ impl Results {
                 .map(|&n| time.span(n) as f64)
                 .collect(),
         );
+        summary.workers = per_worker(
+            &report.workers,
+            &switches,
+            &hosts,
+            &report.host_worker,
+            &report.port_worker,
+            time,
+        );
+        // A worker's hiccup held up every host and port it owns, whether or not a host had a
+        // wake-up due then: listed with the hosts' stalls, so whoever reads the run can leave
+        // those moments out. The summary's stall figures stay the hosts' own.
+        for w in &report.workers {
+            stalls.extend(
+                w.hiccups
+                    .iter()
+                    .filter(|&&(at, _)| at >= time.t0_ns)
+                    .map(|&(at, late)| HostStall {
+                        host: format!("worker{}", w.worker),
+                        at_ns: time.at(at),
+                        late_ns: time.span(late),
+                    }),
+            );
+        }
+        stalls.sort_by_key(|x| x.at_ns);
         Results {
             flows,
             series,
@@ -732,6 +760,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         controller_params: serde_json::Value::Null,
         host_overhead_ns: None,
         diagnosis: None,
+        workers: Vec::new(),
     }
 }
 

@@ -169,6 +169,19 @@ pub fn summary_table(s: &Summary) -> String {
             time(s.host_stall_max_ns as f64)
         );
     }
+    for w in &s.workers {
+        let _ = writeln!(
+            out,
+            "  worker {} ({} hosts, {} ports): busy {:.0} %, timers {} late, releases {}, senders {} (p99)",
+            w.worker,
+            w.hosts,
+            w.ports,
+            w.busy * 100.0,
+            time(w.timer_late_p99_ns as f64),
+            time(w.release_late_p99_ns as f64),
+            time(w.host_wake_late_p99_ns as f64),
+        );
+    }
     if let Some(steal) = s.cpu_steal.filter(|&x| x > 0.0) {
         let _ = writeln!(
             out,

@@ -25,6 +25,7 @@ use serde_saphyr::{Location, Spanned};
 use crate::lab::TransportSettings;
 use crate::topology::{LoadError, NodeKind, Topology, load_document};
 use crate::workload::{Application, PlannedFlow, SizeCdf, Workload, cdf};
+use intlab_runtime::PollMode;
 use raw::{RawApplication, RawPoisson, RawRun, RawWorkload};
 
 /// The scenario `intlab run` uses when given no file: 4-to-1 incast under HPCC.
@@ -34,6 +35,28 @@ pub const DEFAULT_SCENARIO_NAME: &str = "topologies/incast-4to1.yaml (built in)"
 
 /// How long a run may last when the file says nothing (scenario time).
 const DEFAULT_DURATION: Nanos = Nanos(60_000_000_000);
+
+/// Most worker threads a scenario may ask for: more than the machine's cores only makes them
+/// wait for each other.
+const MAX_WORKERS: usize = 256;
+
+/// How the lab's workers run (`runtime:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// Worker threads (default: the machine's cores).
+    pub workers: usize,
+    /// How they wait for their next deadline (default: adaptive).
+    pub poll: PollMode,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            workers: intlab_runtime::cores(),
+            poll: PollMode::default(),
+        }
+    }
+}
 
 /// A checked scenario, in the file's units (before time dilation).
 #[derive(Debug, Clone)]
@@ -58,6 +81,8 @@ pub struct Scenario {
     pub dilation: f64,
     /// Transport settings of every host (file units).
     pub transport: TransportSettings,
+    /// How the lab's workers run.
+    pub runtime: RuntimeSettings,
     /// The grid `intlab sweep` runs when given none: (key, values) per axis.
     pub sweep: Vec<(String, Vec<String>)>,
 }
@@ -240,6 +265,24 @@ impl Checker<'_> {
                 ),
             ));
         }
+        let mut runtime = RuntimeSettings::default();
+        if let Some(r) = &run.runtime {
+            if let Some(w) = &r.value.workers {
+                if w.value == 0 || w.value > MAX_WORKERS {
+                    return Err(self.err(
+                        &w.referenced,
+                        format!(
+                            "runtime.workers: expected 1 to {MAX_WORKERS} worker threads, got {}",
+                            w.value
+                        ),
+                    ));
+                }
+                runtime.workers = w.value;
+            }
+            if let Some(p) = r.value.poll {
+                runtime.poll = p;
+            }
+        }
         Ok(Scenario {
             file: self.file.to_owned(),
             text,
@@ -251,6 +294,7 @@ impl Checker<'_> {
             capture: run.capture.unwrap_or(false),
             dilation,
             transport,
+            runtime,
             sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
         })
     }
@@ -364,6 +408,7 @@ impl Checker<'_> {
                 }
                 Workload::Permutation {
                     hosts,
+                    flows_per_pair: self.count(&p.flows_per_pair, "workload.permutation.flows_per_pair")?,
                     size: self.size(&p.size, "workload.permutation.size")?,
                     seed,
                 }

@@ -19,7 +19,18 @@ pub(crate) struct RawRun {
     pub capture: Option<bool>,
     pub dilation: Option<Spanned<f64>>,
     pub transport: Option<Spanned<RawTransport>>,
+    pub runtime: Option<Spanned<RawRuntime>>,
     pub sweep: Vec<RawAxis>,
+}
+
+/// `runtime:` how the lab's workers run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRuntime {
+    #[serde(default)]
+    pub workers: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub poll: Option<intlab_runtime::PollMode>,
 }
 
 /// One axis of the grid `intlab sweep` runs when given none: a key and its values.
@@ -57,6 +68,8 @@ pub(crate) enum RawWorkload {
 pub(crate) struct RawPermutation {
     #[serde(default)]
     pub hosts: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub flows_per_pair: Option<Spanned<u32>>,
     pub size: Spanned<Bytes>,
 }
 

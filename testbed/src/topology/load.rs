@@ -11,7 +11,7 @@ use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
 use serde::Deserialize;
 
-use crate::scenario::raw::{RawAxis, RawRun, RawTransport, RawWorkload};
+use crate::scenario::raw::{RawAxis, RawRun, RawRuntime, RawTransport, RawWorkload};
 use serde_saphyr::Spanned;
 
 use super::{Endpoint, Link, LinkProps, Node, NodeKind, RouteOverride, Topology};
@@ -74,6 +74,8 @@ struct RawTopology {
     dilation: Option<Spanned<f64>>,
     #[serde(default)]
     transport: Option<Spanned<RawTransport>>,
+    #[serde(default)]
+    runtime: Option<Spanned<RawRuntime>>,
     #[serde(default)]
     sweep: Vec<RawAxis>,
 }
@@ -388,6 +390,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         capture: raw.capture,
         dilation: raw.dilation,
         transport: raw.transport,
+        runtime: raw.runtime,
         sweep: raw.sweep,
     };
     let topology = Topology {

@@ -57,6 +57,8 @@ pub enum Workload {
     Permutation {
         /// Hosts taking part (node indices).
         hosts: Vec<usize>,
+        /// Flows (queue pairs) from each host to its partner.
+        flows_per_pair: u32,
         /// Bytes per flow.
         size: u64,
         /// Seed of the permutation.
@@ -182,15 +184,22 @@ impl Workload {
                 }
             }
             Workload::Applications(apps) => out = application::plan(apps, 1),
-            Workload::Permutation { hosts, size, seed } => {
+            Workload::Permutation {
+                hosts,
+                flows_per_pair,
+                size,
+                seed,
+            } => {
                 let mut rng = fastrand::Rng::with_seed(*seed);
                 let mut to = hosts.clone();
                 // Sattolo: a uniformly random single cycle, so nobody sends to itself.
                 for i in (1..to.len()).rev() {
                     to.swap(i, rng.usize(..i));
                 }
-                for (&s, &d) in hosts.iter().zip(&to) {
-                    push(s, d, *size, 0, MessageKind::Write);
+                for _ in 0..*flows_per_pair {
+                    for (&s, &d) in hosts.iter().zip(&to) {
+                        push(s, d, *size, 0, MessageKind::Write);
+                    }
                 }
             }
             Workload::LongShort {

@@ -10,8 +10,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use int_format::ethernet::MacAddress;
-use intlab_switch::Switch;
+use intlab_runtime::{Runtime, RuntimeConfig};
+use intlab_switch::Fabric;
 use intlab_switch::config::{ArpMode, NextHop, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::frame::FramePool;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_testbed::netns::{self, Namespace};
 
@@ -95,7 +97,7 @@ pub fn switch_spec(
         }),
         counters_file: None,
         seed: 1,
-        idle_poll: intlab_switch::config::DEFAULT_IDLE_POLL,
+        poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
     }
 }
@@ -109,11 +111,14 @@ pub enum Attach {
     Veth,
 }
 
-/// Hosts h1..hN, each on its own port of one switch (or, for two hosts, of a chain of two).
-/// Field order is drop order: switches close their devices before namespaces go.
+/// Hosts h1..hN, each on its own port of one switch (or, for two hosts, of a chain of two), the
+/// switches on a runtime of the machine's cores that tests may start endpoints on. Field order
+/// is drop order: the workers close their devices before namespaces go.
 pub struct Lab {
+    /// The workers (None once stopped).
+    runtime: Option<Runtime>,
     /// The switches, first the one h1 is on.
-    pub switches: Vec<Switch>,
+    pub fabric: Option<Fabric>,
     /// Host i (198.18.0.i) is `hosts[i - 1]`.
     pub hosts: Vec<Namespace>,
     /// Namespace holding the switch ends of veth pairs.
@@ -175,13 +180,14 @@ impl Lab {
         let mut spec = switch_spec("s1", 1, ports, &routes, captures.as_deref());
         tune(&mut spec);
         let mut lab = Lab {
-            switches: vec![],
+            runtime: None,
+            fabric: None,
             hosts,
             sw,
             dev: host_dev.clone(),
             captures,
         };
-        lab.switches.push(Switch::start(spec).expect("switch starts"));
+        lab.start(vec![spec]);
         if attach == Attach::Tap {
             for (i, d) in host_dev.iter().enumerate() {
                 netns::move_into(d, &lab.hosts[i]).expect("move tap");
@@ -199,7 +205,7 @@ impl Lab {
         let h1 = Namespace::create(&format!("{ns}-h1")).expect("namespace h1");
         let h2 = Namespace::create(&format!("{ns}-h2")).expect("namespace h2");
         let host_dev = [format!("{dev}h1"), format!("{dev}h2")];
-        let (a, b) = intlab_switch::port::link_pair(4096);
+        let (a, b) = intlab_switch::port::link_pair();
         let mut p1 = vec![
             port(
                 "p1",
@@ -222,22 +228,33 @@ impl Lab {
         let captures = Some(scratch_dir(tag));
         let s1 = switch_spec("s1", 1, p1, &[(1, 0), (2, 1)], captures.as_deref());
         let s2 = switch_spec("s2", 2, p2, &[(1, 0), (2, 1)], captures.as_deref());
-        let pool = intlab_switch::frame::FramePool::new(intlab_switch::frame_capacity(&s1), 1 << 14);
         let mut lab = Lab {
-            switches: vec![],
+            runtime: None,
+            fabric: None,
             hosts: vec![h1, h2],
             sw: None,
             dev: host_dev.to_vec(),
             captures,
         };
-        lab.switches
-            .push(Switch::start_with_pool(s1, pool.clone()).expect("switch 1 starts"));
-        lab.switches
-            .push(Switch::start_with_pool(s2, pool).expect("switch 2 starts"));
+        lab.start(vec![s1, s2]);
         netns::move_into(&host_dev[0], lab.h(1)).expect("move tap 1");
         netns::move_into(&host_dev[1], lab.h(2)).expect("move tap 2");
         lab.configure_hosts();
         lab
+    }
+
+    /// Starts `specs` on a new runtime, port p of every switch on worker p.
+    fn start(&mut self, specs: Vec<SwitchSpec>) {
+        let rt = Runtime::start(&RuntimeConfig::new("test")).expect("runtime starts");
+        let capacity = specs.iter().map(intlab_switch::frame_capacity).max().unwrap_or(2048);
+        let fabric = Fabric::start(&rt, specs, FramePool::new(capacity, 1 << 14), &|_, p| p).expect("switches start");
+        self.runtime = Some(rt);
+        self.fabric = Some(fabric);
+    }
+
+    /// The runtime the switches run on (endpoints may join it).
+    pub fn runtime(&self) -> &Runtime {
+        self.runtime.as_ref().expect("running")
     }
 
     fn configure_hosts(&self) {
@@ -247,9 +264,22 @@ impl Lab {
         }
     }
 
-    /// Stops every switch and returns their final counters, in order.
+    /// Stops the runtime (switches and any endpoints on it) and returns the switches' final
+    /// counters, in order.
     pub fn stop(&mut self) -> Vec<intlab_switch::SwitchSnapshot> {
-        self.switches.drain(..).map(Switch::stop).collect()
+        if let Some(rt) = self.runtime.take() {
+            rt.stop().expect("no worker panicked");
+        }
+        let fabric = self.fabric.as_ref().expect("started");
+        (0..fabric.specs().len()).map(|s| fabric.counters(s)).collect()
+    }
+
+    /// The switches' counters as they are now.
+    pub fn counters_now(&self) -> Vec<intlab_switch::SwitchSnapshot> {
+        let fabric = self.fabric.as_ref().expect("started");
+        fabric
+            .counters_now(Duration::from_secs(5))
+            .expect("every worker publishes")
     }
 
     /// The capture file of `switch`'s `port`.
@@ -263,7 +293,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        self.switches.clear();
+        self.runtime.take();
         if let Some(dir) = &self.captures
             && !std::thread::panicking()
         {

@@ -1,0 +1,86 @@
+//! The time a lab runs on: nanoseconds since the process first asked, on the monotonic clock.
+//! INT timestamps, schedules and timers of every switch and host in the process share it, so
+//! they compare along a path; a step of the wall clock changes none of them.
+
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// The process-wide lab clock.
+#[derive(Debug)]
+pub struct Clock {
+    origin: Instant,
+    epoch_ns_at_origin: u128,
+}
+
+static CLOCK: OnceLock<Clock> = OnceLock::new();
+
+impl Clock {
+    /// The shared clock, started on first use.
+    pub fn get() -> &'static Clock {
+        CLOCK.get_or_init(|| Clock {
+            origin: Instant::now(),
+            epoch_ns_at_origin: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+        })
+    }
+
+    /// The instant readings count from, so other components can share the time base.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Nanoseconds since the origin.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// How to turn wall-clock readings taken around now (a kernel receive timestamp, which is
+    /// CLOCK_REALTIME) into lab-clock readings: the offset between the two clocks is measured
+    /// now, so a step of the wall clock shifts only the frames received across it.
+    pub fn realtime_map(&self) -> RealtimeMap {
+        let rt = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let now = self.now_ns();
+        RealtimeMap {
+            offset: rt as i128 - i128::from(now),
+            now,
+        }
+    }
+
+    /// Wall-clock nanoseconds since the Unix epoch of a lab-clock reading (for capture files).
+    pub fn epoch_ns(&self, t: u64) -> u128 {
+        self.epoch_ns_at_origin + u128::from(t)
+    }
+}
+
+/// Wall clock to lab clock, as measured at one moment (see [`Clock::realtime_map`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RealtimeMap {
+    offset: i128,
+    now: u64,
+}
+
+impl RealtimeMap {
+    /// The lab-clock reading of wall-clock time `realtime_ns`, never later than when the map
+    /// was made (a receive timestamp is in the past).
+    pub fn lab_ns(&self, realtime_ns: u128) -> u64 {
+        let t = realtime_ns as i128 - self.offset;
+        (t.max(0) as u64).min(self.now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_clock_readings_map_onto_the_lab_clock() {
+        let c = Clock::get();
+        let before = c.now_ns();
+        let rt = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        let m = c.realtime_map();
+        let t = m.lab_ns(rt);
+        assert!(t + 1_000_000 >= before && t <= c.now_ns(), "{before} {t}");
+        assert_eq!(m.lab_ns(rt + 10_000_000_000), m.now, "never in the future");
+        assert_eq!(m.lab_ns(0), 0);
+    }
+}

@@ -1,0 +1,111 @@
+//! The sockets the lab opens, set up once: AF_PACKET on a switch's interface, raw IPv4 for a
+//! host's data (the transport writes IPv4 and UDP itself, as a RoCE NIC does, so one socket
+//! sends every queue pair's packets, each with its own UDP source port), UDP for what hosts
+//! receive. Each is opened in the calling thread's network namespace and stays there.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Linux's PACKET_IGNORE_OUTGOING socket option (4.20+): do not see our own transmissions.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+/// Socket buffers asked for: bursts wait there while a worker is busy.
+const BUFFER_BYTES: libc::c_int = 8 << 20;
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+/// Sets an integer socket option.
+pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is a live c_int of the size passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as u32,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Large send and receive buffers (FORCE works as root, else up to the system's limit).
+fn large_buffers(fd: RawFd) -> io::Result<()> {
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if set_int(fd, libc::SOL_SOCKET, force, BUFFER_BYTES).is_err() {
+            set_int(fd, libc::SOL_SOCKET, plain, BUFFER_BYTES)?;
+        }
+    }
+    Ok(())
+}
+
+fn socket(domain: libc::c_int, kind: libc::c_int, protocol: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked before use.
+    let raw = check(unsafe { libc::socket(domain, kind | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: `raw` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A non-blocking AF_PACKET socket bound to interface `device`: every frame it receives carries
+/// the kernel's receive time; its own transmissions are not received.
+pub fn packet(device: &str) -> io::Result<OwnedFd> {
+    let name = CString::new(device).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in device name"))?;
+    // SAFETY: if_nametoindex reads a valid C string.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface `{device}`"),
+        ));
+    }
+    // Protocol 0 receives nothing until bind, so no frame of another interface slips in.
+    let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    // SAFETY: an all-zero sockaddr_ll is valid; the fields needed are set below.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: sll is a valid sockaddr_ll of the size passed.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as u32,
+        )
+    })?;
+    set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    large_buffers(fd.as_raw_fd())?;
+    Ok(fd)
+}
+
+/// A non-blocking send-only raw IPv4 socket: what is sent on it carries its own IPv4 header
+/// (IPPROTO_RAW; the kernel fills in the header checksum only, and receives nothing on it).
+pub fn raw_ipv4_sender() -> io::Result<OwnedFd> {
+    let fd = socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW)?;
+    large_buffers(fd.as_raw_fd())?;
+    Ok(fd)
+}
+
+/// A non-blocking UDP socket bound to `addr` that reports each datagram's TOS byte (ECN) and
+/// receive time, sends with `tos` and DF (so Linux writes IP ID 0, which RoCE's ICRC covers),
+/// with large buffers.
+pub fn udp(addr: SocketAddrV4, tos: u8) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
+    sock.set_nonblocking(true)?;
+    let fd = sock.as_raw_fd();
+    set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos))?;
+    set_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
+    set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+    set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    large_buffers(fd)?;
+    Ok(sock)
+}

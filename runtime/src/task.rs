@@ -1,0 +1,73 @@
+//! What a worker runs: tasks (a shard of switch ports, a host's transport), each woken by its
+//! descriptors, its deadline, or another task.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::worker::{Message, WorkerShared};
+
+/// A task's number within its worker.
+pub type TaskId = usize;
+
+/// Work a worker drives. It never blocks: it does what is due and says when it next needs
+/// running.
+pub trait Task: Send {
+    /// A short name, for logs.
+    fn name(&self) -> &str;
+
+    /// The descriptors to watch for input, each with a token the task knows it by (asked once,
+    /// when the task is installed).
+    fn sources(&self) -> Vec<(RawFd, u32)>;
+
+    /// Does what is due: reads what [`Context::ready`] says has input, handles what other tasks
+    /// sent it, fires what is due at [`Context::now`]. Returns when it next needs running (a
+    /// deadline on the lab clock), if ever; input and wakes run it sooner.
+    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64>;
+
+    /// The runtime stops: the last work (flush captures, publish what it counted).
+    fn stop(&mut self);
+}
+
+/// What a task is told when it runs.
+pub struct Context<'a> {
+    pub(crate) clock: &'static Clock,
+    /// Tokens of the task's descriptors that have input.
+    pub ready: &'a [u32],
+    /// The deadline this run was due at, when its timer fired.
+    pub deadline: Option<u64>,
+    /// Another task (or the lab) woke it.
+    pub woken: bool,
+}
+
+impl Context<'_> {
+    /// The lab clock now (read afresh on every call).
+    pub fn now(&self) -> u64 {
+        self.clock.now_ns()
+    }
+}
+
+/// Wakes one task from any thread: it runs on its worker soon, once however many wakes came.
+#[derive(Clone)]
+pub struct Waker {
+    pub(crate) shared: Arc<WorkerShared>,
+    pub(crate) task: TaskId,
+}
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Waker(worker {}, task {})", self.shared.index, self.task)
+    }
+}
+
+impl Waker {
+    /// Wakes the task.
+    pub fn wake(&self) {
+        self.shared.send(Message::Wake(self.task));
+    }
+
+    /// The worker the task runs on.
+    pub fn worker(&self) -> usize {
+        self.shared.index
+    }
+}

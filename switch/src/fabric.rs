@@ -1,0 +1,387 @@
+//! A fabric: the switches of one lab (or one `intlab switch`) on a runtime's workers. Every port
+//! gets a number across the fabric and an owning worker; each worker that owns ports runs one
+//! [`Shard`] of them, whichever switches they belong to. Frames for a port of another worker,
+//! and frames crossing an in-process link to one, go to that worker's shard in batches.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use intlab_runtime::clock::Clock;
+use intlab_runtime::{Runtime, Waker};
+
+use crate::capture::PortCapture;
+use crate::config::{PortIo, SwitchSpec};
+use crate::counters::{PortCounters, PortSnapshot, SwitchSnapshot};
+use crate::counters_file::CountersWriter;
+use crate::egress::EgressPort;
+use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
+use crate::pipeline::Pipeline;
+use crate::port::Port;
+use crate::shard::{PortSlot, Shard};
+use crate::tm::EgressQueue;
+
+/// A port's number across the fabric.
+pub type GlobalPort = usize;
+
+/// Frames that may wait in one shard's hand-off channel.
+const HANDOFF_CAPACITY: usize = 16384;
+
+/// A frame for a port of another worker.
+#[derive(Debug)]
+pub enum Handoff {
+    /// To queue on egress port `port`.
+    Egress {
+        /// The port.
+        port: GlobalPort,
+        /// The frame.
+        frame: FrameBuf,
+    },
+    /// Arriving on port `port` from the far end of its in-process link.
+    Arrive {
+        /// The port.
+        port: GlobalPort,
+        /// The frame, its arrival time set.
+        frame: FrameBuf,
+    },
+}
+
+impl Handoff {
+    /// The frame it carries.
+    pub fn into_frame(self) -> FrameBuf {
+        match self {
+            Handoff::Egress { frame, .. } | Handoff::Arrive { frame, .. } => frame,
+        }
+    }
+}
+
+/// Why a fabric could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A port could not be opened.
+    #[error("switch {switch}: port {port}: {cause}")]
+    Port {
+        /// Switch name.
+        switch: String,
+        /// Port name.
+        port: String,
+        /// What the system said.
+        cause: std::io::Error,
+    },
+    /// A capture file could not be created.
+    #[error("switch {switch}: capture {path}: {cause}")]
+    Capture {
+        /// Switch name.
+        switch: String,
+        /// File.
+        path: PathBuf,
+        /// What the system said.
+        cause: std::io::Error,
+    },
+    /// The counters file cannot be written.
+    #[error("switch {switch}: counters file {path}: {cause}")]
+    Counters {
+        /// Switch name.
+        switch: String,
+        /// File.
+        path: PathBuf,
+        /// What the system said.
+        cause: std::io::Error,
+    },
+    /// An in-process link has one end only.
+    #[error("switch {switch}: port {port}: its link's other end is on no port")]
+    Unlinked {
+        /// Switch name.
+        switch: String,
+        /// Port name.
+        port: String,
+    },
+    /// The runtime could not be started.
+    #[error("starting the runtime: {cause}")]
+    Runtime {
+        /// What the system said.
+        cause: std::io::Error,
+    },
+}
+
+/// What every shard reads of one switch.
+pub(crate) struct SwitchShared {
+    pub(crate) name: String,
+    pub(crate) node_id: u32,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) published: Mutex<Vec<PortSnapshot>>,
+}
+
+/// What the shards of a fabric share.
+pub(crate) struct FabricShared {
+    pub(crate) switches: Vec<SwitchShared>,
+    /// Switch s's first global port.
+    pub(crate) base: Vec<GlobalPort>,
+    /// Global port → the worker that owns it.
+    pub(crate) owner: Vec<usize>,
+    /// Global port → the far end of its in-process link, for link ports.
+    pub(crate) peer: Vec<Option<GlobalPort>>,
+    pub(crate) pool: FramePool,
+    /// Per worker: its shard's hand-off channel and waker (workers without ports have none).
+    pub(crate) inboxes: Vec<(Sender<Handoff>, Waker)>,
+    pub(crate) capture_drops: bool,
+    /// Raised by whoever wants counters now rather than at the next regular publication.
+    pub(crate) publish_request: AtomicU64,
+    /// Publications made on request, summed over shards.
+    pub(crate) publish_acks: AtomicU64,
+    /// Frames due before this lab time (ns) do not count in the release lateness.
+    pub(crate) measure_from: AtomicU64,
+    /// Workers that panicked, as the runtime reported on stopping.
+    failed_workers: AtomicUsize,
+    shards: usize,
+}
+
+impl FabricShared {
+    pub(crate) fn ports(&self) -> usize {
+        self.owner.len()
+    }
+
+    pub(crate) fn workers(&self) -> usize {
+        self.inboxes.len()
+    }
+
+    pub(crate) fn switch_ports(&self, s: usize) -> usize {
+        let end = self.base.get(s + 1).copied().unwrap_or(self.owner.len());
+        end - self.base[s]
+    }
+
+    /// Switch `s`'s counters as its shards last published them.
+    pub(crate) fn snapshot(&self, s: usize) -> SwitchSnapshot {
+        let sw = &self.switches[s];
+        SwitchSnapshot {
+            switch: sw.name.clone(),
+            node_id: sw.node_id,
+            time_ns: Clock::get().now_ns(),
+            ports: sw.published.lock().map(|p| p.clone()).unwrap_or_default(),
+            failed_workers: self.failed_workers.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The buffer size that holds any frame of `spec`'s ports plus INT growth.
+pub fn frame_capacity(spec: &SwitchSpec) -> usize {
+    let mtu = spec.ports.iter().map(|p| usize::from(p.mtu)).max().unwrap_or(1500);
+    (mtu + 14 + 4 + INT_TAILROOM).next_multiple_of(64)
+}
+
+/// Switches running on a runtime (a handle: clones share them).
+#[derive(Clone)]
+pub struct Fabric {
+    shared: Arc<FabricShared>,
+    specs: Vec<SwitchSpec>,
+    /// Rewrites the counters files while any handle lives, and a last time after.
+    _writer: Option<Arc<CountersWriter>>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Fabric({} switches)", self.specs.len())
+    }
+}
+
+impl Fabric {
+    /// Opens every port of `specs` (counters files and captures first, so a bad one stops the
+    /// start before anything runs), places port `p` of switch `s` on worker `place(s, p)` and
+    /// starts one shard per worker that owns ports. In-process links join the ports that hold
+    /// their two ends.
+    pub fn start(
+        rt: &Runtime,
+        specs: Vec<SwitchSpec>,
+        pool: FramePool,
+        place: &dyn Fn(usize, usize) -> usize,
+    ) -> Result<Fabric, StartError> {
+        let workers = rt.workers();
+        for spec in &specs {
+            if let Some(path) = &spec.counters_file {
+                let empty = SwitchSnapshot {
+                    switch: spec.name.clone(),
+                    node_id: spec.node_id,
+                    ..SwitchSnapshot::default()
+                };
+                empty.write(path).map_err(|cause| StartError::Counters {
+                    switch: spec.name.clone(),
+                    path: path.clone(),
+                    cause,
+                })?;
+            }
+        }
+        let mut base = Vec::new();
+        let mut owner = Vec::new();
+        let mut slots: Vec<Vec<PortSlot>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut ends: HashMap<crate::port::LinkEnd, GlobalPort> = HashMap::new();
+        for (si, spec) in specs.iter().enumerate() {
+            base.push(owner.len());
+            for (i, p) in spec.ports.iter().enumerate() {
+                let global = owner.len();
+                let w = place(si, i) % workers;
+                owner.push(w);
+                if let PortIo::Link(end) = &p.io {
+                    ends.insert(end.clone(), global);
+                }
+                let port = Port::open(&p.io).map_err(|cause| StartError::Port {
+                    switch: spec.name.clone(),
+                    port: p.name.clone(),
+                    cause,
+                })?;
+                let capture = match &spec.capture {
+                    Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
+                        let path = c.dir.join(format!("{}-{}.pcapng", spec.name, p.name));
+                        let desc = format!(
+                            "intlab switch {} port {} ({}, {} us, {} B buffer)",
+                            spec.name,
+                            p.name,
+                            p.rate,
+                            p.delay.0 / 1000,
+                            p.buffer.0
+                        );
+                        Some(
+                            PortCapture::create(&path, &p.name, &desc, p.rate.bps()).map_err(|cause| {
+                                StartError::Capture {
+                                    switch: spec.name.clone(),
+                                    path,
+                                    cause,
+                                }
+                            })?,
+                        )
+                    }
+                    _ => None,
+                };
+                slots[w].push(PortSlot {
+                    global,
+                    switch: si,
+                    index: i,
+                    name: p.name.clone(),
+                    port,
+                    queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
+                    egress: EgressPort::new(i, spec.node_id, p),
+                    counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
+                    capture,
+                    link_rate: p.rate,
+                    ingress_free_ps: 0,
+                    link_delay_ns: p.delay.0,
+                });
+            }
+        }
+        let mut peer = vec![None; owner.len()];
+        for (si, spec) in specs.iter().enumerate() {
+            for (i, p) in spec.ports.iter().enumerate() {
+                if let PortIo::Link(end) = &p.io {
+                    let far = ends.get(&end.peer()).copied().ok_or_else(|| StartError::Unlinked {
+                        switch: spec.name.clone(),
+                        port: p.name.clone(),
+                    })?;
+                    peer[base[si] + i] = Some(far);
+                }
+            }
+        }
+        let places: Vec<_> = (0..workers).map(|w| rt.reserve(w)).collect();
+        let mut receivers = Vec::new();
+        let mut inboxes = Vec::new();
+        for place in &places {
+            let (tx, rx) = crossbeam_channel::bounded(HANDOFF_CAPACITY);
+            inboxes.push((tx, place.waker()));
+            receivers.push(rx);
+        }
+        let shared = Arc::new(FabricShared {
+            switches: specs
+                .iter()
+                .map(|spec| SwitchShared {
+                    name: spec.name.clone(),
+                    node_id: spec.node_id,
+                    pipeline: Pipeline::new(spec),
+                    published: Mutex::new(
+                        spec.ports
+                            .iter()
+                            .map(|p| PortSnapshot {
+                                name: p.name.clone(),
+                                ..PortSnapshot::default()
+                            })
+                            .collect(),
+                    ),
+                })
+                .collect(),
+            base,
+            owner,
+            peer,
+            pool,
+            inboxes,
+            capture_drops: specs.iter().any(|s| s.capture.as_ref().is_some_and(|c| c.drops)),
+            publish_request: AtomicU64::new(0),
+            publish_acks: AtomicU64::new(0),
+            measure_from: AtomicU64::new(0),
+            failed_workers: AtomicUsize::new(0),
+            shards: slots.iter().filter(|s| !s.is_empty()).count(),
+        });
+        let seed = specs.first().map_or(0, |s| s.seed);
+        for ((place, rx), mine) in places.into_iter().zip(receivers).zip(slots) {
+            if mine.is_empty() {
+                continue;
+            }
+            let w = place.worker();
+            let shard = Shard::new(w, shared.clone(), mine, rx, seed);
+            rt.install(place, Box::new(shard));
+        }
+        let files: Vec<(usize, PathBuf)> = specs
+            .iter()
+            .enumerate()
+            .filter_map(|(s, spec)| Some((s, spec.counters_file.clone()?)))
+            .collect();
+        let writer = CountersWriter::start(shared.clone(), files).map_err(|cause| StartError::Runtime { cause })?;
+        for spec in &specs {
+            tracing::info!(switch = %spec.name, ports = spec.ports.len(), "switch started");
+        }
+        Ok(Fabric {
+            shared,
+            specs,
+            _writer: writer.map(Arc::new),
+        })
+    }
+
+    /// The switches' configurations, in order.
+    pub fn specs(&self) -> &[SwitchSpec] {
+        &self.specs
+    }
+
+    /// Release lateness counts only frames due from lab time `t_ns` on (a run's start).
+    pub fn measure_from(&self, t_ns: u64) {
+        self.shared.measure_from.store(t_ns, Ordering::Relaxed);
+    }
+
+    /// Switch `s`'s counters as its shards last published them (at most about a second old;
+    /// final once the runtime has stopped).
+    pub fn counters(&self, s: usize) -> SwitchSnapshot {
+        self.shared.snapshot(s)
+    }
+
+    /// Records how many of the runtime's workers panicked (their ports' counters stop where
+    /// they were last published); the snapshots say so from then on.
+    pub fn note_failed_workers(&self, n: usize) {
+        self.shared.failed_workers.store(n, Ordering::Relaxed);
+    }
+
+    /// Every switch's counters as they are now: every shard publishes on request. None when a
+    /// shard did not answer within `limit`.
+    pub fn counters_now(&self, limit: Duration) -> Option<Vec<SwitchSnapshot>> {
+        let before = self.shared.publish_acks.load(Ordering::Acquire);
+        self.shared.publish_request.fetch_add(1, Ordering::AcqRel);
+        for (_, waker) in &self.shared.inboxes {
+            waker.wake();
+        }
+        let started = std::time::Instant::now();
+        while self.shared.publish_acks.load(Ordering::Acquire) < before + self.shared.shards as u64 {
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Some((0..self.specs.len()).map(|s| self.counters(s)).collect())
+    }
+}

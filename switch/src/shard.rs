@@ -1,0 +1,427 @@
+//! A shard: every switch port one runtime worker owns, of whichever switches. It reads its
+//! ports in batches and runs ingress on what arrived in arrival-time order, queues frames for
+//! its own ports at once and hands frames for other workers' ports over in batches, releases
+//! due frames through egress, and delivers frames on in-process links itself when both ends are
+//! its own. It is a runtime [`Task`]: input, its next release, and other shards' hand-offs wake
+//! it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crossbeam_channel::Receiver;
+use intlab_runtime::clock::Clock;
+use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
+use intlab_runtime::{Context, Task};
+
+use crate::capture::PortCapture;
+use crate::counters::{DropReason, PortCounters};
+use crate::egress::{self, EgressPort, Fate};
+use crate::fabric::{FabricShared, GlobalPort, Handoff};
+use crate::frame::FrameBuf;
+use crate::pipeline::Verdict;
+use crate::port::Port;
+use crate::tm::{EgressQueue, Rejected};
+
+/// Counters are published this often (lab clock, ns).
+const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
+/// Batches read from one port per run: a port that never runs dry must not starve the
+/// releases (and the other ports) of its worker.
+const RX_BATCHES_PER_RUN: usize = 4;
+
+/// Everything a shard keeps for one of its ports.
+#[derive(Debug)]
+pub struct PortSlot {
+    /// The port's number in the fabric.
+    pub global: GlobalPort,
+    /// Its switch (index in the fabric).
+    pub switch: usize,
+    /// Its index in its switch.
+    pub index: usize,
+    /// Port name.
+    pub name: String,
+    /// The open port.
+    pub port: Port,
+    /// Its egress queue.
+    pub queue: EgressQueue,
+    /// Its egress settings.
+    pub egress: EgressPort,
+    /// Its counters.
+    pub counters: PortCounters,
+    /// Its capture, if on.
+    pub capture: Option<PortCapture>,
+    /// The link's rate, which also bounds how fast frames can arrive on it.
+    pub link_rate: crate::units::Rate,
+    /// When the previous received frame finished arriving (ps): the next cannot finish sooner
+    /// than one serialization time later.
+    pub ingress_free_ps: u64,
+    /// The link's propagation delay (ns).
+    pub link_delay_ns: u64,
+}
+
+/// One worker's ports.
+pub struct Shard {
+    worker: usize,
+    fabric: Arc<FabricShared>,
+    slots: Vec<PortSlot>,
+    /// Global port → slot, for the ports this shard owns.
+    local: Vec<Option<usize>>,
+    inbox: Receiver<Handoff>,
+    /// (next release, slot): a queue head's release time, earliest first; an entry whose time
+    /// is no longer its queue's head is stale.
+    releases: BinaryHeap<Reverse<(u64, usize)>>,
+    clock: &'static Clock,
+    rng: fastrand::Rng,
+    rx: Vec<FrameBuf>,
+    meta: Vec<RecvMeta>,
+    /// Frames received in this run, in the order to run ingress on them: (arrival, slot, frame).
+    arrivals: Vec<(u64, usize, FrameBuf)>,
+    /// The arrivals being run through ingress (which may add more to `arrivals`).
+    ingressing: Vec<(u64, usize, FrameBuf)>,
+    tx: Vec<FrameBuf>,
+    /// Per worker: frames for it with the slot they came through, sent at the end of the run.
+    outbox: Vec<Vec<(usize, Handoff)>>,
+    next_publish: u64,
+    publish_seen: u64,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Shard(worker {}, {} ports)", self.worker, self.slots.len())
+    }
+}
+
+impl Shard {
+    pub(crate) fn new(
+        worker: usize,
+        fabric: Arc<FabricShared>,
+        slots: Vec<PortSlot>,
+        inbox: Receiver<Handoff>,
+        seed: u64,
+    ) -> Shard {
+        let mut local = vec![None; fabric.ports()];
+        for (i, s) in slots.iter().enumerate() {
+            local[s.global] = Some(i);
+        }
+        let rx = (0..BATCH).map(|_| fabric.pool.get()).collect();
+        let workers = fabric.workers();
+        Shard {
+            worker,
+            slots,
+            local,
+            inbox,
+            releases: BinaryHeap::new(),
+            clock: Clock::get(),
+            rng: fastrand::Rng::with_seed(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            rx,
+            meta: vec![RecvMeta::default(); BATCH],
+            arrivals: Vec::with_capacity(BATCH * 4),
+            ingressing: Vec::with_capacity(BATCH * 4),
+            tx: Vec::with_capacity(BATCH * 4),
+            outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
+            next_publish: 0,
+            publish_seen: 0,
+            fabric,
+        }
+    }
+
+    /// Reads port `s` (up to a few batches) into `arrivals`.
+    fn receive(&mut self, s: usize) {
+        for _ in 0..RX_BATCHES_PER_RUN {
+            let map = self.clock.realtime_map();
+            let n = match self.slots[s].port.recv_batch(&mut self.rx, &mut self.meta, &map) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(port = %self.slots[s].name, "receive failed: {e}");
+                    0
+                }
+            };
+            let now = self.clock.now_ns();
+            for i in 0..n {
+                let fresh = self.fabric.pool.get();
+                let mut frame = std::mem::replace(&mut self.rx[i], fresh);
+                if !frame.arrival_known {
+                    frame.arrival_ns = now;
+                }
+                let slot = &mut self.slots[s];
+                // A host's link delivers at most its line rate: a burst the host's stack sent at
+                // once arrives spread out, as through a real NIC (store-and-forward: last bit in).
+                // The host emulates nothing, so the link's delay towards the switch is applied
+                // here: the frame counts as arriving that much later (the egress schedule holds
+                // it).
+                let ser = slot.link_rate.serialization_ns(frame.len as u64) * 1000;
+                let done = (frame.arrival_ns * 1000).max(slot.ingress_free_ps) + ser;
+                slot.ingress_free_ps = done;
+                frame.arrival_ns = done / 1000 + slot.link_delay_ns;
+                self.arrivals.push((frame.arrival_ns, s, frame));
+            }
+            if n < BATCH {
+                return;
+            }
+        }
+    }
+
+    /// Runs ingress on frame `frame` arriving at slot `s`.
+    fn ingress(&mut self, s: usize, mut frame: FrameBuf) {
+        let slot = &mut self.slots[s];
+        frame.ingress = slot.index as u16;
+        slot.counters.rx_frames += 1;
+        slot.counters.rx_bytes += frame.len as u64;
+        if let Some(c) = &mut slot.capture {
+            c.inbound(frame.arrival_ns, frame.bytes());
+        }
+        if frame.truncated {
+            return self.drop_at(s, frame, DropReason::Oversize, false);
+        }
+        let switch = &self.fabric.switches[slot.switch];
+        let (verdict, notes) = switch.pipeline.ingress(&mut frame);
+        let base = self.fabric.base[self.slots[s].switch];
+        if notes.malformed_int {
+            self.slots[s].counters.int_malformed += 1;
+        }
+        match verdict {
+            Verdict::Forward(p) => self.route(s, base + p, frame),
+            Verdict::Reply => {
+                let g = self.slots[s].global;
+                self.route(s, g, frame);
+            }
+            Verdict::Flood => {
+                let from = self.slots[s].index;
+                let ports = self.fabric.switch_ports(self.slots[s].switch);
+                for p in (0..ports).filter(|&p| p != from) {
+                    let mut copy = self.fabric.pool.get();
+                    copy.copy_from(&frame);
+                    self.route(s, base + p, copy);
+                }
+                self.fabric.pool.put(frame);
+            }
+            Verdict::Drop(why) => self.drop_at(s, frame, why, false),
+        }
+    }
+
+    /// Sends `frame` towards egress port `g`: queued here, or handed to its worker.
+    fn route(&mut self, from_slot: usize, g: GlobalPort, frame: FrameBuf) {
+        if let Some(s) = self.local[g] {
+            return self.enqueue(s, frame);
+        }
+        self.outbox[self.fabric.owner[g]].push((from_slot, Handoff::Egress { port: g, frame }));
+    }
+
+    fn enqueue(&mut self, s: usize, mut frame: FrameBuf) {
+        let slot = &mut self.slots[s];
+        frame.int_growth = slot.egress.int_growth(&frame);
+        let wire_len = (frame.len + usize::from(frame.int_growth)) as u64;
+        let was_empty = slot.queue.is_empty();
+        match slot.queue.enqueue(frame, wire_len) {
+            Ok(()) => {
+                if was_empty && let Some(t) = slot.queue.next_release_ns() {
+                    self.releases.push(Reverse((t, s)));
+                }
+            }
+            Err(Rejected::BufferFull(frame)) => self.drop_at(s, frame, DropReason::BufferFull, true),
+        }
+    }
+
+    /// Releases the due frames of slot `s`; frames leaving on a link go to the far end.
+    fn release(&mut self, s: usize) {
+        let now = self.clock.now_ns();
+        let peer = self.fabric.peer[self.slots[s].global];
+        let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
+        let slot = &mut self.slots[s];
+        while let Some(mut d) = slot.queue.dequeue_due(now) {
+            if d.release_ns >= measure_from {
+                slot.counters.record_lateness(now.saturating_sub(d.release_ns));
+            }
+            match egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng) {
+                Fate::Lost => {
+                    slot.counters.drop(DropReason::InjectedLoss);
+                    if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
+                        c.dropped(d.start_ns, d.frame.bytes(), DropReason::InjectedLoss, true);
+                    }
+                    self.fabric.pool.put(d.frame);
+                }
+                Fate::Send => {
+                    slot.counters.tx_frames += 1;
+                    slot.counters.tx_bytes += d.frame.len as u64;
+                    if let Some(c) = &mut slot.capture {
+                        c.outbound(d.start_ns, d.frame.bytes());
+                    }
+                    // On an in-process link the frame arrives at the far end exactly now.
+                    d.frame.arrival_ns = d.release_ns;
+                    d.frame.arrival_known = true;
+                    self.tx.push(d.frame);
+                }
+            }
+        }
+        if let Some(t) = slot.queue.next_release_ns() {
+            self.releases.push(Reverse((t, s)));
+        }
+        if self.tx.is_empty() {
+            return;
+        }
+        if let Some(far) = peer {
+            for frame in self.tx.drain(..) {
+                match self.local[far] {
+                    Some(f) => self.arrivals.push((frame.arrival_ns, f, frame)),
+                    None => self.outbox[self.fabric.owner[far]].push((s, Handoff::Arrive { port: far, frame })),
+                }
+            }
+            return;
+        }
+        let slot = &mut self.slots[s];
+        let sent = match slot.port.send_batch(&self.tx) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(port = %slot.name, "send failed: {e}");
+                0
+            }
+        };
+        for (k, f) in self.tx.drain(..).enumerate() {
+            if k >= sent {
+                slot.counters.tx_frames -= 1;
+                slot.counters.tx_bytes -= f.len as u64;
+                slot.counters.drop(DropReason::TxError);
+            }
+            self.fabric.pool.put(f);
+        }
+    }
+
+    fn drop_at(&mut self, s: usize, frame: FrameBuf, why: DropReason, outbound: bool) {
+        let slot = &mut self.slots[s];
+        slot.counters.drop(why);
+        if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
+            c.dropped(frame.arrival_ns, frame.bytes(), why, outbound);
+        }
+        self.fabric.pool.put(frame);
+    }
+
+    /// Runs ingress on what arrived, earliest first, until nothing is left (a frame released
+    /// onto a local link arrives in the same run).
+    fn ingress_arrivals(&mut self) {
+        while !self.arrivals.is_empty() {
+            std::mem::swap(&mut self.arrivals, &mut self.ingressing);
+            self.ingressing.sort_unstable_by_key(|a| (a.0, a.1));
+            let mut batch = std::mem::take(&mut self.ingressing);
+            for (_, s, frame) in batch.drain(..) {
+                self.ingress(s, frame);
+            }
+            self.ingressing = batch;
+        }
+    }
+
+    /// Hands every frame for other workers over, waking each of them once.
+    fn flush_outbox(&mut self) {
+        for (w, frames) in self.outbox.iter_mut().enumerate() {
+            if frames.is_empty() {
+                continue;
+            }
+            let (tx, waker) = &self.fabric.inboxes[w];
+            for (from, h) in frames.drain(..) {
+                if let Err(e) = tx.try_send(h) {
+                    // The other worker is too far behind: the frame is lost where it came in.
+                    self.slots[from].counters.drop(DropReason::HandoffFull);
+                    self.fabric.pool.put(e.into_inner().into_frame());
+                }
+            }
+            waker.wake();
+        }
+    }
+
+    fn publish(&self, with_trace: bool) {
+        for s in &self.slots {
+            let switch = &self.fabric.switches[s.switch];
+            if let Ok(mut p) = switch.published.lock() {
+                p[s.index] = s.counters.snapshot(&s.name, with_trace);
+            }
+        }
+    }
+
+    fn next_release(&mut self) -> Option<u64> {
+        while let Some(&Reverse((t, s))) = self.releases.peek() {
+            if self.slots[s].queue.next_release_ns() == Some(t) {
+                return Some(t);
+            }
+            self.releases.pop();
+        }
+        None
+    }
+}
+
+impl Task for Shard {
+    fn name(&self) -> &str {
+        "switch shard"
+    }
+
+    fn sources(&self) -> Vec<(RawFd, u32)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.port.poll_fd().map(|fd| (fd, i as u32)))
+            .collect()
+    }
+
+    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+        while let Ok(h) = self.inbox.try_recv() {
+            match h {
+                Handoff::Egress { port, frame } => match self.local[port] {
+                    Some(s) => self.enqueue(s, frame),
+                    None => self.fabric.pool.put(frame),
+                },
+                Handoff::Arrive { port, frame } => match self.local[port] {
+                    Some(s) => self.arrivals.push((frame.arrival_ns, s, frame)),
+                    None => self.fabric.pool.put(frame),
+                },
+            }
+        }
+        for &token in cx.ready {
+            self.receive(token as usize);
+        }
+        self.ingress_arrivals();
+        loop {
+            let now = self.clock.now_ns();
+            match self.next_release() {
+                Some(t) if t <= now => {
+                    let Some(Reverse((_, s))) = self.releases.pop() else {
+                        break;
+                    };
+                    self.release(s);
+                    self.ingress_arrivals();
+                }
+                _ => break,
+            }
+        }
+        self.flush_outbox();
+        let now = self.clock.now_ns();
+        let requested = self.fabric.publish_request.load(Ordering::Acquire);
+        if now >= self.next_publish || requested != self.publish_seen {
+            self.publish(false);
+            // A run killed later still leaves captures readable up to here.
+            for c in self.slots.iter_mut().filter_map(|s| s.capture.as_mut()) {
+                c.flush();
+            }
+            self.next_publish = now + PUBLISH_EVERY_NS;
+            if requested != self.publish_seen {
+                self.publish_seen = requested;
+                self.fabric.publish_acks.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        Some(
+            self.next_release()
+                .map_or(self.next_publish, |t| t.min(self.next_publish)),
+        )
+    }
+
+    fn stop(&mut self) {
+        for s in &mut self.slots {
+            for f in s.queue.drain() {
+                self.fabric.pool.put(f);
+            }
+            if let Some(c) = &mut s.capture {
+                c.flush();
+            }
+        }
+        self.publish(true);
+    }
+}

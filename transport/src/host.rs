@@ -1,0 +1,726 @@
+//! One host's transport as a runtime task: it owns the host's sockets and queue pairs, receives
+//! and answers in batches, sends data as a NIC would ([`Nic`]), runs each queue pair's timers,
+//! answers and sends reachability probes, and reports at the end.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_channel::{Receiver, Sender};
+use hdrhistogram::Histogram;
+use int_format::int::{HopRecord, IntHeaders, source};
+use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
+use int_format::{Error, Layer};
+use intlab_runtime::clock::Clock;
+use intlab_runtime::{Context, Task};
+
+use crate::cc::ControllerConfig;
+use crate::endpoint::{
+    Command, EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply,
+    Stall,
+};
+use crate::flow::{
+    Completion, FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
+};
+use crate::nic::Nic;
+use crate::packet::{self, Addressing, Extension, Received};
+use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
+use crate::sender::{SendQp, WIRE_OVERHEAD};
+use crate::socket::{BATCH, ECT0, RawSender, RecvBatch, SendBatch, Socket};
+
+/// Hops a received echo may carry at most (more are ignored).
+const MAX_HOPS: usize = 16;
+/// Batches read per socket per run, so sending is never starved.
+const RX_BATCHES_PER_RUN: usize = 4;
+/// Tokens of the host's descriptors.
+const ROCE: u32 = 0;
+const INT: u32 = 1;
+
+/// A host's sockets, opened in its namespace.
+pub(crate) struct Sockets {
+    roce: Socket,
+    int: Socket,
+    raw: RawSender,
+}
+
+impl Sockets {
+    /// Opens them in the calling thread's namespace.
+    pub(crate) fn open(ip: Ipv4Addr, int_port: u16, dscp: u8) -> io::Result<Sockets> {
+        Ok(Sockets {
+            roce: Socket::bind(SocketAddrV4::new(ip, ROCEV2_PORT), dscp)?,
+            int: Socket::bind(SocketAddrV4::new(ip, int_port), dscp)?,
+            raw: RawSender::open()?,
+        })
+    }
+}
+
+struct Sending {
+    qp: SendQp,
+    /// Where its data goes.
+    dst: SocketAddrV4,
+    addressing: Addressing,
+    /// Bumped whenever its state changes: timer entries of older generations are stale.
+    generation: u64,
+    /// In the NIC's serving queue.
+    queued: bool,
+    stuck_reported: bool,
+}
+
+struct PendingProbe {
+    tag: u32,
+    sent_ns: u64,
+    reply: Sender<ProbeReply>,
+}
+
+enum Action {
+    Data { qp: u32, psn: u32 },
+    Ack { qp: u32, psn: u32, nak: bool },
+    Cnp { qp: u32 },
+    Unsupported,
+}
+
+/// The host task.
+pub(crate) struct Host {
+    cfg: EndpointConfig,
+    sockets: Sockets,
+    commands: Receiver<Command>,
+    finished: Arc<AtomicUsize>,
+    report: Sender<io::Result<EndpointReport>>,
+    clock: &'static Clock,
+    tos: u8,
+    control: SendBatch,
+    data: SendBatch,
+    rx: RecvBatch,
+    /// Sending queue pairs by slot; a finished one leaves its slot free.
+    senders: Vec<Option<Sending>>,
+    free_slots: Vec<usize>,
+    /// QP number → its slot, or None once it finished.
+    sender_of: HashMap<u32, Option<usize>>,
+    /// Records of the sent flows that finished.
+    finished_records: Vec<(FlowRecord, Vec<Sample>)>,
+    receivers: HashMap<u32, RecvQp>,
+    probes: HashMap<u32, PendingProbe>,
+    next_probe_psn: u32,
+    nic: Nic,
+    counters: EndpointCounters,
+    policy: ReceiverPolicy,
+    stalls: Vec<Stall>,
+    /// Lateness of every run (ns): after its deadline, or after its packets arrived.
+    wake_late: Histogram<u64>,
+    /// Lateness of runs due before this lab time (ns) is not counted.
+    measure_from: u64,
+    /// The first error that stopped part of the host's work.
+    error: Option<io::Error>,
+}
+
+impl Host {
+    pub(crate) fn new(
+        cfg: EndpointConfig,
+        sockets: Sockets,
+        commands: Receiver<Command>,
+        finished: Arc<AtomicUsize>,
+        report: Sender<io::Result<EndpointReport>>,
+    ) -> io::Result<Host> {
+        let policy = ReceiverPolicy {
+            ack_every: cfg.ack_every.max(1),
+            cnp_interval_ns: cfg.cnp_interval_ns,
+        };
+        Ok(Host {
+            tos: (cfg.dscp << 2) | ECT0,
+            cfg,
+            sockets,
+            commands,
+            finished,
+            report,
+            clock: Clock::get(),
+            control: SendBatch::default(),
+            data: SendBatch::default(),
+            rx: RecvBatch::default(),
+            senders: Vec::new(),
+            free_slots: Vec::new(),
+            sender_of: HashMap::new(),
+            finished_records: Vec::new(),
+            receivers: HashMap::new(),
+            probes: HashMap::new(),
+            next_probe_psn: 0,
+            nic: Nic::default(),
+            counters: EndpointCounters::default(),
+            policy,
+            stalls: Vec::new(),
+            // Up to 1 s late at 2 significant digits: a few KB.
+            wake_late: Histogram::new_with_max(1_000_000_000, 2).map_err(io::Error::other)?,
+            measure_from: 0,
+            error: None,
+        })
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        tracing::warn!(host = %self.cfg.name, "{e}");
+        self.error.get_or_insert(e);
+    }
+
+    fn announce(&self, e: FlowEvent) {
+        // A listener that has gone (the run ended) missed nothing it needed.
+        if let Some(c) = &self.cfg.events {
+            let _gone = c.send(e);
+        }
+    }
+
+    /// This run came `late_ns` after what called for it (due at `at_ns`): counted, and a stall
+    /// when late enough; the queue pairs then mark their next packet (see `Ack::after_stall`).
+    fn note_lateness(&mut self, at_ns: u64, late_ns: u64) {
+        if at_ns < self.measure_from {
+            return;
+        }
+        let _counted = self.wake_late.record(late_ns.min(self.wake_late.high()));
+        if late_ns < self.cfg.timing.stall_ns {
+            return;
+        }
+        for s in self.senders.iter_mut().flatten() {
+            s.qp.note_stall();
+        }
+        self.counters.stalls += 1;
+        self.counters.stall_max_ns = self.counters.stall_max_ns.max(late_ns);
+        if self.stalls.len() < MAX_STALLS_KEPT {
+            self.stalls.push(Stall { at_ns, late_ns });
+        }
+    }
+
+    fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig, route: FlowPath) -> io::Result<()> {
+        let path = self.cfg.path_info(route);
+        let controller = cc
+            .build(path)
+            .map_err(|e| io::Error::other(format!("flow {}: {e}", flow.id)))?;
+        let instructions = match self.cfg.int_mode {
+            IntMode::Auto => controller.int_instructions(),
+            IntMode::On => Some(
+                controller
+                    .int_instructions()
+                    .unwrap_or(int_format::int::Instructions::HPCC),
+            ),
+            IntMode::Off => None,
+        };
+        let int = instructions.map(|instructions| source::SourceConfig {
+            int_port: self.cfg.int_port,
+            instructions,
+            hop_limit: self.cfg.hop_limit,
+        });
+        let port = if int.is_some() { self.cfg.int_port } else { ROCEV2_PORT };
+        let qp = SendQp::new(flow, controller, int, self.cfg.mtu, self.cfg.timing);
+        let sending = Sending {
+            qp,
+            dst: SocketAddrV4::new(flow.dst, port),
+            addressing: Addressing {
+                src: self.cfg.ip,
+                dst: flow.dst,
+                src_port: flow.src_port(),
+            },
+            generation: 0,
+            queued: false,
+            stuck_reported: false,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.senders[i] = Some(sending);
+                i
+            }
+            None => {
+                self.senders.push(Some(sending));
+                self.senders.len() - 1
+            }
+        };
+        self.sender_of.insert(flow.id, Some(slot));
+        let now = self.clock.now_ns();
+        self.schedule(slot, now);
+        Ok(())
+    }
+
+    /// Slot `i`'s state changed at `now`: into the serving queue if it may send, a timer for
+    /// its next event.
+    fn schedule(&mut self, i: usize, now: u64) {
+        let Some(Some(s)) = self.senders.get_mut(i) else { return };
+        s.generation += 1;
+        if s.qp.is_done() {
+            return;
+        }
+        if !s.queued && s.qp.ready(now) {
+            s.queued = true;
+            self.nic.ready(i);
+        }
+        if let Some(t) = s.qp.next_event_ns() {
+            self.nic.at(t.max(now + 1), i, s.generation);
+        }
+    }
+
+    /// Slot `i`'s flow is fully acknowledged: announced, its record kept, its slot freed.
+    fn retire(&mut self, i: usize, now: u64) {
+        let Some(s) = self.senders.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        let id = s.qp.spec().id;
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        self.announce(FlowEvent::Completed(Completion { id, end_ns: now }));
+        self.finished_records.push(s.qp.finish());
+        self.sender_of.insert(id, None);
+        self.free_slots.push(i);
+    }
+
+    fn receive(&mut self, via_int: bool) {
+        for _ in 0..RX_BATCHES_PER_RUN {
+            let sock = if via_int { &self.sockets.int } else { &self.sockets.roce };
+            let n = match sock.recv_batch(&mut self.rx) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.fail(io::Error::new(e.kind(), format!("receive: {e}")));
+                    return;
+                }
+            };
+            let now = self.clock.now_ns();
+            if n > 0 {
+                let map = self.clock.realtime_map();
+                if let Some(t) = self.rx.get(0).1.realtime_ns {
+                    let arrived = map.lab_ns(t);
+                    self.note_lateness(arrived, now.saturating_sub(arrived));
+                }
+            }
+            for i in 0..n {
+                self.handle(i, via_int, now);
+            }
+            if n < BATCH {
+                break;
+            }
+        }
+    }
+
+    /// Handles datagram `i` of the receive batch.
+    fn handle(&mut self, i: usize, via_int: bool, now: u64) {
+        self.counters.rx_datagrams += 1;
+        let (bytes, meta) = self.rx.get(i);
+        let a = Addressing {
+            src: *meta.from.ip(),
+            dst: self.cfg.ip,
+            src_port: meta.from.port(),
+        };
+        // Decode first (borrowing the receive buffer), then act on a copy of what matters.
+        let r = match packet::parse(bytes, via_int, &a) {
+            Ok(r) => r,
+            Err(Error::Malformed { layer: Layer::Icrc, .. }) => {
+                self.counters.bad_icrc += 1;
+                return;
+            }
+            Err(
+                Error::Truncated {
+                    layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                    ..
+                }
+                | Error::Malformed {
+                    layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                    ..
+                },
+            ) => {
+                self.counters.bad_int += 1;
+                return;
+            }
+            Err(_) => {
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        let ce = meta.tos.unwrap_or(0) & 3 == 3;
+        let mut echo = [0u8; 512];
+        let echo_len = r.int_bytes.len().min(echo.len());
+        echo[..echo_len].copy_from_slice(&r.int_bytes[..echo_len]);
+        let from = *meta.from.ip();
+        match classify(&r) {
+            Action::Data { qp: PROBE_QP, psn } => {
+                let replies = Replies {
+                    ack: Some(Reply::Ack { psn, msn: 0 }),
+                    ..Replies::default()
+                };
+                self.answer(PROBE_QP, replies, from, &echo[..echo_len]);
+            }
+            Action::Ack { qp: PROBE_QP, psn, .. } => match hops_of(r.payload) {
+                Ok((hops, n)) => self.probe_answered(psn, now, &hops[..n]),
+                Err(()) => self.counters.bad_int += 1,
+            },
+            Action::Data { qp, psn } => {
+                let Some(rq) = self.receivers.get_mut(&qp) else {
+                    self.counters.unknown_qp += 1;
+                    return;
+                };
+                let was_done = rq.is_done();
+                let replies = rq.on_data(psn, r.payload, ce, now, &self.policy);
+                if !was_done && rq.is_done() {
+                    self.finished.fetch_add(1, Ordering::Relaxed);
+                }
+                self.counters.ce_received += u64::from(ce);
+                self.answer(qp, replies, from, &echo[..echo_len]);
+            }
+            Action::Ack { qp, psn, nak } => {
+                let hops = match hops_of(r.payload) {
+                    Ok(h) => h,
+                    Err(()) => {
+                        self.counters.bad_int += 1;
+                        return;
+                    }
+                };
+                let slot = match self.sender_of.get(&qp) {
+                    Some(Some(s)) => *s,
+                    // A late ACK of a flow that finished: nothing left to do.
+                    Some(None) => return,
+                    None => {
+                        self.counters.unknown_qp += 1;
+                        return;
+                    }
+                };
+                let Some(Some(sending)) = self.senders.get_mut(slot) else {
+                    return;
+                };
+                let ok = if nak {
+                    sending.qp.on_nak(psn, now)
+                } else {
+                    sending.qp.on_ack(psn, now, &hops.0[..hops.1])
+                };
+                if !ok {
+                    self.counters.psn_out_of_window += 1;
+                }
+                if sending.qp.is_done() {
+                    self.retire(slot, now);
+                } else {
+                    self.schedule(slot, now);
+                }
+            }
+            Action::Cnp { qp } => match self.sender_of.get(&qp) {
+                Some(Some(s)) => {
+                    let s = *s;
+                    if let Some(Some(sending)) = self.senders.get_mut(s) {
+                        sending.qp.on_cnp(now);
+                    }
+                    self.schedule(s, now);
+                }
+                Some(None) => {}
+                None => self.counters.unknown_qp += 1,
+            },
+            Action::Unsupported => self.counters.malformed += 1,
+        }
+    }
+
+    /// Queues the ACK/NAK and CNP a data packet produced, back to `to` on the RoCE port.
+    fn answer(&mut self, qp: u32, replies: Replies, to: Ipv4Addr, echo: &[u8]) {
+        if replies.out_of_window {
+            self.counters.psn_out_of_window += 1;
+        }
+        let a = Addressing {
+            src: self.cfg.ip,
+            dst: to,
+            src_port: ROCEV2_PORT,
+        };
+        let dst = SocketAddrV4::new(to, ROCEV2_PORT);
+        for reply in [replies.ack, replies.cnp].into_iter().flatten() {
+            if self.control.is_full() {
+                self.flush_control();
+            }
+            let (bth, ext, payload): (BthRepr, Extension, &[u8]) = match reply {
+                Reply::Ack { psn, msn } => {
+                    self.counters.acks_sent += 1;
+                    let aeth = AethRepr {
+                        syndrome: Syndrome::Ack {
+                            credits: Syndrome::UNLIMITED_CREDITS,
+                        },
+                        msn,
+                    };
+                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), echo)
+                }
+                Reply::Nak { psn, msn } => {
+                    self.counters.naks_sent += 1;
+                    let aeth = AethRepr {
+                        syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                        msn,
+                    };
+                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), &[])
+                }
+                Reply::Cnp => {
+                    self.counters.cnps_sent += 1;
+                    (BthRepr::new(Opcode::Cnp, qp, 0), Extension::Cnp, &[])
+                }
+            };
+            match packet::write(self.control.slot(), &a, None, &bth, ext, payload) {
+                Ok(n) => self.control.commit(n, dst),
+                Err(e) => self.fail(io::Error::other(format!("building a reply: {e}"))),
+            }
+        }
+    }
+
+    fn flush_control(&mut self) {
+        let queued = self.control.len();
+        match self.sockets.roce.send_batch(&mut self.control) {
+            Ok(sent) => {
+                self.counters.tx_datagrams += sent as u64;
+                self.counters.tx_dropped += (queued - sent) as u64;
+            }
+            Err(e) => {
+                self.counters.tx_dropped += queued as u64;
+                self.fail(io::Error::new(e.kind(), format!("sending replies: {e}")));
+            }
+        }
+    }
+
+    fn flush_data(&mut self) {
+        let queued = self.data.len();
+        match self.sockets.raw.send_batch(&mut self.data) {
+            Ok(sent) => {
+                self.counters.tx_datagrams += sent as u64;
+                self.counters.tx_dropped += (queued - sent) as u64;
+            }
+            Err(e) => {
+                self.counters.tx_dropped += queued as u64;
+                self.fail(io::Error::new(e.kind(), format!("sending data: {e}")));
+            }
+        }
+    }
+
+    /// Sends a probe from its flow's source port, with INT (every field the switches know).
+    fn send_probe(&mut self, p: Probe) {
+        let psn = self.next_probe_psn & 0x00ff_ffff;
+        self.next_probe_psn = self.next_probe_psn.wrapping_add(1);
+        let int = source::SourceConfig {
+            int_port: self.cfg.int_port,
+            instructions: int_format::int::Instructions::FULL,
+            hop_limit: self.cfg.hop_limit,
+        };
+        let a = Addressing {
+            src: self.cfg.ip,
+            dst: p.dst,
+            src_port: p.src_port,
+        };
+        if self.data.is_full() {
+            self.flush_data();
+        }
+        let bth = BthRepr::new(Opcode::SendOnly, PROBE_QP, psn);
+        let built = packet::write_ipv4(
+            self.data.slot(),
+            &a,
+            self.cfg.int_port,
+            self.tos,
+            Some(&int),
+            &bth,
+            Extension::None,
+            &[],
+        );
+        match built {
+            Ok(n) => self.data.commit(n, SocketAddrV4::new(p.dst, 0)),
+            Err(e) => return self.fail(io::Error::other(format!("building a probe: {e}"))),
+        }
+        self.probes.insert(
+            psn,
+            PendingProbe {
+                tag: p.tag,
+                sent_ns: self.clock.now_ns(),
+                reply: p.reply,
+            },
+        );
+    }
+
+    fn probe_answered(&mut self, psn: u32, now: u64, hops: &[HopRecord]) {
+        match self.probes.remove(&psn) {
+            Some(p) => {
+                // The lab may have stopped listening: the reply is then of no use to anyone.
+                let _unheard = p.reply.send(ProbeReply {
+                    tag: p.tag,
+                    rtt_ns: now.saturating_sub(p.sent_ns),
+                    hops: hops.to_vec(),
+                });
+            }
+            None => self.counters.unknown_qp += 1,
+        }
+    }
+
+    /// Runs the timers that are due: retransmission and controller timers.
+    fn timers(&mut self, now: u64) {
+        while let Some((i, generation)) = self.nic.due(now) {
+            let Some(Some(s)) = self.senders.get_mut(i) else {
+                continue;
+            };
+            if s.generation != generation {
+                continue;
+            }
+            s.qp.on_timers(now);
+            if !s.stuck_reported && s.qp.timeouts_in_a_row() >= STUCK_AFTER_TIMEOUTS {
+                s.stuck_reported = true;
+                let (packets_acked, packets) = s.qp.packets_acked();
+                let stuck = Stuck {
+                    id: s.qp.spec().id,
+                    packets_acked,
+                    packets,
+                    timeouts: s.qp.record().timeouts,
+                    at_ns: now,
+                };
+                self.announce(FlowEvent::Stuck(stuck));
+            }
+            self.schedule(i, now);
+        }
+    }
+
+    /// Sends what the NIC may send now, queue pairs served round robin one packet at a time,
+    /// never faster than the line rate in all (each queue pair still paces itself).
+    fn send_data(&mut self, now: u64) {
+        while let Some(i) = self.nic.next_to_serve(now, self.cfg.timing.burst_credit_ns) {
+            let Some(Some(s)) = self.senders.get_mut(i) else {
+                continue;
+            };
+            s.queued = false;
+            if !s.qp.ready(now) {
+                self.schedule(i, now);
+                continue;
+            }
+            if self.data.is_full() {
+                self.flush_data();
+            }
+            let Some(Some(s)) = self.senders.get_mut(i) else {
+                continue;
+            };
+            let built =
+                s.qp.build_next(now, self.data.slot(), &s.addressing, s.dst.port(), self.tos);
+            match built {
+                Ok(n) => {
+                    self.data.commit(n, s.dst);
+                    self.nic.sent(
+                        n as u64 - packet::IPV4_UDP_HEADERS as u64 + WIRE_OVERHEAD,
+                        self.cfg.line_rate_bps,
+                    );
+                }
+                Err(e) => self.fail(io::Error::other(format!("building a packet: {e}"))),
+            }
+            self.schedule(i, now);
+        }
+    }
+
+    fn build_report(&mut self) -> EndpointReport {
+        let mut sent = Vec::new();
+        let mut series = Vec::new();
+        let active = self.senders.drain(..).flatten().map(|s| s.qp.finish());
+        for (record, samples) in std::mem::take(&mut self.finished_records).into_iter().chain(active) {
+            if !samples.is_empty() {
+                series.push((record.id, samples));
+            }
+            sent.push(record);
+        }
+        sent.sort_by_key(|r| r.id);
+        let mut received: Vec<ReceiveRecord> = self.receivers.values().map(|r| r.record().clone()).collect();
+        received.sort_by_key(|r| r.id);
+        EndpointReport {
+            name: self.cfg.name.clone(),
+            sent,
+            received,
+            series,
+            counters: EndpointCounters {
+                wake_late_p50_ns: self.wake_late.value_at_quantile(0.5),
+                wake_late_p99_ns: self.wake_late.value_at_quantile(0.99),
+                ..self.counters.clone()
+            },
+            stalls: std::mem::take(&mut self.stalls),
+        }
+    }
+}
+
+impl Task for Host {
+    fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    fn sources(&self) -> Vec<(RawFd, u32)> {
+        vec![(self.sockets.roce.fd(), ROCE), (self.sockets.int.fd(), INT)]
+    }
+
+    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+        if let Some(d) = cx.deadline {
+            let late = cx.now().saturating_sub(d);
+            self.note_lateness(d, late);
+        }
+        while let Ok(cmd) = self.commands.try_recv() {
+            match cmd {
+                Command::Send(flow, cc, path) => {
+                    if let Err(e) = self.add_sender(flow, &cc, path) {
+                        self.fail(e);
+                    }
+                }
+                Command::Expect(flow) => {
+                    self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
+                }
+                Command::Probe(p) => self.send_probe(p),
+                Command::MeasureFrom(t) => self.measure_from = t,
+            }
+        }
+        for &token in cx.ready {
+            self.receive(token == INT);
+        }
+        self.flush_control();
+        let now = cx.now();
+        self.timers(now);
+        self.send_data(now);
+        if !self.data.is_empty() {
+            self.flush_data();
+        }
+        let senders = &self.senders;
+        self.nic
+            .prune(|i, g| !matches!(senders.get(i), Some(Some(s)) if s.generation == g));
+        self.nic.next_deadline()
+    }
+
+    fn stop(&mut self) {
+        let report = match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(self.build_report()),
+        };
+        // The owner may have gone; then nobody needs the report.
+        let _unheard = self.report.send(report);
+    }
+}
+
+fn classify(r: &Received<'_>) -> Action {
+    let qp = r.bth.dest_qp;
+    match r.bth.opcode {
+        // Data without immediate (the *_IMM opcodes are not implemented: unsupported).
+        Opcode::WriteFirst
+        | Opcode::WriteMiddle
+        | Opcode::WriteLast
+        | Opcode::WriteOnly
+        | Opcode::SendFirst
+        | Opcode::SendMiddle
+        | Opcode::SendLast
+        | Opcode::SendOnly => Action::Data { qp, psn: r.bth.psn },
+        Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
+            Some(Syndrome::Ack { .. }) => Action::Ack {
+                qp,
+                psn: r.bth.psn,
+                nak: false,
+            },
+            Some(Syndrome::Nak(NakCode::PsnSequenceError)) => Action::Ack {
+                qp,
+                psn: r.bth.psn,
+                nak: true,
+            },
+            _ => Action::Unsupported,
+        },
+        Opcode::Cnp => Action::Cnp { qp },
+        _ => Action::Unsupported,
+    }
+}
+
+/// The hops of an echoed INT (ACK payload), in path order; an empty payload means no INT.
+fn hops_of(payload: &[u8]) -> Result<([HopRecord; MAX_HOPS], usize), ()> {
+    let mut out = [HopRecord::default(); MAX_HOPS];
+    if payload.is_empty() {
+        return Ok((out, 0));
+    }
+    let int = IntHeaders::parse(payload).map_err(|_| ())?;
+    let n = int.hop_count().min(MAX_HOPS);
+    // The stack is newest first; controllers want the path order.
+    for (i, hop) in int.hops().take(n).enumerate() {
+        out[n - 1 - i] = hop.map_err(|_| ())?;
+    }
+    Ok((out, n))
+}
