@@ -25,6 +25,9 @@ const ROUNDS: u32 = 4;
 const ROUND_GAP: Duration = Duration::from_millis(10);
 /// How often an unanswered flow is probed again until the deadline.
 const RETRY_EVERY: Duration = Duration::from_millis(100);
+/// A probe's bytes on the wire at most (headers, INT of every field for the hops): what a round
+/// costs a host's link.
+const PROBE_WIRE_BYTES: u64 = 400;
 /// Probes sent again on one failed flow to see where they go.
 const DIAGNOSIS_PROBES: u32 = 3;
 /// Flows diagnosed at most (with distinct source and destination).
@@ -68,6 +71,11 @@ pub fn check(lab: &Lab, targets: &[ProbeTarget], limit: Duration) -> Result<Vec<
     let started = Instant::now();
     let mut round = 0;
     let mut next_send = started;
+    // A host with many flows sends a probe per flow each round: rounds are spaced so that
+    // twice a round's probes fit in its link (an oversubscribed uplink takes them at half
+    // that), or the probes queue behind each other and a full buffer drops them.
+    let gap = ROUND_GAP.max(busiest_round(t, targets) * 2);
+    let limit = limit.max(gap * (ROUNDS + 4));
     loop {
         let now = Instant::now();
         if now >= next_send {
@@ -77,7 +85,7 @@ pub fn check(lab: &Lab, targets: &[ProbeTarget], limit: Duration) -> Result<Vec<
                 }
             }
             round += 1;
-            next_send = now + if round < ROUNDS { ROUND_GAP } else { RETRY_EVERY };
+            next_send = now + if round < ROUNDS { gap } else { RETRY_EVERY.max(gap) };
         }
         let wait = next_send.saturating_duration_since(Instant::now());
         if let Ok(reply) = rx.recv_timeout(wait) {
@@ -107,6 +115,23 @@ pub fn check(lab: &Lab, targets: &[ProbeTarget], limit: Duration) -> Result<Vec<
     Err(DataPathError {
         report: diagnose(lab, &failed, targets.len(), limit),
     })
+}
+
+/// How long the host with the most probes per round takes to put them on its link.
+fn busiest_round(t: &Topology, targets: &[ProbeTarget]) -> Duration {
+    let mut per_host = std::collections::HashMap::new();
+    for target in targets {
+        *per_host.entry(target.src).or_insert(0u64) += 1;
+    }
+    per_host
+        .iter()
+        .filter_map(|(&h, &n)| {
+            let (l, _) = t.links_of(h).next()?;
+            let bps = t.links[l].props.rate.bps().max(1);
+            Some(Duration::from_nanos(n * PROBE_WIRE_BYTES * 8 * 1_000_000_000 / bps))
+        })
+        .max()
+        .unwrap_or_default()
 }
 
 fn send(lab: &Lab, target: &ProbeTarget, tag: u32, reply: &Sender<ProbeReply>) -> Result<(), String> {

@@ -47,6 +47,8 @@ fn every_shipped_topology_loads_and_routes() {
         ("incast-16to1.yaml", 17, 1, 1),
         ("leaf-spine.yaml", 16, 6, 2),
         ("fat-tree-k4.yaml", 16, 20, 2),
+        ("fat-tree-k8.yaml", 128, 80, 4),
+        ("qp-8192.yaml", 64, 12, 4),
         ("parking-lot.yaml", 8, 4, 1),
         ("two-apps-dc.yaml", 4, 2, 1),
         ("hpcc-ablations.yaml", 9, 1, 1),
