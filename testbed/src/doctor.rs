@@ -8,9 +8,11 @@
 //!
 //! A run is faithful when frames leave within a tenth of the shortest path RTT of their
 //! schedule (the run's own timing warning) and the machine can carry the packets. So the
-//! dilation must be at least 10·(lateness p99)/(shortest RTT), and at least the packets the
-//! scenario's hosts could send per second (every host at line rate, each packet handled by
-//! its sender, every switch on the way and its receiver) over what this machine moves.
+//! dilation must be at least 10·(lateness p99)/(shortest RTT), and at least what keeps the
+//! lab's workers half busy: the data packets the workload can ask for per second (the senders'
+//! or the receivers' line rates, whichever sum is smaller), each costing
+//! [`LOOPBACK_DATAGRAMS_PER_HOP`] loopback datagrams per switch on its path and one more for
+//! its two hosts (ACK included), over what this machine moves on its cores.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -37,13 +39,23 @@ pub struct Suggestion {
     pub rtt_min_ns: u64,
     /// Dilation the wake-up lateness calls for.
     pub for_timing: f64,
-    /// Packets per second the scenario could ask of the machine, undilated.
+    /// Data packets per second the workload could ask of the machine, undilated.
     pub packets_per_s: f64,
     /// Dilation the packet rate calls for.
     pub for_rate: f64,
     /// The suggestion: the larger, rounded up to 1, 2, 5 × 10^k.
     pub dilation: f64,
 }
+
+/// What one data packet costs the lab per switch it crosses (and once more for its sender and
+/// receiver), in loopback datagrams of [`loopback_rate`]. Measured on the reference machine with
+/// the one-loop-per-core runtime: 47 us of worker time per data packet on incast-16to1 (one
+/// switch), 144 us on fat-tree k=8 (five), with a loopback datagram at 4.1 us: about 6 each.
+pub const LOOPBACK_DATAGRAMS_PER_HOP: f64 = 6.0;
+
+/// The share of the workers' time a run may take and still keep time: above it, a burst finds
+/// the worker busy and frames leave late.
+pub const TARGET_BUSY: f64 = 0.5;
 
 /// Sleeps 50 µs `n` times and records how late each wake-up was.
 pub fn wakeup_lateness(n: usize) -> std::io::Result<Quantiles> {
@@ -111,8 +123,8 @@ fn round_up(x: f64) -> f64 {
         .unwrap_or(10.0 * decade)
 }
 
-/// The dilation `s` needs on a machine that measured `m`.
-pub fn suggest(s: &Scenario, m: &Measurements) -> Suggestion {
+/// The dilation `s` needs on a machine that measured `m`, with `cores` workers.
+pub fn suggest(s: &Scenario, m: &Measurements, cores: usize) -> Suggestion {
     let t = &s.topology;
     let r = routes(t);
     let hosts: Vec<usize> = t.hosts().collect();
@@ -132,19 +144,24 @@ pub fn suggest(s: &Scenario, m: &Measurements) -> Suggestion {
     } else {
         1.0
     };
+    let line_bps = |h: usize| {
+        t.links_of(h)
+            .next()
+            .map_or(0.0, |(l, _)| t.links[l].props.rate.bps() as f64)
+    };
+    let flows = s.flows();
+    let mut senders: Vec<usize> = flows.iter().map(|f| f.src).collect();
+    let mut receivers: Vec<usize> = flows.iter().map(|f| f.dst).collect();
+    senders.sort_unstable();
+    senders.dedup();
+    receivers.sort_unstable();
+    receivers.dedup();
+    let send_bps: f64 = senders.iter().map(|&h| line_bps(h)).sum();
+    let recv_bps: f64 = receivers.iter().map(|&h| line_bps(h)).sum();
     let wire_bits = (s.transport.mtu + 100) as f64 * 8.0;
-    let host_pps: f64 = hosts
-        .iter()
-        .filter_map(|&h| {
-            t.links_of(h)
-                .next()
-                .map(|(l, _)| t.links[l].props.rate.bps() as f64 / wire_bits)
-        })
-        .sum();
-    // Each packet is handled by its sender, each switch on the way and its receiver, and
-    // every handling is a datagram received and one sent.
-    let packets_per_s = host_pps * (switches_max + 2) as f64;
-    let for_rate = packets_per_s / m.packets_per_s.max(1.0);
+    let packets_per_s = send_bps.min(recv_bps) / wire_bits;
+    let cost_s = LOOPBACK_DATAGRAMS_PER_HOP * (switches_max + 1) as f64 / m.packets_per_s.max(1.0);
+    let for_rate = packets_per_s * cost_s / (cores.max(1) as f64 * TARGET_BUSY);
     Suggestion {
         rtt_min_ns: rtt_min,
         for_timing,
@@ -170,18 +187,25 @@ mod tests {
             },
             packets_per_s: 1e6,
         };
-        let g = suggest(&s, &m);
+        let g = suggest(&s, &m, 2);
         // Default: 5 hosts at 100 Mb/s, 200 us links: RTT 800 us; 10 × 70 us / 800 us < 1.
         assert_eq!(g.rtt_min_ns, 800_000);
         assert!((g.for_timing - 0.875).abs() < 1e-9);
-        // 5 × 100 Mb/s / (1124 B × 8) × 3 handlings ≈ 167 kpps < 1 Mpps.
-        assert!((g.packets_per_s - 5.0 * 1e8 / 8992.0 * 3.0).abs() < 1.0);
+        // 4 senders into 1 receiver: the receiver's 100 Mb/s in 1124-byte frames, 11.1 kpps,
+        // each 12 loopback datagrams (one switch): 133 k datagrams/s of 1 M on half of 2 cores.
+        assert!((g.packets_per_s - 1e8 / 8992.0).abs() < 1.0);
+        assert!((g.for_rate - 1e8 / 8992.0 * 12.0 / 1e6).abs() < 1e-9);
         assert_eq!(g.dilation, 1.0);
         let slow = Measurements {
             packets_per_s: 20_000.0,
             ..m
         };
-        assert_eq!(suggest(&s, &slow).dilation, 10.0, "167k / 20k = 8.3, rounded up to 10");
+        assert_eq!(
+            suggest(&s, &slow, 2).dilation,
+            10.0,
+            "133k / 20k = 6.7, rounded up to 10"
+        );
+        assert_eq!(suggest(&s, &slow, 1).dilation, 20.0, "one core: 13.3, rounded up to 20");
         assert_eq!(
             (round_up(0.3), round_up(1.5), round_up(2.0), round_up(51.0)),
             (1.0, 2.0, 2.0, 100.0)

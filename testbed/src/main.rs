@@ -490,7 +490,7 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
     let s = Scenario::load_or_builtin(file, &overrides)?;
     eprintln!("intlab: measuring this machine (about 1 s)");
     let m = doctor::measure().context("measuring this machine")?;
-    let g = doctor::suggest(&s, &m);
+    let g = doctor::suggest(&s, &m, s.runtime.workers);
     let us = |ns: f64| ns / 1e3;
     println!(
         "wake-up lateness of a 50 us sleep: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
@@ -504,7 +504,7 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
     );
     println!(
         "{}: shortest path RTT {:.1} us; timing needs dilation {:.2} (10 x lateness p99 / RTT); \
-         hosts all at line rate would ask {:.0} kpps, which needs dilation {:.2}",
+         the workload at line rate would ask {:.0} kpps of data, which keeps the workers half busy at dilation {:.2}",
         s.topology.name,
         us(g.rtt_min_ns as f64),
         g.for_timing,
@@ -514,8 +514,12 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
     println!(
         "suggested dilation: {} (the scenario says {}){}",
         g.dilation,
-        s.dilation,
-        if s.dilation < g.dilation {
+        if s.dilation_auto {
+            "auto, which picks this".to_owned()
+        } else {
+            s.dilation.to_string()
+        },
+        if !s.dilation_auto && s.dilation < g.dilation {
             "; raise it: `--set dilation=N`"
         } else {
             ""

@@ -72,6 +72,9 @@ pub enum RunError {
     /// The lab's data path does not carry every flow (checked before any flow starts).
     #[error(transparent)]
     DataPath(#[from] DataPathError),
+    /// `dilation: auto` could not measure the machine.
+    #[error("measuring this machine for `dilation: auto`: {0}")]
+    Machine(String),
     /// A host's transport stopped working.
     #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
     Host {
@@ -134,6 +137,20 @@ pub fn run(
     crate::prerequisites::check()?;
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
+    let chosen;
+    let s = if s.dilation_auto {
+        progress.step("measuring this machine for `dilation: auto` (about 1 s)");
+        let m = crate::doctor::measure().map_err(|e| RunError::Machine(e.to_string()))?;
+        let g = crate::doctor::suggest(s, &m, s.runtime.workers);
+        tracing::info!(?g, "dilation: auto");
+        chosen = Scenario {
+            dilation: g.dilation,
+            ..s.clone()
+        };
+        &chosen
+    } else {
+        s
+    };
     let d = s.dilation;
     let topology = dilate(&s.topology, d);
     let mut cfg = LabConfig::new(&opts.tag);

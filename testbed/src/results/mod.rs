@@ -257,6 +257,8 @@ pub struct Summary {
     pub controller: String,
     /// Time dilation the run used.
     pub dilation: f64,
+    /// True when the run picked it itself (`dilation: auto`).
+    pub dilation_auto: bool,
     /// How it ended.
     pub ending: Ending,
     /// Flows planned.
@@ -695,6 +697,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         scenario: t.name.clone(),
         controller: s.controller.name().to_owned(),
         dilation: s.dilation,
+        dilation_auto: s.dilation_auto,
         ending,
         flows: flows.len(),
         completed: done.len(),

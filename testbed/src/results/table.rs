@@ -45,8 +45,18 @@ pub fn summary_table(s: &Summary) -> String {
     };
     let _ = writeln!(
         out,
-        "{} with {} (dilation {}): {}, {}/{} flows completed",
-        s.scenario, s.controller, s.dilation, ending, s.completed, s.flows
+        "{} with {} (dilation {}{}): {}, {}/{} flows completed",
+        s.scenario,
+        s.controller,
+        s.dilation,
+        if s.dilation_auto {
+            ", picked by `dilation: auto` for this machine"
+        } else {
+            ""
+        },
+        ending,
+        s.completed,
+        s.flows
     );
     if let Some(d) = &s.diagnosis {
         let _ = writeln!(out, "  {d}");

@@ -26,7 +26,7 @@ use crate::lab::TransportSettings;
 use crate::topology::{LoadError, NodeKind, Topology, load_document};
 use crate::workload::{Application, PlannedFlow, SizeCdf, Workload, cdf};
 use intlab_runtime::PollMode;
-use raw::{RawApplication, RawPoisson, RawRun, RawWorkload};
+use raw::{DilationWord, RawApplication, RawDilation, RawPoisson, RawRun, RawWorkload};
 
 /// The scenario `intlab run` uses when given no file: 4-to-1 incast under HPCC.
 pub const DEFAULT_SCENARIO: &str = include_str!("../../../topologies/incast-4to1.yaml");
@@ -79,6 +79,9 @@ pub struct Scenario {
     pub capture: bool,
     /// Time dilation D ≥ 1: the lab runs rates / D and delays × D and reports in file units.
     pub dilation: f64,
+    /// `dilation: auto`: the run measures the machine and sets [`Scenario::dilation`] itself
+    /// (see [`crate::doctor`]); until then `dilation` is 1.
+    pub dilation_auto: bool,
     /// Transport settings of every host (file units).
     pub transport: TransportSettings,
     /// How the lab's workers run.
@@ -196,15 +199,18 @@ impl Checker<'_> {
             Some(d) => d.value,
             None => DEFAULT_DURATION,
         };
-        let dilation = match &run.dilation {
-            Some(d) if !(d.value >= 1.0 && d.value <= 1e6) => {
-                return Err(self.err(
-                    &d.referenced,
-                    format!("dilation: expected a factor from 1 to 1000000, got {}", d.value),
-                ));
-            }
-            Some(d) => d.value,
-            None => 1.0,
+        let (dilation, dilation_auto) = match &run.dilation {
+            Some(d) => match d.value {
+                RawDilation::Word(DilationWord::Auto) => (1.0, true),
+                RawDilation::Factor(f) if !(1.0..=1e6).contains(&f) => {
+                    return Err(self.err(
+                        &d.referenced,
+                        format!("dilation: expected a factor from 1 to 1000000 or `auto`, got {f}"),
+                    ));
+                }
+                RawDilation::Factor(f) => (f, false),
+            },
+            None => (1.0, false),
         };
         let mut transport = TransportSettings::default();
         if let Some(t) = &run.transport {
@@ -255,13 +261,13 @@ impl Checker<'_> {
                 .links
                 .iter()
                 .enumerate()
-                .find(|(_, l)| (l.props.rate.bps() as f64 / d.value) < 1000.0)
+                .find(|(_, l)| (l.props.rate.bps() as f64 / dilation) < 1000.0)
         {
             return Err(self.err(
                 &d.referenced,
                 format!(
-                    "dilation {} runs links[{li}]'s {} below 1 kb/s, which INT cannot report",
-                    d.value, l.props.rate
+                    "dilation {dilation} runs links[{li}]'s {} below 1 kb/s, which INT cannot report",
+                    l.props.rate
                 ),
             ));
         }
@@ -293,6 +299,7 @@ impl Checker<'_> {
             seed,
             capture: run.capture.unwrap_or(false),
             dilation,
+            dilation_auto,
             transport,
             runtime,
             sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
@@ -601,6 +608,16 @@ links:
         let flows = s.flows();
         assert_eq!(flows.len(), 4);
         assert!(flows.iter().all(|f| s.topology.nodes[f.dst].name == "h5"));
+    }
+
+    #[test]
+    fn dilation_is_a_factor_or_auto() {
+        let w = "workload:\n  incast: { receiver: h3, size: 10KB }\n";
+        let s = load(&format!("{w}dilation: auto\n")).unwrap();
+        assert!(s.dilation_auto);
+        let s = load(&format!("{w}dilation: 20\n")).unwrap();
+        assert_eq!((s.dilation, s.dilation_auto), (20.0, false));
+        assert!(load(&format!("{w}dilation: fast\n")).is_err(), "only `auto` is a word");
     }
 
     #[test]

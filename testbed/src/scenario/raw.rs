@@ -17,10 +17,28 @@ pub(crate) struct RawRun {
     pub duration: Option<Spanned<Nanos>>,
     pub seed: Option<u64>,
     pub capture: Option<bool>,
-    pub dilation: Option<Spanned<f64>>,
+    pub dilation: Option<Spanned<RawDilation>>,
     pub transport: Option<Spanned<RawTransport>>,
     pub runtime: Option<Spanned<RawRuntime>>,
     pub sweep: Vec<RawAxis>,
+}
+
+/// `dilation:` a factor, or `auto`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawDilation {
+    /// Run this many times slower.
+    Factor(f64),
+    /// Measure the machine and pick.
+    Word(DilationWord),
+}
+
+/// The one word `dilation:` takes.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DilationWord {
+    /// See [`crate::doctor`].
+    Auto,
 }
 
 /// `runtime:` how the lab's workers run.

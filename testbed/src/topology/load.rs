@@ -71,7 +71,7 @@ struct RawTopology {
     #[serde(default)]
     capture: Option<bool>,
     #[serde(default)]
-    dilation: Option<Spanned<f64>>,
+    dilation: Option<Spanned<crate::scenario::raw::RawDilation>>,
     #[serde(default)]
     transport: Option<Spanned<RawTransport>>,
     #[serde(default)]

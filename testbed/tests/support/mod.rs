@@ -481,7 +481,11 @@ pub fn run_all_kept_up(
             .iter()
             .enumerate()
             .map(|(k, s)| {
-                let s = intlab_testbed::scenario::Scenario { dilation, ..s.clone() };
+                let s = intlab_testbed::scenario::Scenario {
+                    dilation,
+                    dilation_auto: false,
+                    ..s.clone()
+                };
                 run_scenario(&format!("{tag}{attempt}{k}"), &s)
             })
             .collect();
