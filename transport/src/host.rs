@@ -456,28 +456,26 @@ impl Host {
 
     fn flush_control(&mut self) {
         let queued = self.control.len();
-        match self.sockets.roce.send_batch(&mut self.control) {
-            Ok(sent) => {
-                self.counters.tx_datagrams += sent as u64;
-                self.counters.tx_dropped += (queued - sent) as u64;
-            }
-            Err(e) => {
-                self.counters.tx_dropped += queued as u64;
-                self.fail(io::Error::new(e.kind(), format!("sending replies: {e}")));
-            }
-        }
+        let sent = self.sockets.roce.send_batch(&mut self.control);
+        self.count_sent(queued, sent, "sending replies");
     }
 
     fn flush_data(&mut self) {
         let queued = self.data.len();
-        match self.sockets.raw.send_batch(&mut self.data) {
+        let sent = self.sockets.raw.send_batch(&mut self.data);
+        self.count_sent(queued, sent, "sending data");
+    }
+
+    /// Counts what a batch of `queued` datagrams became; a failed send fails the host.
+    fn count_sent(&mut self, queued: usize, sent: io::Result<usize>, what: &str) {
+        match sent {
             Ok(sent) => {
                 self.counters.tx_datagrams += sent as u64;
                 self.counters.tx_dropped += (queued - sent) as u64;
             }
             Err(e) => {
                 self.counters.tx_dropped += queued as u64;
-                self.fail(io::Error::new(e.kind(), format!("sending data: {e}")));
+                self.fail(io::Error::new(e.kind(), format!("{what}: {e}")));
             }
         }
     }
