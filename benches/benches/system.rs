@@ -1,6 +1,8 @@
 //! System benchmark (run as root): h1 → intlab switch → h2 against h1 → Linux bridge → h2, side
 //! by side in one run, with one sendmmsg UDP blaster. Reports received packets per second and
-//! Gb/s for 64 B and 1400 B UDP payloads, their ratio, and one-way latency at low load.
+//! Gb/s for 64 B and 1400 B UDP payloads, their ratio, and one-way latency at low load; then the
+//! same two paths under real applications: iperf3 UDP (64 B and 1400 B, unlimited rate) and TCP,
+//! and ping, sender and receiver in the hosts' namespaces.
 //!
 //!     cargo bench -p intlab-benches --bench system
 //!
@@ -363,5 +365,130 @@ fn main() {
         "added by the switch over the bridge (us): p50 {:.1}, p99 {:.1}",
         s50 - b50,
         s99 - b99
+    );
+    with_applications(secs, workers);
+}
+
+/// What iperf3 and ping measured over one path.
+#[derive(Debug, Default, Clone, Copy)]
+struct AppFigures {
+    /// UDP, 64-byte payloads, unlimited rate: datagrams per second the receiver got.
+    udp64_kpps: f64,
+    /// Share of those datagrams lost.
+    udp64_loss: f64,
+    /// UDP, 1400-byte payloads: Gb/s received.
+    udp1400_gbps: f64,
+    /// TCP: Gb/s received.
+    tcp_gbps: f64,
+    /// ping round trip, mean (ms).
+    ping_ms: f64,
+}
+
+/// Runs `iperf3 ARGS` in h1 against a one-off server in h2 and returns its JSON report.
+fn iperf3(path: &Path, args: &[&str]) -> serde_json::Value {
+    let server = std::process::Command::new("ip")
+        .args(["netns", "exec", path.h2.name(), "iperf3", "-s", "-1", "-B"])
+        .arg(host(2).1.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 server starts");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = path
+        .h1
+        .exec("iperf3", &[&["-c", &host(2).1.to_string(), "-J"], args].concat())
+        .expect("iperf3 client runs");
+    let mut server = server;
+    let _status = server.wait().expect("iperf3 server ends");
+    serde_json::from_slice(&out.stdout).expect("iperf3 -J prints JSON")
+}
+
+/// iperf3 UDP at unlimited rate with `len`-byte payloads: (datagrams/s, loss share, Gb/s) as the
+/// receiver counted them.
+fn iperf3_udp(path: &Path, len: usize, secs: u64) -> (f64, f64, f64) {
+    let j = iperf3(
+        path,
+        &["-u", "-b", "0", "-l", &len.to_string(), "-t", &secs.to_string()],
+    );
+    let sum = &j["end"]["sum"];
+    let packets = sum["packets"].as_f64().unwrap_or(0.0);
+    let lost = sum["lost_packets"].as_f64().unwrap_or(0.0);
+    let seconds = sum["seconds"].as_f64().unwrap_or(secs as f64).max(1e-9);
+    let received = (packets - lost).max(0.0);
+    let gbps = received * len as f64 * 8.0 / seconds / 1e9;
+    (received / seconds, lost / packets.max(1.0), gbps)
+}
+
+/// iperf3 TCP: Gb/s the receiver got.
+fn iperf3_tcp(path: &Path, secs: u64) -> f64 {
+    let j = iperf3(path, &["-t", &secs.to_string()]);
+    j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9
+}
+
+/// Mean ping round trip (ms) of 200 pings 10 ms apart.
+fn ping_ms(path: &Path) -> f64 {
+    let out = path
+        .h1
+        .exec("ping", &["-q", "-c", "200", "-i", "0.01", &host(2).1.to_string()])
+        .expect("ping runs");
+    // "rtt min/avg/max/mdev = 0.031/0.045/0.120/0.010 ms"
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.split_once(" = ")?.1.split('/').nth(1)?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn applications(path: &Path, secs: u64) -> AppFigures {
+    let (pps, loss, _) = iperf3_udp(path, 64, secs);
+    let (_, _, gbps) = iperf3_udp(path, 1400, secs);
+    AppFigures {
+        udp64_kpps: pps / 1e3,
+        udp64_loss: loss,
+        udp1400_gbps: gbps,
+        tcp_gbps: iperf3_tcp(path, secs),
+        ping_ms: ping_ms(path),
+    }
+}
+
+/// The switch and the bridge under real applications (iperf3, ping), same namespaces and veths.
+fn with_applications(secs: u64, workers: usize) {
+    for program in ["iperf3", "ping"] {
+        if std::process::Command::new(program).arg("-V").output().is_err() {
+            println!("applications: skipped, `{program}` is not installed (apt-get install iperf3 iputils-ping)");
+            return;
+        }
+    }
+    let bridge = through_bridge();
+    let b = applications(&bridge, secs);
+    drop(bridge);
+    let switch = through_switch(workers);
+    let s = applications(&switch, secs);
+    drop(switch);
+    println!("applications (iperf3 and ping in h1 and h2), bridge vs switch with {workers} workers:");
+    println!(
+        "  UDP 64 B:   {:.1} vs {:.1} kpps received ({:.2}x; loss {:.2} % vs {:.2} %)",
+        b.udp64_kpps,
+        s.udp64_kpps,
+        s.udp64_kpps / b.udp64_kpps,
+        b.udp64_loss * 100.0,
+        s.udp64_loss * 100.0
+    );
+    println!(
+        "  UDP 1400 B: {:.2} vs {:.2} Gb/s ({:.2}x)",
+        b.udp1400_gbps,
+        s.udp1400_gbps,
+        s.udp1400_gbps / b.udp1400_gbps
+    );
+    println!(
+        "  TCP:        {:.2} vs {:.2} Gb/s ({:.2}x)",
+        b.tcp_gbps,
+        s.tcp_gbps,
+        s.tcp_gbps / b.tcp_gbps
+    );
+    println!(
+        "  ping:       {:.3} vs {:.3} ms ({:.2}x)",
+        b.ping_ms,
+        s.ping_ms,
+        s.ping_ms / b.ping_ms
     );
 }
