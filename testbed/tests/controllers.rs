@@ -140,12 +140,14 @@ fn every_controller_completes_the_incast_and_each_behaves_as_its_source() {
     }
 }
 
-/// Time dilation of each attempt of the comparison: the scenario's, twice it, four times it.
-/// All runs of an attempt share it. The two-apps run at 10 Gb/s with 40 flows at once is the
-/// heaviest here: at twice its dilation its switch releases measured 10-16 % of the RTT late at
-/// p99 in one run of six (the kernel's softirq for a veth waits for a core the workers hold),
-/// so the last attempt doubles again rather than repeat a condition that did not hold.
-const COMPARISON_DILATIONS: [f64; 3] = [1.0, 2.0, 4.0];
+/// Time dilation of each attempt of the comparison: the scenario's, twice it (twice), four times
+/// it (twice). All runs of an attempt share it, and every run of the attempt must keep up. On
+/// this VM a run misses the bar about one time in five whatever the dilation (it pauses a vCPU
+/// for 0.4-4 ms every ~512 ms, and the kernel's softirq for a veth waits for a core the workers
+/// hold): with three runs per attempt, three attempts failed together in one suite run of four,
+/// so there are five. The two-apps run at 10 Gb/s with 40 flows is the heaviest: at twice its
+/// dilation it warned in one run of six.
+const COMPARISON_DILATIONS: [f64; 5] = [1.0, 2.0, 2.0, 4.0, 4.0];
 /// Share of the CPU time the hypervisor may take during a run that is compared.
 const MAX_STEAL: f64 = 0.03;
 
