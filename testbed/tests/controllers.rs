@@ -83,16 +83,20 @@ fn assert_queue_between_thresholds(s: &Scenario, r: &Results) {
     );
 }
 
-/// Swift's RTT in steady state settles near its target delay: the median ratio of the RTT
-/// sample to the target within 25 %.
-fn assert_rtt_near_target(r: &Results) {
+/// Each RTT sample over the target delay in force then, in steady state (Swift's series).
+fn rtt_over_target(r: &Results) -> Vec<f64> {
     let (from, to) = steady(r);
-    let ratios: Vec<f64> = r
-        .series
+    r.series
         .iter()
         .filter(|p| (from..to).contains(&p.t_ns))
         .filter_map(|p| Some(p.rtt_ns? as f64 / p.target_delay_ns? as f64))
-        .collect();
+        .collect()
+}
+
+/// Swift's RTT in steady state settles near its target delay: the median ratio of the RTT
+/// sample to the target within 25 %.
+fn assert_rtt_near_target(r: &Results) {
+    let ratios = rtt_over_target(r);
     let n = ratios.len();
     let median = quantile(ratios, 0.5);
     eprintln!("swift steady RTT / target: median {median:.3} over {n} samples");
@@ -216,13 +220,7 @@ fn on_the_default_scenario_swift_meets_its_target_and_dcqcn_fits_its_buffer() {
     let _serial = support::serial();
     let r = default_with("swift");
     assert_eq!(r.summary.completed, 4, "swift: every flow completes");
-    let (from, to) = steady(&r);
-    let ratios: Vec<f64> = r
-        .series
-        .iter()
-        .filter(|p| (from..to).contains(&p.t_ns))
-        .filter_map(|p| Some(p.rtt_ns? as f64 / p.target_delay_ns? as f64))
-        .collect();
+    let ratios = rtt_over_target(&r);
     assert!(
         ratios.len() > 100,
         "too few RTT samples in steady state: {}",

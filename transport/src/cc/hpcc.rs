@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, check, check_fraction, check_time, scale_ns};
+use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, check_fraction, check_time, check_utilization, scale_ns};
 use int_format::int::Instructions;
 
 /// HPCC's parameters.
@@ -64,12 +64,7 @@ impl Default for HpccConfig {
 impl HpccConfig {
     /// Refuses values no run can use, naming the parameter.
     pub fn check(&self) -> Result<(), String> {
-        check(
-            self.eta > 0.0 && self.eta <= 1.0,
-            "eta",
-            self.eta,
-            "a utilization in (0, 1]",
-        )?;
+        check_utilization("eta", self.eta)?;
         check_fraction("rate_ai_fraction", self.rate_ai_fraction)?;
         check_fraction("min_rate_fraction", self.min_rate_fraction)?;
         check_time("base_rtt_ns", self.base_rtt_ns)

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, check, check_time, scale_ns};
+use super::{Ack, Controller, HopSample, PathInfo, bdp_bytes, check, check_time, check_utilization, scale_ns};
 use int_format::int::Instructions;
 
 /// Which safeguards and terms are on.
@@ -87,12 +87,7 @@ impl HpccPlusPlusConfig {
             self.beta,
             "a gain of at least 0",
         )?;
-        check(
-            self.eta > 0.0 && self.eta <= 1.0,
-            "eta",
-            self.eta,
-            "a utilization in (0, 1]",
-        )?;
+        check_utilization("eta", self.eta)?;
         check(
             self.w_ai_bytes.is_finite() && self.w_ai_bytes >= 0.0,
             "w_ai_bytes",

@@ -91,6 +91,11 @@ pub(crate) fn check_fraction(name: &str, v: f64) -> Result<(), String> {
     check(v > 0.0 && v <= 1.0, name, v, "a fraction in (0, 1]")
 }
 
+/// A utilization target (HPCC's η): in (0, 1].
+pub(crate) fn check_utilization(name: &str, v: f64) -> Result<(), String> {
+    check(v > 0.0 && v <= 1.0, name, v, "a utilization in (0, 1]")
+}
+
 /// A time that, when set, is above zero.
 pub(crate) fn check_time(name: &str, v: Option<u64>) -> Result<(), String> {
     check(v != Some(0), name, 0, "a time above 0 ns")
