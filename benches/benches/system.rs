@@ -354,7 +354,7 @@ fn main() {
         println!(
             "switch port {}: {} frames; released late by p50 {:.1} us, p99 {:.1} us, max {:.1} us",
             p.name,
-            p.tx_frames,
+            p.totals.tx_frames,
             p.release_late_p50_ns as f64 / 1e3,
             p.release_late_p99_ns as f64 / 1e3,
             p.release_late_max_ns as f64 / 1e3

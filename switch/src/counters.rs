@@ -72,9 +72,9 @@ impl DropReason {
     }
 }
 
-/// Live counters of one port.
-#[derive(Debug)]
-pub struct PortCounters {
+/// The running totals of one port: kept live by its worker and published as they are.
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Eq, Default)]
+pub struct PortTotals {
     /// Frames received.
     pub rx_frames: u64,
     /// Bytes received.
@@ -83,7 +83,6 @@ pub struct PortCounters {
     pub tx_frames: u64,
     /// Bytes transmitted (on the wire, INT included).
     pub tx_bytes: u64,
-    drops: [u64; DropReason::ALL.len()],
     /// ECN-capable frames marked CE at egress.
     pub ecn_marks: u64,
     /// INT hops pushed at egress.
@@ -96,6 +95,14 @@ pub struct PortCounters {
     pub int_malformed: u64,
     /// Largest queue occupancy seen at dequeue (bytes).
     pub queue_max: u64,
+}
+
+/// Live counters of one port.
+#[derive(Debug)]
+pub struct PortCounters {
+    /// What is summed as frames pass.
+    pub totals: PortTotals,
+    drops: [u64; DropReason::ALL.len()],
     queue: Histogram<u64>,
     trace: QueueTrace,
     /// How late frames were released against their exact schedule (ns).
@@ -105,17 +112,8 @@ pub struct PortCounters {
 impl Default for PortCounters {
     fn default() -> Self {
         PortCounters {
-            rx_frames: 0,
-            rx_bytes: 0,
-            tx_frames: 0,
-            tx_bytes: 0,
+            totals: PortTotals::default(),
             drops: [0; DropReason::ALL.len()],
-            ecn_marks: 0,
-            int_pushed: 0,
-            int_hop_limit: 0,
-            int_mtu_exceeded: 0,
-            int_malformed: 0,
-            queue_max: 0,
             trace: QueueTrace::default(),
             // Queues of up to 4 GB at 3 significant digits.
             queue: Histogram::new_with_max(1 << 32, 3)
@@ -147,7 +145,7 @@ impl PortCounters {
 
     /// Records the queue occupancy `qlen` a frame saw when it started leaving at `t_ns`.
     pub fn record_queue(&mut self, t_ns: u64, qlen: u64) {
-        self.queue_max = self.queue_max.max(qlen);
+        self.totals.queue_max = self.totals.queue_max.max(qlen);
         self.trace.record(t_ns, qlen);
         let _ = self.queue.record(qlen.min(self.queue.high()));
     }
@@ -161,21 +159,12 @@ impl PortCounters {
     pub fn snapshot(&self, name: &str, with_trace: bool) -> PortSnapshot {
         PortSnapshot {
             name: name.to_owned(),
-            rx_frames: self.rx_frames,
-            rx_bytes: self.rx_bytes,
-            tx_frames: self.tx_frames,
-            tx_bytes: self.tx_bytes,
+            totals: self.totals,
             drops: DropReason::ALL
                 .iter()
                 .map(|d| (d.name().to_owned(), self.drops[d.index()]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            ecn_marks: self.ecn_marks,
-            int_pushed: self.int_pushed,
-            int_hop_limit: self.int_hop_limit,
-            int_mtu_exceeded: self.int_mtu_exceeded,
-            int_malformed: self.int_malformed,
-            queue_max: self.queue_max,
             queue_p50: self.queue.value_at_quantile(0.5),
             queue_p99: self.queue.value_at_quantile(0.99),
             queue_samples: self.queue.len(),
@@ -192,28 +181,11 @@ impl PortCounters {
 pub struct PortSnapshot {
     /// Port name.
     pub name: String,
-    /// Frames received.
-    pub rx_frames: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Frames transmitted.
-    pub tx_frames: u64,
-    /// Bytes transmitted.
-    pub tx_bytes: u64,
+    /// The port's totals.
+    #[serde(flatten)]
+    pub totals: PortTotals,
     /// Drops by reason (reasons with zero drops left out).
     pub drops: std::collections::BTreeMap<String, u64>,
-    /// Frames marked CE.
-    pub ecn_marks: u64,
-    /// INT hops pushed.
-    pub int_pushed: u64,
-    /// INT frames with E set here.
-    pub int_hop_limit: u64,
-    /// INT frames with M set here.
-    pub int_mtu_exceeded: u64,
-    /// Frames with malformed INT forwarded untouched.
-    pub int_malformed: u64,
-    /// Largest queue at dequeue, bytes.
-    pub queue_max: u64,
     /// Median queue at dequeue, bytes.
     pub queue_p50: u64,
     /// 99th percentile queue at dequeue, bytes.

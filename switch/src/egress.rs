@@ -109,7 +109,7 @@ fn mark_ecn(frame: &mut FrameBuf, red: &Red, qlen: u64, rng: &mut fastrand::Rng,
     if red.should_mark(qlen, u) {
         ip.set_ecn(Ecn::Ce);
         ip.fill_checksum();
-        counters.ecn_marks += 1;
+        counters.totals.ecn_marks += 1;
     }
 }
 
@@ -134,12 +134,12 @@ fn stamp_int(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters) {
         Ok(push) => {
             d.frame.len = push.len;
             match push.outcome {
-                transit::PushOutcome::Pushed => counters.int_pushed += 1,
-                transit::PushOutcome::HopLimitExceeded => counters.int_hop_limit += 1,
-                transit::PushOutcome::MtuExceeded => counters.int_mtu_exceeded += 1,
+                transit::PushOutcome::Pushed => counters.totals.int_pushed += 1,
+                transit::PushOutcome::HopLimitExceeded => counters.totals.int_hop_limit += 1,
+                transit::PushOutcome::MtuExceeded => counters.totals.int_mtu_exceeded += 1,
             }
         }
-        Err(_) => counters.int_malformed += 1,
+        Err(_) => counters.totals.int_malformed += 1,
     }
     d.frame.layout = None; // offsets changed
 }

@@ -25,6 +25,6 @@ pub mod tm;
 pub mod units;
 
 pub use config::{ConfigError, SwitchSpec};
-pub use counters::{DropReason, PortSnapshot, SwitchSnapshot};
+pub use counters::{DropReason, PortSnapshot, PortTotals, SwitchSnapshot};
 pub use fabric::{Fabric, StartError, frame_capacity};
 pub use switch::Switch;

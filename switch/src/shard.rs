@@ -167,8 +167,8 @@ impl Shard {
     fn ingress(&mut self, s: usize, mut frame: FrameBuf) {
         let slot = &mut self.slots[s];
         frame.ingress = slot.index as u16;
-        slot.counters.rx_frames += 1;
-        slot.counters.rx_bytes += frame.len as u64;
+        slot.counters.totals.rx_frames += 1;
+        slot.counters.totals.rx_bytes += frame.len as u64;
         if let Some(c) = &mut slot.capture {
             c.inbound(frame.arrival_ns, frame.bytes());
         }
@@ -179,7 +179,7 @@ impl Shard {
         let (verdict, notes) = switch.pipeline.ingress(&mut frame);
         let base = self.fabric.base[self.slots[s].switch];
         if notes.malformed_int {
-            self.slots[s].counters.int_malformed += 1;
+            self.slots[s].counters.totals.int_malformed += 1;
         }
         match verdict {
             Verdict::Forward(p) => self.route(s, base + p, frame),
@@ -243,8 +243,8 @@ impl Shard {
                     self.fabric.pool.put(d.frame);
                 }
                 Fate::Send => {
-                    slot.counters.tx_frames += 1;
-                    slot.counters.tx_bytes += d.frame.len as u64;
+                    slot.counters.totals.tx_frames += 1;
+                    slot.counters.totals.tx_bytes += d.frame.len as u64;
                     if let Some(c) = &mut slot.capture {
                         c.outbound(d.start_ns, d.frame.bytes());
                     }
@@ -280,8 +280,8 @@ impl Shard {
         };
         for (k, f) in self.tx.drain(..).enumerate() {
             if k >= sent {
-                slot.counters.tx_frames -= 1;
-                slot.counters.tx_bytes -= f.len as u64;
+                slot.counters.totals.tx_frames -= 1;
+                slot.counters.totals.tx_bytes -= f.len as u64;
                 slot.counters.drop(DropReason::TxError);
             }
             self.fabric.pool.put(f);

@@ -82,8 +82,8 @@ enum Format {
 }
 
 /// Reads a pcap or pcapng file one frame at a time, without holding it in memory.
-pub struct CaptureReader {
-    file: File,
+pub struct CaptureReader<R = File> {
+    file: R,
     name: String,
     buf: Vec<u8>,
     /// Bytes of `buf` already parsed.
@@ -110,23 +110,30 @@ fn step<T>(src: &[u8], r: Result<(&[u8], T), PcapError>) -> Step<T> {
     }
 }
 
-impl CaptureReader {
+impl CaptureReader<File> {
     /// Opens a pcap or pcapng file (told apart by its magic number).
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
         let file = File::open(path).map_err(|cause| CaptureError::Io {
             file: path.display().to_string(),
             cause,
         })?;
-        Ok(CaptureReader {
-            file,
-            name: path.display().to_string(),
+        Ok(CaptureReader::from_reader(&path.display().to_string(), file))
+    }
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Reads a capture from `source`, named `name` in errors.
+    pub fn from_reader(name: &str, source: R) -> CaptureReader<R> {
+        CaptureReader {
+            file: source,
+            name: name.to_string(),
             buf: Vec::new(),
             used: 0,
             base: 0,
             eof: false,
             format: None,
             frames: 0,
-        })
+        }
     }
 
     fn offset(&self) -> u64 {

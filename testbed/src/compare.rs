@@ -20,12 +20,9 @@ use crate::topology::LoadError;
 pub const TABLE_CSV: &str = "compare.csv";
 /// The comparison table as printed.
 pub const TABLE_TXT: &str = "compare.txt";
-/// The report page.
-pub const REPORT: &str = "report.md";
-/// Overlaid FCT CDFs.
-pub const FCT_CDF: &str = "fct_cdf.svg";
-/// Overlaid bottleneck queues.
-pub const QUEUE: &str = "queue.svg";
+/// The report page, the overlaid FCT CDFs and the overlaid bottleneck queues take the names a
+/// single run gives its own.
+pub use crate::results::{FCT_CDF, QUEUE, REPORT};
 /// Overlaid aggregate throughput.
 pub const THROUGHPUT: &str = "throughput.svg";
 

@@ -261,8 +261,8 @@ fn explain(t: &Topology, f: &ProbeTarget, before: &Counts, after: &Counts) -> St
     let mut received_anywhere = false;
     for (b, a) in before.switches.iter().zip(&after.switches) {
         for (pb, pa) in b.ports.iter().zip(&a.ports) {
-            let rx = pa.rx_frames.saturating_sub(pb.rx_frames);
-            let tx = pa.tx_frames.saturating_sub(pb.tx_frames);
+            let rx = pa.totals.rx_frames.saturating_sub(pb.totals.rx_frames);
+            let tx = pa.totals.tx_frames.saturating_sub(pb.totals.tx_frames);
             let drops: BTreeMap<&str, u64> = pa
                 .drops
                 .iter()

@@ -98,7 +98,7 @@ workload:
         .flat_map(|s| &s.ports)
         .find(|p| p.name == "eth2")
         .expect("bottleneck port");
-    let busy = port.tx_bytes as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6;
+    let busy = port.totals.tx_bytes as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6;
     let q99 = int_queue_p99(&r, 50 * RTT_NS);
     eprintln!(
         "one flow: bottleneck {:.1} % busy, INT queue p99 {q99} B (BDP {BDP} B)",

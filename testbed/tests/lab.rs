@@ -219,7 +219,7 @@ fn a_run_the_machine_cannot_keep_up_with_says_so() {
         .switches
         .iter()
         .flat_map(|sw| &sw.ports)
-        .filter(|p| p.tx_frames > 0)
+        .filter(|p| p.totals.tx_frames > 0)
         .map(|p| p.release_late_p99_ns)
         .max()
         .expect("ports that sent");

@@ -61,7 +61,7 @@ fn tap_ports_carry_ping_and_udp() {
     ping(&lab);
     udp_echo(&lab);
     let c = lab.stop();
-    assert!(c[0].ports[1].tx_frames >= 103, "{:?}", c[0].ports[1]);
+    assert!(c[0].ports[1].totals.tx_frames >= 103, "{:?}", c[0].ports[1]);
     assert_eq!(c[0].failed_workers, 0);
 }
 
@@ -72,7 +72,7 @@ fn veth_ports_carry_ping_and_udp() {
     ping(&lab);
     udp_echo(&lab);
     let c = lab.stop();
-    assert!(c[0].ports[0].tx_frames >= 103, "{:?}", c[0].ports[0]);
+    assert!(c[0].ports[0].totals.tx_frames >= 103, "{:?}", c[0].ports[0]);
     assert_eq!(c[0].failed_workers, 0);
 }
 
@@ -154,8 +154,8 @@ fn rate_attempt(attempt: u32) -> Result<(), String> {
     let c = lab.stop().remove(0);
     eprintln!(
         "sent {sent}, switch rx {} on p1, tx {} on p2, received {}",
-        c.ports[0].rx_frames,
-        c.ports[1].tx_frames,
+        c.ports[0].totals.rx_frames,
+        c.ports[1].totals.tx_frames,
         arrivals.len()
     );
     let first = arrivals.first().expect("something arrived").0;
@@ -186,19 +186,19 @@ fn rate_attempt(attempt: u32) -> Result<(), String> {
     let p2 = &c.ports[1];
     eprintln!(
         "port p2: queue p50 {} B, p99 {} B, max {} B; drops {:?}",
-        p2.queue_p50, p2.queue_p99, p2.queue_max, p2.drops
+        p2.queue_p50, p2.queue_p99, p2.totals.queue_max, p2.drops
     );
     // Between the sender's bursts the queue drains a little, so it hovers just under the buffer.
     assert!(
-        p2.queue_p50 >= BUFFER * 95 / 100 && p2.queue_max <= BUFFER,
+        p2.queue_p50 >= BUFFER * 95 / 100 && p2.totals.queue_max <= BUFFER,
         "queue sits at the buffer: {p2:?}"
     );
     assert!(
         p2.drops_for(DropReason::BufferFull) > sent / 3,
         "the excess is dropped: {p2:?}"
     );
-    let rx_total: u64 = c.ports.iter().map(|p| p.rx_frames).sum();
-    let out_total: u64 = c.ports.iter().map(|p| p.tx_frames + p.total_drops()).sum();
+    let rx_total: u64 = c.ports.iter().map(|p| p.totals.rx_frames).sum();
+    let out_total: u64 = c.ports.iter().map(|p| p.totals.tx_frames + p.total_drops()).sum();
     assert_eq!(rx_total, out_total, "every frame is either sent or counted as dropped");
     Ok(())
 }
@@ -268,8 +268,8 @@ fn int_across_two_switches_reports_the_exact_schedule() {
             "txBytes grows by the earlier frame: {tx_bytes:?}"
         );
     }
-    assert_eq!(counters[0].ports[1].int_pushed, K as u64 + 1);
-    assert_eq!(counters[1].ports[1].int_pushed, K as u64 + 1);
+    assert_eq!(counters[0].ports[1].totals.int_pushed, K as u64 + 1);
+    assert_eq!(counters[1].ports[1].totals.int_pushed, K as u64 + 1);
 
     // The capture of s2's port to h2 says the same, through tshark + Lua and through inspect.
     let cap = lab.capture("s2", "p2");
@@ -375,7 +375,7 @@ fn ecn_marks_follow_the_red_thresholds() {
         above >= 20 && below >= 3,
         "the burst must cover both regions (above {above}, below {below})"
     );
-    assert_eq!(c[0].ports[1].ecn_marks, marked as u64);
+    assert_eq!(c[0].ports[1].totals.ecn_marks, marked as u64);
 }
 
 #[test]
@@ -448,7 +448,7 @@ fn bad_frames_are_counted_and_never_fatal() {
     assert_eq!(c.failed_workers, 0, "no worker died");
     assert_eq!(p1.drops_for(DropReason::Malformed), 3, "{p1:?}");
     assert_eq!(p1.drops_for(DropReason::NonIpv4), 1, "{p1:?}");
-    assert_eq!(p1.int_malformed, 1, "{p1:?}");
+    assert_eq!(p1.totals.int_malformed, 1, "{p1:?}");
     // Dropped frames are in the capture with the reason as their comment.
     let frames = inspect(&lab.capture("s1", "p1"));
     let comments: Vec<&str> = frames.iter().filter_map(|f| f["comment"].as_str()).collect();

@@ -110,7 +110,7 @@ fn write_through(
 /// Bottleneck wire bytes over its line rate `bps` during the flow.
 fn busy(o: &Outcome, bps: f64) -> f64 {
     let fct = o.sender.sent[0].fct_ns().expect("completed") as f64 * 1e-9;
-    o.bottleneck.tx_bytes as f64 * 8.0 / fct / bps
+    o.bottleneck.totals.tx_bytes as f64 * 8.0 / fct / bps
 }
 
 /// T for these paths: 400 us of links plus the host and switch wake-ups of this machine class
@@ -138,7 +138,7 @@ fn a_100_mb_write_arrives_intact() {
     // Every datagram that reached the receiver went out of the bottleneck with a hop pushed (a
     // few can be lost in the kernel before the switch; go-back-N resends them).
     assert_eq!(
-        o.bottleneck.int_pushed, o.receiver.counters.rx_datagrams,
+        o.bottleneck.totals.int_pushed, o.receiver.counters.rx_datagrams,
         "HPCC's data carries INT"
     );
     eprintln!(

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
-use int_format::int::{HopRecord, IntHeaders, source};
+use int_format::int::{HopRecord, source};
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
 use int_format::{Error, Layer};
 use intlab_runtime::clock::Clock;
 use intlab_runtime::{Context, Task};
 
 use crate::cc::ControllerConfig;
+use crate::classify::{Action, EchoedHops, classify};
 use crate::endpoint::{
     Command, EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply,
     Stall,
@@ -26,13 +27,11 @@ use crate::flow::{
     Completion, FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
 };
 use crate::nic::Nic;
-use crate::packet::{self, Addressing, Extension, Received};
+use crate::packet::{self, Addressing, Extension};
 use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
 use crate::sender::{SendQp, WIRE_OVERHEAD};
 use crate::socket::{BATCH, ECT0, RawSender, RecvBatch, SendBatch, Socket};
 
-/// Hops a received echo may carry at most (more are ignored).
-const MAX_HOPS: usize = 16;
 /// Batches read per socket per run, so sending is never starved.
 const RX_BATCHES_PER_RUN: usize = 4;
 /// Tokens of the host's descriptors.
@@ -73,13 +72,6 @@ struct PendingProbe {
     tag: u32,
     sent_ns: u64,
     reply: Sender<ProbeReply>,
-}
-
-enum Action {
-    Data { qp: u32, psn: u32 },
-    Ack { qp: u32, psn: u32, nak: bool },
-    Cnp { qp: u32 },
-    Unsupported,
 }
 
 /// The host task.
@@ -342,9 +334,9 @@ impl Host {
                 };
                 self.answer(PROBE_QP, replies, from, &echo[..echo_len]);
             }
-            Action::Ack { qp: PROBE_QP, psn, .. } => match hops_of(r.payload) {
-                Ok((hops, n)) => self.probe_answered(psn, now, &hops[..n]),
-                Err(()) => self.counters.bad_int += 1,
+            Action::Ack { qp: PROBE_QP, psn, .. } => match EchoedHops::parse(r.payload) {
+                Ok(hops) => self.probe_answered(psn, now, hops.as_slice()),
+                Err(_) => self.counters.bad_int += 1,
             },
             Action::Data { qp, psn } => {
                 let Some(rq) = self.receivers.get_mut(&qp) else {
@@ -360,9 +352,9 @@ impl Host {
                 self.answer(qp, replies, from, &echo[..echo_len]);
             }
             Action::Ack { qp, psn, nak } => {
-                let hops = match hops_of(r.payload) {
+                let hops = match EchoedHops::parse(r.payload) {
                     Ok(h) => h,
-                    Err(()) => {
+                    Err(_) => {
                         self.counters.bad_int += 1;
                         return;
                     }
@@ -382,7 +374,7 @@ impl Host {
                 let ok = if nak {
                     sending.qp.on_nak(psn, now)
                 } else {
-                    sending.qp.on_ack(psn, now, &hops.0[..hops.1])
+                    sending.qp.on_ack(psn, now, hops.as_slice())
                 };
                 if !ok {
                     self.counters.psn_out_of_window += 1;
@@ -676,49 +668,4 @@ impl Task for Host {
         // The owner may have gone; then nobody needs the report.
         let _unheard = self.report.send(report);
     }
-}
-
-fn classify(r: &Received<'_>) -> Action {
-    let qp = r.bth.dest_qp;
-    match r.bth.opcode {
-        // Data without immediate (the *_IMM opcodes are not implemented: unsupported).
-        Opcode::WriteFirst
-        | Opcode::WriteMiddle
-        | Opcode::WriteLast
-        | Opcode::WriteOnly
-        | Opcode::SendFirst
-        | Opcode::SendMiddle
-        | Opcode::SendLast
-        | Opcode::SendOnly => Action::Data { qp, psn: r.bth.psn },
-        Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
-            Some(Syndrome::Ack { .. }) => Action::Ack {
-                qp,
-                psn: r.bth.psn,
-                nak: false,
-            },
-            Some(Syndrome::Nak(NakCode::PsnSequenceError)) => Action::Ack {
-                qp,
-                psn: r.bth.psn,
-                nak: true,
-            },
-            _ => Action::Unsupported,
-        },
-        Opcode::Cnp => Action::Cnp { qp },
-        _ => Action::Unsupported,
-    }
-}
-
-/// The hops of an echoed INT (ACK payload), in path order; an empty payload means no INT.
-fn hops_of(payload: &[u8]) -> Result<([HopRecord; MAX_HOPS], usize), ()> {
-    let mut out = [HopRecord::default(); MAX_HOPS];
-    if payload.is_empty() {
-        return Ok((out, 0));
-    }
-    let int = IntHeaders::parse(payload).map_err(|_| ())?;
-    let n = int.hop_count().min(MAX_HOPS);
-    // The stack is newest first; controllers want the path order.
-    for (i, hop) in int.hops().take(n).enumerate() {
-        out[n - 1 - i] = hop.map_err(|_| ())?;
-    }
-    Ok((out, n))
 }

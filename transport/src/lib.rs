@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod cc;
+pub mod classify;
 pub mod content;
 pub mod endpoint;
 pub mod flow;

@@ -41,8 +41,9 @@ fn predicted_headers(a: &Addressing, roce_len: usize) -> ([u8; 20], [u8; 8]) {
     (ip, udp)
 }
 
-/// The ICRC of `roce` (BTH up to, not including, the ICRC) sent with addressing `a`.
-fn icrc_for(a: &Addressing, roce: &[u8]) -> Result<u32> {
+/// The ICRC a receiver expects of `roce` (BTH up to, not including, the ICRC) sent with
+/// addressing `a`.
+pub fn icrc_for(a: &Addressing, roce: &[u8]) -> Result<u32> {
     let (ip, udp) = predicted_headers(a, roce.len() + icrc::ICRC_LEN);
     icrc::compute_parts(&ip, &udp, roce)
 }

@@ -350,6 +350,11 @@ impl SendQp {
         self.timeouts_in_a_row
     }
 
+    /// Its congestion controller.
+    pub fn controller(&self) -> &dyn Controller {
+        &*self.cc
+    }
+
     /// Packets of the message acknowledged so far, and in all.
     pub fn packets_acked(&self) -> (u64, u64) {
         (self.una, self.packets)

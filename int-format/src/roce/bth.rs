@@ -133,8 +133,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
 
 /// The values of a BTH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BthRepr {
     /// Opcode.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "opcode_byte"))]
     pub opcode: Opcode,
     /// Solicited event.
     pub solicited: bool,
@@ -156,6 +158,12 @@ pub struct BthRepr {
     pub ack_req: bool,
     /// PSN (24 bits).
     pub psn: u32,
+}
+
+/// The opcode as its byte, as captures show it.
+#[cfg(feature = "serde")]
+fn opcode_byte<S: serde::Serializer>(op: &Opcode, s: S) -> core::result::Result<S::Ok, S::Error> {
+    s.serialize_u8(op.to_u8())
 }
 
 impl BthRepr {

@@ -206,30 +206,11 @@ impl From<HopRecord> for HopJson {
 /// RoCEv2 fields.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoceRecord {
-    /// Opcode byte.
-    pub opcode: u8,
     /// Opcode name, e.g. "RDMA_WRITE_FIRST".
     pub opcode_name: &'static str,
-    /// Solicited event.
-    pub solicited: bool,
-    /// Migration request.
-    pub migreq: bool,
-    /// Pad count.
-    pub pad_count: u8,
-    /// Transport version.
-    pub tver: u8,
-    /// Partition key.
-    pub pkey: u16,
-    /// FECN.
-    pub fecn: bool,
-    /// BECN.
-    pub becn: bool,
-    /// Destination QP.
-    pub dest_qp: u32,
-    /// AckReq.
-    pub ack_req: bool,
-    /// PSN.
-    pub psn: u32,
+    /// The BTH's fields (the opcode as its byte).
+    #[serde(flatten)]
+    pub bth: BthRepr,
     /// RETH, when the opcode carries one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth: Option<RethRecord>,
@@ -407,18 +388,8 @@ fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format:
         ok: c.is_ok(),
     });
     Ok(RoceRecord {
-        opcode: op.to_u8(),
         opcode_name: opcode_name(op),
-        solicited: bth.solicited,
-        migreq: bth.migreq,
-        pad_count: bth.pad_count,
-        tver: bth.tver,
-        pkey: bth.pkey,
-        fecn: bth.fecn,
-        becn: bth.becn,
-        dest_qp: bth.dest_qp,
-        ack_req: bth.ack_req,
-        psn: bth.psn,
+        bth,
         reth,
         aeth,
         immdt,

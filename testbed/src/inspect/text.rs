@@ -42,11 +42,11 @@ impl Display for FrameRecord {
             f.write_str("]")?;
         }
         if let Some(r) = &self.roce {
-            write!(f, " RoCE {} qp={:#08x} psn={}", r.opcode_name, r.dest_qp, r.psn)?;
-            if r.ack_req {
+            write!(f, " RoCE {} qp={:#08x} psn={}", r.opcode_name, r.bth.dest_qp, r.bth.psn)?;
+            if r.bth.ack_req {
                 f.write_str(" A")?;
             }
-            if r.becn {
+            if r.bth.becn {
                 f.write_str(" BECN")?;
             }
             if let Some(reth) = &r.reth {

@@ -544,7 +544,7 @@ impl Results {
         for sw in &mut switches {
             for p in &mut sw.ports {
                 let trace = std::mem::take(&mut p.queue_trace);
-                if p.tx_frames > 0 {
+                if p.totals.tx_frames > 0 {
                     queues.push(QueueSeries {
                         switch: sw.switch.clone(),
                         port: p.name.clone(),
@@ -664,12 +664,12 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         .iter()
         .flat_map(|sw| sw.ports.iter().map(move |p| (sw, p)))
         .filter(|(_, p)| p.queue_samples > 0)
-        .max_by_key(|(_, p)| (p.queue_p99, p.queue_max, p.tx_bytes));
+        .max_by_key(|(_, p)| (p.queue_p99, p.totals.queue_max, p.totals.tx_bytes));
     let path_rtt_min_ns = flows.iter().map(|f| f.path_rtt_ns).min().unwrap_or(0);
     let (release_late_p99_ns, release_late_p50_ns) = switches
         .iter()
         .flat_map(|sw| &sw.ports)
-        .filter(|p| p.tx_frames > 0)
+        .filter(|p| p.totals.tx_frames > 0)
         .map(|p| (time.span(p.release_late_p99_ns), time.span(p.release_late_p50_ns)))
         .max()
         .unwrap_or((0, 0));
@@ -719,16 +719,21 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 .find(|&(l, end)| t.links[l].ends[end].interface == p.name)?
                 .0;
             let span = last.saturating_sub(first);
-            let carried = (span > 0).then(|| (u128::from(p.tx_bytes) * 8 * 1_000_000_000 / u128::from(span)) as u64)?;
+            let carried =
+                (span > 0).then(|| (u128::from(p.totals.tx_bytes) * 8 * 1_000_000_000 / u128::from(span)) as u64)?;
             Some((t.links[link].props.rate.bps(), carried))
         }),
         bottleneck_queue: busiest.map(|(_, p)| Quantiles {
             p50: p.queue_p50 as f64,
             p99: p.queue_p99 as f64,
-            max: p.queue_max as f64,
+            max: p.totals.queue_max as f64,
         }),
         drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.total_drops()).sum(),
-        ecn_marks: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.ecn_marks).sum(),
+        ecn_marks: switches
+            .iter()
+            .flat_map(|sw| &sw.ports)
+            .map(|p| p.totals.ecn_marks)
+            .sum(),
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
         timeouts: flows.iter().map(|f| f.timeouts).sum(),
         cnps: flows.iter().map(|f| f.cnps).sum(),

@@ -56,7 +56,7 @@ pub fn per_worker(
                 .and_then(|&w| out.iter_mut().find(|f| f.worker == w))
             {
                 f.ports += 1;
-                if p.tx_frames > 0 {
+                if p.totals.tx_frames > 0 {
                     f.release_late_p99_ns = f.release_late_p99_ns.max(time.span(p.release_late_p99_ns));
                 }
             }
@@ -78,7 +78,7 @@ pub fn per_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use intlab_switch::PortSnapshot;
+    use intlab_switch::{PortSnapshot, PortTotals};
     use intlab_transport::endpoint::EndpointCounters;
 
     #[test]
@@ -94,7 +94,10 @@ mod tests {
         let port = |name: &str, late: u64, tx: u64| PortSnapshot {
             name: name.into(),
             release_late_p99_ns: late,
-            tx_frames: tx,
+            totals: PortTotals {
+                tx_frames: tx,
+                ..PortTotals::default()
+            },
             ..PortSnapshot::default()
         };
         let switches = vec![SwitchSnapshot {
