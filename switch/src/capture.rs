@@ -2,6 +2,8 @@
 //! nanosecond resolution; direction flags on every packet; dropped frames with their reason.
 
 use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
@@ -19,10 +21,44 @@ use intlab_runtime::clock::Clock;
 const INBOUND: u32 = 0b01;
 const OUTBOUND: u32 = 0b10;
 
-/// A pcapng file for one port.
+/// How long (lab time) a frame waits before it is written: a port records an arrival when it
+/// reads the frame and a departure when it releases it, each late by up to the worker's
+/// lateness, so written at once the two directions would interleave out of time order.
+const REORDER_NS: u64 = 20_000_000;
+
+/// A frame waiting to be written in time order.
+struct Pending {
+    t_ns: u64,
+    seq: u64,
+    frame: Vec<u8>,
+    flags: u32,
+    comment: Option<&'static str>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.t_ns, self.seq) == (other.t_ns, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.t_ns, self.seq).cmp(&(other.t_ns, other.seq))
+    }
+}
+
+/// A pcapng file for one port, written in timestamp order.
 pub struct PortCapture {
     writer: PcapNgWriter<BufWriter<File>>,
     clock: &'static Clock,
+    pending: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    latest_ns: u64,
 }
 
 impl std::fmt::Debug for PortCapture {
@@ -52,10 +88,36 @@ impl PortCapture {
         Ok(PortCapture {
             writer,
             clock: Clock::get(),
+            pending: BinaryHeap::new(),
+            seq: 0,
+            latest_ns: 0,
         })
     }
 
+    /// Queues a frame and writes every queued one older than the reorder window.
     fn write(&mut self, t_ns: u64, frame: &[u8], flags: u32, comment: Option<&'static str>) {
+        self.seq += 1;
+        self.pending.push(Reverse(Pending {
+            t_ns,
+            seq: self.seq,
+            frame: frame.to_vec(),
+            flags,
+            comment,
+        }));
+        self.latest_ns = self.latest_ns.max(t_ns);
+        self.write_older_than(self.latest_ns.saturating_sub(REORDER_NS));
+    }
+
+    /// Writes the queued frames stamped before `t_ns`, oldest first.
+    fn write_older_than(&mut self, t_ns: u64) {
+        while self.pending.peek().is_some_and(|Reverse(p)| p.t_ns < t_ns) {
+            if let Some(Reverse(p)) = self.pending.pop() {
+                self.write_now(p.t_ns, &p.frame, p.flags, p.comment);
+            }
+        }
+    }
+
+    fn write_now(&mut self, t_ns: u64, frame: &[u8], flags: u32, comment: Option<&'static str>) {
         let ts = self.clock.epoch_ns(t_ns);
         let mut options = vec![EnhancedPacketOption::Flags(flags)];
         if let Some(c) = comment {
@@ -112,6 +174,7 @@ impl PortCapture {
 
 impl Drop for PortCapture {
     fn drop(&mut self) {
+        self.write_older_than(u64::MAX);
         self.flush();
     }
 }

@@ -144,6 +144,19 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// P4_16 programs for the v1model architecture (see docs/p4.md).
+    #[command(subcommand)]
+    P4(P4Command),
+}
+
+#[derive(Debug, Subcommand)]
+enum P4Command {
+    /// Parse and check a program and list what its control plane sees: the pipeline, the
+    /// parser's states, every table with its keys and actions, and the actions' parameters.
+    Check {
+        /// The program.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -274,6 +287,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => run_sweep(scenario.as_deref(), cc.as_deref(), &grid, &set, out),
         Command::Rlcc(cmd) => run_rlcc(cmd),
+        Command::P4(P4Command::Check { file }) => {
+            let loaded = intlab_p4::load(&file)?;
+            print!("{}", loaded.info);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Clean { prefix, force } => {
             anyhow::ensure!(
                 prefix.starts_with(intlab_testbed::netns::PREFIX),

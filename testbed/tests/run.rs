@@ -164,6 +164,20 @@ fn the_default_scenario_runs_end_to_end_and_writes_every_result() {
         ],
     );
     assert!(rows.len() > 100, "tshark found {} INT frames", rows.len());
+    // Arrivals and departures of both directions are written in time order.
+    let mut reader = intlab_testbed::capture::CaptureReader::open(&pcap).expect("capture opens");
+    let (mut last, mut frames) = (0u128, 0);
+    while let Some(f) = reader.next_frame().expect("capture reads") {
+        assert!(
+            f.timestamp_ns >= last,
+            "frame {} is {} ns before the one written before it",
+            frames + 1,
+            last - f.timestamp_ns
+        );
+        last = f.timestamp_ns;
+        frames += 1;
+    }
+    assert!(frames > rows.len(), "{frames} frames in the capture");
     for r in &rows {
         assert!(!r[0].is_empty() && !r[1].is_empty(), "RoCE not decoded: {r:?}");
         // One hop (s1) with HPCC's fields: queue length and transmitted bytes.
