@@ -20,12 +20,6 @@ const BUILT_IN: &[(&str, &str)] = &[
 /// Deepest nesting of includes (a cycle would otherwise never end).
 const MAX_DEPTH: usize = 32;
 
-/// The built-in text of include `name`, if it is one of ours.
-pub fn built_in(name: &str) -> Option<&'static str> {
-    let base = name.rsplit('/').next().unwrap_or(name);
-    BUILT_IN.iter().find(|(n, _)| *n == base).map(|(_, t)| *t)
-}
-
 /// Reads `path` and everything it includes, and returns the tokens of the program with every
 /// directive carried out.
 pub fn preprocess_file(path: &Path, map: &mut SourceMap) -> Result<Vec<Token>> {
@@ -74,6 +68,18 @@ struct Conditional {
     else_seen: bool,
 }
 
+impl Conditional {
+    /// A block opened inside code that is taken (`parent`) or not, with condition `cond`.
+    fn open(parent: bool, cond: bool) -> Conditional {
+        Conditional {
+            active: parent && cond,
+            taken: cond,
+            parent,
+            else_seen: false,
+        }
+    }
+}
+
 impl Preprocessor<'_> {
     fn file(&mut self, id: u32, depth: usize) -> Result<()> {
         let tokens = lex(self.map, id)?;
@@ -96,13 +102,7 @@ impl Preprocessor<'_> {
                     }
                     let defined = self.defines.contains_key(name);
                     let cond = if word == "ifdef" { defined } else { !defined };
-                    let parent = active(&stack);
-                    stack.push(Conditional {
-                        active: parent && cond,
-                        taken: cond,
-                        parent,
-                        else_seen: false,
-                    });
+                    stack.push(Conditional::open(active(&stack), cond));
                 }
                 "if" => {
                     let cond = match rest.trim() {
@@ -114,13 +114,7 @@ impl Preprocessor<'_> {
                             ));
                         }
                     };
-                    let parent = active(&stack);
-                    stack.push(Conditional {
-                        active: parent && cond,
-                        taken: cond,
-                        parent,
-                        else_seen: false,
-                    });
+                    stack.push(Conditional::open(active(&stack), cond));
                 }
                 "else" => match stack.last_mut() {
                     Some(c) if !c.else_seen => {

@@ -163,13 +163,9 @@ pub fn int_format_case(
     let hops_before = match layout.int(frame) {
         Some(Ok(int)) => {
             tally.count("INT parsed");
-            let mut n = 0;
-            for hop in int.hops() {
-                if hop.is_ok() {
-                    n += 1;
-                }
-            }
-            Some((int.hop_count(), n))
+            // Decode every hop record (the parse is what is fuzzed; the values are not used).
+            int.hops().for_each(drop);
+            Some(int.hop_count())
         }
         Some(Err(_)) => {
             tally.count("INT refused");
@@ -189,7 +185,7 @@ pub fn int_format_case(
         // Hops of an empty instruction set take no bytes: only the remaining count shows them.
         if p.outcome == transit::PushOutcome::Pushed
             && int.is_some_and(|i| i.md.hop_ml > 0)
-            && let Some((before, _)) = hops_before
+            && let Some(before) = hops_before
         {
             prop_assert_eq!(count, Some(before + 1), "a pushed hop is one more hop");
         }
