@@ -71,6 +71,7 @@ fn through_switch(workers: usize) -> Path {
         ecn: None,
         int: true,
         loss: 0.0,
+        p4_port: 1,
     };
     let spec = SwitchSpec {
         name: "bench".into(),
@@ -93,6 +94,7 @@ fn through_switch(workers: usize) -> Path {
         seed: 1,
         poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
+        p4: None,
     };
     let switch = Switch::start(spec).expect("switch starts");
     Path {

@@ -195,7 +195,7 @@ struct Checker<'a> {
 }
 
 /// The `@name` of a declaration, if it has one.
-fn at_name(annotations: &[Annotation]) -> Option<String> {
+pub(crate) fn at_name(annotations: &[Annotation]) -> Option<String> {
     annotations
         .iter()
         .find(|a| a.name == "name")
@@ -208,7 +208,7 @@ fn at_name(annotations: &[Annotation]) -> Option<String> {
 }
 
 /// An expression as written, for key names.
-fn text(e: &Expr) -> String {
+pub(crate) fn text(e: &Expr) -> String {
     match &e.kind {
         ExprKind::Name(n) => n.clone(),
         ExprKind::Member(b, n) => format!("{}.{n}", text(b)),

@@ -7,15 +7,20 @@
 
 pub mod ast;
 pub mod error;
+pub mod exec;
 pub mod info;
+pub mod ir;
 pub mod lexer;
+pub mod lower;
 pub mod parser;
 pub mod preprocess;
+pub mod runtime_json;
 pub mod source;
 
 use std::path::Path;
 
 pub use error::{P4Error, Result};
+pub use exec::{Arrival, Datapath, Decision, Departure, IngressResult, PacketState};
 pub use info::ProgramInfo;
 pub use source::SourceMap;
 
@@ -28,6 +33,8 @@ pub struct Loaded {
     pub program: ast::Program,
     /// Its parser, controls, tables and actions as the control plane names them.
     pub info: ProgramInfo,
+    /// The program lowered for execution.
+    pub ir: ir::Program,
 }
 
 /// Reads, parses and checks the program in `path`.
@@ -47,5 +54,11 @@ pub fn load_text(name: &str, text: &str) -> Result<Loaded> {
 fn finish(tokens: Vec<lexer::Token>, sources: SourceMap) -> Result<Loaded> {
     let program = parser::parse(&tokens, &sources)?;
     let info = info::check(&program, &sources)?;
-    Ok(Loaded { sources, program, info })
+    let ir = lower::lower(&program, &sources)?;
+    Ok(Loaded {
+        sources,
+        program,
+        info,
+        ir,
+    })
 }

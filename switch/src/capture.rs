@@ -159,6 +159,8 @@ impl PortCapture {
             DropReason::HandoffFull => "dropped: handoff_full",
             DropReason::TxError => "dropped: tx_error",
             DropReason::TtlExpired => "dropped: ttl_expired",
+            DropReason::P4Drop => "dropped: p4_drop",
+            DropReason::P4NoPort => "dropped: p4_no_port",
         };
         self.write(t_ns, frame, if outbound { OUTBOUND } else { INBOUND }, Some(comment));
     }

@@ -93,6 +93,19 @@ pub struct PortSpec {
     pub int: bool,
     /// Probability that a frame is lost on the egress link (fault injection).
     pub loss: f64,
+    /// Its number in a P4 program (`standard_metadata.ingress_port`, `egress_spec`).
+    pub p4_port: u16,
+}
+
+/// A P4 program run in place of the native pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct P4Spec {
+    /// The program (P4_16, v1model).
+    pub program: PathBuf,
+    /// Its runtime file (the p4lang tutorials' JSON), if any.
+    pub runtime: Option<PathBuf>,
+    /// Log each packet's way through the program (parser states, tables, actions, drops).
+    pub trace: bool,
 }
 
 /// Where a route sends matching frames.
@@ -168,6 +181,8 @@ pub struct SwitchSpec {
     pub poll: intlab_runtime::PollMode,
     /// Interval of each port's queue-over-time trace, returned in the final counters (0: none).
     pub queue_trace_every: Nanos,
+    /// A P4 program that replaces the native pipeline.
+    pub p4: Option<P4Spec>,
 }
 
 // ---- The YAML form ----
@@ -201,6 +216,18 @@ struct RawSwitch {
     poll: intlab_runtime::PollMode,
     #[serde(default)]
     queue_trace_every: Nanos,
+    #[serde(default)]
+    p4: Option<RawP4>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawP4 {
+    program: PathBuf,
+    #[serde(default)]
+    runtime: Option<PathBuf>,
+    #[serde(default)]
+    trace: bool,
 }
 
 fn default_name() -> String {
@@ -240,6 +267,8 @@ struct RawPort {
     int: bool,
     #[serde(default)]
     loss: Option<Spanned<f64>>,
+    #[serde(default)]
+    p4_port: Option<u16>,
 }
 
 fn default_buffer() -> Bytes {
@@ -474,6 +503,7 @@ impl Resolver<'_> {
                 RawKind::Tap => PortIo::Tap { device },
                 RawKind::Veth => PortIo::Veth { device, netns: p.netns },
             };
+            let p4_port = p.p4_port.unwrap_or_else(|| crate::pipeline::default_p4_port(&name, i));
             ports.push(PortSpec {
                 name,
                 io,
@@ -484,6 +514,7 @@ impl Resolver<'_> {
                 ecn,
                 int: p.int,
                 loss,
+                p4_port,
             });
         }
         let port = |s: &Spanned<String>, field: String| -> Result<usize, ConfigError> {
@@ -584,6 +615,11 @@ impl Resolver<'_> {
             seed: raw.seed,
             poll: raw.poll,
             queue_trace_every: raw.queue_trace_every,
+            p4: raw.p4.map(|p| P4Spec {
+                program: crate::pipeline::relative_to(self.path, &p.program),
+                runtime: p.runtime.map(|r| crate::pipeline::relative_to(self.path, &r)),
+                trace: p.trace,
+            }),
         })
     }
 }

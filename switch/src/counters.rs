@@ -32,11 +32,15 @@ pub enum DropReason {
     TxError,
     /// Its IPv4 TTL ran out here.
     TtlExpired,
+    /// The P4 program dropped it (`mark_to_drop`, `egress_spec` 511).
+    P4Drop,
+    /// The P4 program sent it to a port number no port of the switch has.
+    P4NoPort,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::Runt,
         DropReason::Malformed,
         DropReason::NonIpv4,
@@ -48,6 +52,8 @@ impl DropReason {
         DropReason::HandoffFull,
         DropReason::TxError,
         DropReason::TtlExpired,
+        DropReason::P4Drop,
+        DropReason::P4NoPort,
     ];
 
     /// Snake-case name used in counter files and capture comments.
@@ -64,6 +70,8 @@ impl DropReason {
             DropReason::HandoffFull => "handoff_full",
             DropReason::TxError => "tx_error",
             DropReason::TtlExpired => "ttl_expired",
+            DropReason::P4Drop => "p4_drop",
+            DropReason::P4NoPort => "p4_no_port",
         }
     }
 

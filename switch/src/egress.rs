@@ -76,6 +76,8 @@ pub enum Fate {
     Send,
     /// Lost on the link (fault injection).
     Lost,
+    /// The P4 program's egress dropped it.
+    Dropped,
 }
 
 /// Marks, stamps and decides the fate of a frame leaving `port`.
@@ -87,6 +89,27 @@ pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters,
     if port.int {
         stamp_int(d, port, counters);
     }
+    link_fate(port, rng)
+}
+
+/// The same stage on a switch that runs a P4 program: the program's egress replaces ECN
+/// marking and the INT hop.
+pub fn process_p4(
+    d: &mut Dequeued,
+    port: &EgressPort,
+    counters: &mut PortCounters,
+    rng: &mut fastrand::Rng,
+    program: &crate::pipeline::P4Pipeline,
+) -> Fate {
+    counters.record_queue(d.start_ns, d.qlen);
+    if !program.egress(d, port) {
+        return Fate::Dropped;
+    }
+    link_fate(port, rng)
+}
+
+/// Whether the link's fault injection loses the frame.
+fn link_fate(port: &EgressPort, rng: &mut fastrand::Rng) -> Fate {
     if port.loss > 0.0 && rng.f64() < port.loss {
         Fate::Lost
     } else {

@@ -19,7 +19,7 @@ use crate::counters::{PortCounters, PortSnapshot, SwitchSnapshot};
 use crate::counters_file::CountersWriter;
 use crate::egress::EgressPort;
 use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{P4Pipeline, Pipeline};
 use crate::port::Port;
 use crate::shard::{PortSlot, Shard};
 use crate::tm::EgressQueue;
@@ -99,6 +99,14 @@ pub enum StartError {
         /// Port name.
         port: String,
     },
+    /// A switch's P4 program could not be loaded.
+    #[error("switch {switch}: P4 program: {cause}")]
+    P4 {
+        /// Switch name.
+        switch: String,
+        /// Why.
+        cause: crate::pipeline::P4LoadError,
+    },
     /// The runtime could not be started.
     #[error("starting the runtime: {cause}")]
     Runtime {
@@ -112,6 +120,8 @@ pub(crate) struct SwitchShared {
     pub(crate) name: String,
     pub(crate) node_id: u32,
     pub(crate) pipeline: Pipeline,
+    /// The P4 program that replaces `pipeline`, if the switch runs one.
+    pub(crate) p4: Option<P4Pipeline>,
     pub(crate) published: Mutex<Vec<PortSnapshot>>,
 }
 
@@ -290,6 +300,22 @@ impl Fabric {
             inboxes.push((tx, place.waker()));
             receivers.push(rx);
         }
+        let mut programs = Vec::new();
+        for spec in specs.iter() {
+            let p4 = match &spec.p4 {
+                Some(p) => {
+                    let err = |cause| StartError::P4 {
+                        switch: spec.name.clone(),
+                        cause,
+                    };
+                    let dp = crate::pipeline::load_datapath(p, &spec.name).map_err(err)?;
+                    Some(P4Pipeline::new(dp, &spec.ports).map_err(err)?)
+                }
+                None => None,
+            };
+            programs.push(p4);
+        }
+        let mut programs = programs.into_iter();
         let shared = Arc::new(FabricShared {
             switches: specs
                 .iter()
@@ -297,6 +323,7 @@ impl Fabric {
                     name: spec.name.clone(),
                     node_id: spec.node_id,
                     pipeline: Pipeline::new(spec),
+                    p4: programs.next().flatten(),
                     published: Mutex::new(
                         spec.ports
                             .iter()

@@ -24,6 +24,8 @@ pub struct FrameBuf {
     pub int_growth: u16,
     /// The frame was longer than the buffer and arrived cut short.
     pub truncated: bool,
+    /// Its P4 program's values between ingress and egress (kept with the buffer for reuse).
+    pub p4: Option<Box<intlab_p4::PacketState>>,
 }
 
 impl FrameBuf {
@@ -37,6 +39,7 @@ impl FrameBuf {
             layout: None,
             int_growth: 0,
             truncated: false,
+            p4: None,
         }
     }
 

@@ -21,9 +21,14 @@ use crate::counters::{DropReason, PortCounters};
 use crate::egress::{self, EgressPort, Fate};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::FrameBuf;
-use crate::pipeline::Verdict;
+use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
 use crate::tm::{EgressQueue, Rejected};
+
+/// v1model's `instance_type` of an ingress-to-egress clone.
+const CLONE_I2E: u32 = 1;
+/// v1model's `instance_type` of a multicast replica.
+const REPLICA: u32 = 5;
 
 /// Counters are published this often (lab clock, ns).
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
@@ -176,6 +181,9 @@ impl Shard {
             return self.drop_at(s, frame, DropReason::Oversize, false);
         }
         let switch = &self.fabric.switches[slot.switch];
+        if switch.p4.is_some() {
+            return self.ingress_p4(s, frame);
+        }
         let (verdict, notes) = switch.pipeline.ingress(&mut frame);
         let base = self.fabric.base[self.slots[s].switch];
         if notes.malformed_int {
@@ -199,6 +207,38 @@ impl Shard {
             }
             Verdict::Drop(why) => self.drop_at(s, frame, why, false),
         }
+    }
+
+    /// Runs a switch's P4 program on frame `frame` arriving at slot `s`.
+    fn ingress_p4(&mut self, s: usize, mut frame: FrameBuf) {
+        let (sw, index) = (self.slots[s].switch, self.slots[s].index);
+        let fabric = Arc::clone(&self.fabric);
+        let p4 = fabric.switches[sw].p4.as_ref().expect("a P4 switch");
+        let (verdict, clone_to) = p4.ingress(&mut frame, index);
+        let base = fabric.base[sw];
+        if let Some(c) = clone_to {
+            self.route(s, base + c, self.copy_of(&frame, 0, CLONE_I2E));
+        }
+        match verdict {
+            P4Verdict::Forward(p) => self.route(s, base + p, frame),
+            P4Verdict::Multicast(g) => {
+                for (p, rid) in p4.group(g) {
+                    let copy = self.copy_of(&frame, rid, REPLICA);
+                    self.route(s, base + p, copy);
+                }
+                self.fabric.pool.put(frame);
+            }
+            P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
+            P4Verdict::NoPort(_) => self.drop_at(s, frame, DropReason::P4NoPort, false),
+        }
+    }
+
+    /// A copy of `frame` and its P4 state, as a replica or clone.
+    fn copy_of(&self, frame: &FrameBuf, rid: u16, instance_type: u32) -> FrameBuf {
+        let mut copy = self.fabric.pool.get();
+        copy.copy_from(frame);
+        crate::pipeline::copy_state(frame, &mut copy, rid, instance_type);
+        copy
     }
 
     /// Sends `frame` towards egress port `g`: queued here, or handed to its worker.
@@ -234,11 +274,20 @@ impl Shard {
             if d.release_ns >= measure_from {
                 slot.counters.record_lateness(now.saturating_sub(d.release_ns));
             }
-            match egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng) {
-                Fate::Lost => {
-                    slot.counters.drop(DropReason::InjectedLoss);
+            let fate = match &self.fabric.switches[slot.switch].p4 {
+                Some(p4) => egress::process_p4(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, p4),
+                None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
+            };
+            match fate {
+                Fate::Lost | Fate::Dropped => {
+                    let why = if fate == Fate::Lost {
+                        DropReason::InjectedLoss
+                    } else {
+                        DropReason::P4Drop
+                    };
+                    slot.counters.drop(why);
                     if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
-                        c.dropped(d.start_ns, d.frame.bytes(), DropReason::InjectedLoss, true);
+                        c.dropped(d.start_ns, d.frame.bytes(), why, true);
                     }
                     self.fabric.pool.put(d.frame);
                 }

@@ -15,6 +15,7 @@ use int_format::ethernet::MacAddress;
 use intlab_runtime::{PollMode, Runtime, RuntimeConfig, WorkerStats};
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::frame::FramePool;
+use intlab_switch::pipeline::default_p4_port;
 use intlab_switch::units::Nanos;
 use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe};
@@ -231,6 +232,23 @@ impl Lab {
                 }
             }
         }
+        // A P4 program answers no ARP (the native pipeline does): hosts then know every other
+        // host's MAC from the start, as the p4lang tutorials' hosts do with static entries.
+        if t.nodes.iter().any(|n| n.p4.is_some()) {
+            for &h in &host_order {
+                let ns = hosts[h].as_ref().expect("host namespace");
+                let dev = t
+                    .links
+                    .iter()
+                    .flat_map(|l| &l.ends)
+                    .find(|e| e.node == h)
+                    .map(|e| e.interface.as_str());
+                let Some(dev) = dev else { continue };
+                for &o in host_order.iter().filter(|&&o| o != h) {
+                    ns.neighbor(dev, t.nodes[o].address.expect("hosts have addresses"), mac_of[&o])?;
+                }
+            }
+        }
         let routes = routes(t);
         let neighbors: Vec<(Ipv4Addr, MacAddress)> = host_order
             .iter()
@@ -259,6 +277,11 @@ impl Lab {
                     ecn: props.ecn,
                     int: true,
                     loss: props.loss,
+                    p4_port: t.nodes[s]
+                        .p4
+                        .as_ref()
+                        .and_then(|p| p.ports.get(&t.links[li].ends[end].interface).copied())
+                        .unwrap_or_else(|| default_p4_port(&t.links[li].ends[end].interface, ports.len())),
                 });
             }
             let table = host_order
@@ -294,6 +317,7 @@ impl Lab {
                 seed: cfg.seed.wrapping_add(k as u64),
                 poll: cfg.poll,
                 queue_trace_every: Nanos(cfg.queue_trace_every_ns),
+                p4: t.nodes[s].p4.as_ref().map(|p| p.spec.clone()),
             });
         }
         let runtime = Runtime::start(&RuntimeConfig {

@@ -275,3 +275,43 @@ fn clean_removes_what_a_killed_run_left() {
     );
     assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
 }
+
+#[test]
+fn a_switch_running_a_p4_program_carries_every_flow_and_its_actions_show_on_the_wire() {
+    require_root();
+    let _serial = serial();
+    let out = scratch_dir("run-p4");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4/line.yaml");
+    let child = intlab()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--capture", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let prefix = run_prefix(child.id());
+    let o = child.wait_with_output().expect("intlab ends");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("2/2 flows completed"), "{t}");
+    assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
+    for f in csv_rows(&out.join(results::FLOWS)) {
+        assert_eq!(f["bytes_received"], f["size_bytes"], "{f:?}");
+    }
+    // What h1 sent to h2, as it arrived at s1 and as the program sent it on.
+    let fields = ["ip.dsfield.dscp", "ip.ttl", "ip.checksum.status"];
+    let filter = ["-o", "ip.check_checksum:TRUE", "-Y", "ip.dst == 198.18.0.2"];
+    let inbound = tshark_fields(&out.join("capture/s1-eth1.pcapng"), &filter, &fields);
+    let outbound = tshark_fields(&out.join("capture/s1-eth2.pcapng"), &filter, &fields);
+    assert!(inbound.len() > 1000, "{} frames from h1", inbound.len());
+    assert_eq!(inbound.len(), outbound.len(), "every frame forwarded, none added");
+    for (i, o) in inbound.iter().zip(&outbound) {
+        assert_ne!(i[0], "46", "the host does not send EF: {i:?}");
+        assert_eq!(o[0], "46", "ipv4_forward sets DSCP 46: {o:?}");
+        let (ti, to): (u8, u8) = (i[1].parse().expect("ttl"), o[1].parse().expect("ttl"));
+        assert_eq!(to + 1, ti, "one hop off the TTL");
+        assert_eq!(o[2], "1", "update_checksum left a good header checksum: {o:?}");
+    }
+}

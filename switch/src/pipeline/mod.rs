@@ -1,9 +1,12 @@
-//! The ingress pipeline in P4 terms: parse, then match-action tables decide the egress port.
+//! The ingress pipeline in P4 terms: parse, then match-action tables decide the egress port;
+//! or a P4 program ([`P4Pipeline`]) in its place.
 //! Egress processing (INT transit, ECN) happens at dequeue, in [`crate::egress`].
 
 mod arp;
 mod ingress;
+mod p4;
 mod tables;
 
 pub use ingress::{IngressNotes, Pipeline, Verdict};
+pub use p4::{P4LoadError, P4Pipeline, P4Verdict, copy_state, default_p4_port, load_datapath, relative_to};
 pub use tables::{FlowKey, Lpm, MacTable};

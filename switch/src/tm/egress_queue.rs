@@ -22,6 +22,8 @@ struct Entry {
     release_ps: u64,
     /// Bytes enqueued on this port up to and including this frame.
     cum_bytes: u64,
+    /// Frames waiting (arrived, not started) when it arrived.
+    enq_packets: u32,
 }
 
 /// A frame leaving the queue, with the values its INT hop and ECN decision need.
@@ -39,6 +41,12 @@ pub struct Dequeued {
     pub wire_len: u64,
     /// When it reaches the far end of the link (ns): end of transmission plus delay.
     pub release_ns: u64,
+    /// When it was queued (ns; its arrival, kept in FIFO order).
+    pub enqueued_ns: u64,
+    /// Frames waiting when it was queued (v1model's `enq_qdepth`).
+    pub enq_packets: u32,
+    /// Frames waiting behind it when it started (v1model's `deq_qdepth`).
+    pub deq_packets: u32,
 }
 
 /// Why a frame was not queued.
@@ -106,6 +114,7 @@ impl EgressQueue {
         if self.occupancy_at_ps(arrival_ps) + wire_len > self.buffer {
             return Err(Rejected::BufferFull(frame));
         }
+        let waiting = self.entries.len() - self.entries.partition_point(|e| e.start_ps <= arrival_ps);
         let start_ps = arrival_ps.max(self.last_end_ps);
         let end_ps = start_ps + self.serialization_ps(wire_len);
         self.last_end_ps = end_ps;
@@ -118,6 +127,7 @@ impl EgressQueue {
             start_ps,
             release_ps: end_ps + self.delay_ps,
             cum_bytes: self.enqueued_bytes,
+            enq_packets: u32::try_from(waiting).unwrap_or(u32::MAX),
         });
         Ok(())
     }
@@ -148,6 +158,9 @@ impl EgressQueue {
             tx_bytes_before,
             wire_len: e.wire_len,
             release_ns: e.release_ps.div_ceil(PS_PER_NS),
+            enqueued_ns: e.arrival_ps / PS_PER_NS,
+            enq_packets: e.enq_packets,
+            deq_packets: u32::try_from(behind - 1).unwrap_or(u32::MAX),
         })
     }
 
@@ -202,10 +215,12 @@ mod tests {
         let mut starts = vec![];
         let mut qlens = vec![];
         let mut tx = vec![];
+        let mut depths = vec![];
         while let Some(d) = q.dequeue_due(u64::MAX / 2000) {
             starts.push(d.start_ns);
             qlens.push(d.qlen);
             tx.push(d.tx_bytes_before);
+            depths.push((d.enq_packets, d.deq_packets));
         }
         assert_eq!(starts, vec![10, 1_000_010, 2_000_010, 3_000_010]);
         assert_eq!(
@@ -214,6 +229,9 @@ mod tests {
             "a burst steps down one frame at a time"
         );
         assert_eq!(tx, vec![0, 1000, 2000, 3000]);
+        // In packets, as v1model counts: the first starts at once, so the second finds none
+        // waiting; each later one finds the ones before it that have not started.
+        assert_eq!(depths, vec![(0, 3), (0, 2), (1, 1), (2, 0)]);
     }
 
     #[test]

@@ -109,6 +109,22 @@ struct RawNode {
     kind: RawKind,
     #[serde(default)]
     address: Option<Spanned<String>>,
+    #[serde(default)]
+    p4: Option<Spanned<RawP4>>,
+}
+
+/// `p4:` of a switch node.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawP4 {
+    /// Relative to the scenario's folder.
+    program: String,
+    #[serde(default)]
+    runtime: Option<String>,
+    #[serde(default)]
+    ports: BTreeMap<String, u16>,
+    #[serde(default)]
+    trace: bool,
 }
 
 /// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
@@ -214,10 +230,43 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                 format!("node `{name}`: duplicate address {ip} (also `{other}`)"),
             ));
         }
+        let p4 = match &n.value.p4 {
+            None => None,
+            Some(p) if kind == NodeKind::Host => {
+                return Err(err(
+                    &p.referenced,
+                    format!("node `{name}`: only a switch runs a P4 program"),
+                ));
+            }
+            Some(p) => {
+                let rel = |s: &str| intlab_switch::pipeline::relative_to(file, Path::new(s));
+                let spec = intlab_switch::config::P4Spec {
+                    program: rel(&p.value.program),
+                    runtime: p.value.runtime.as_deref().map(rel),
+                    trace: p.value.trace,
+                };
+                // Loaded once here so that a broken program or runtime file stops the scenario
+                // before anything is built; the lab loads its own copy.
+                if let Err(e) = intlab_switch::pipeline::load_datapath(&spec, name) {
+                    return Err(err(&p.referenced, format!("node `{name}`: p4: {e}")));
+                }
+                if let Some(bad) = p.value.ports.values().find(|&&n| n >= intlab_p4::exec::DROP_PORT) {
+                    return Err(err(
+                        &p.referenced,
+                        format!("node `{name}`: p4.ports: {bad} is not below 511 (the drop port)"),
+                    ));
+                }
+                Some(super::P4Node {
+                    spec,
+                    ports: p.value.ports.clone(),
+                })
+            }
+        };
         nodes.push(Node {
             name: (*name).clone(),
             kind,
             address,
+            p4,
         });
     }
     let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
@@ -498,6 +547,48 @@ links:
         assert_eq!(t.links[0].props.rate, Rate(100_000_000));
         assert_eq!(t.links[1].props.rate, Rate(1_000_000_000));
         assert_eq!(t.links[2].props.delay, Nanos(200_000));
+    }
+
+    #[test]
+    fn a_broken_p4_program_or_runtime_file_stops_the_scenario_with_both_positions() {
+        let dir = std::env::temp_dir().join(format!("intlab-p4-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4");
+        let good = std::fs::read_to_string(fixtures.join("forward_dscp.p4")).expect("fixture");
+        std::fs::write(
+            dir.join("bad.p4"),
+            good.replace("ipv4_lpm.apply();", "ipv4_lpm.apply(;"),
+        )
+        .expect("write");
+        std::fs::write(dir.join("good.p4"), &good).expect("write");
+        std::fs::write(
+            dir.join("bad.json"),
+            r#"{"table_entries":[{"table":"LineIngress.nope","action_name":"NoAction"}]}"#,
+        )
+        .expect("write");
+        let scenario = dir.join("s.yaml");
+        let with = |p4: &str| INCAST.replace("  s1: { kind: switch }", &format!("  s1: {{ kind: switch, p4: {p4} }}"));
+        let e = load_str(&with("{ program: bad.p4 }"), &scenario).unwrap_err();
+        let m = e.to_string();
+        assert!(e.line == 5 && m.contains("node `s1`: p4:"), "{m}");
+        assert!(
+            m.contains("bad.p4:") && m.contains("expression expected"),
+            "the program's own position: {m}"
+        );
+        let e = load_str(&with("{ program: good.p4, runtime: bad.json }"), &scenario).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("bad.json: table_entries[0].table: no table `LineIngress.nope`"),
+            "{e}"
+        );
+        let e = load_str(&with("{ program: good.p4, ports: { eth1: 511 } }"), &scenario).unwrap_err();
+        assert!(e.to_string().contains("511"), "{e}");
+        let t = load_str(&with("{ program: good.p4 }"), &scenario).expect("a good program loads");
+        assert_eq!(
+            t.nodes[0].p4.as_ref().map(|p| p.spec.program.clone()),
+            Some(dir.join("good.p4"))
+        );
+        std::fs::remove_dir_all(&dir).expect("temp dir removed");
     }
 
     fn error(text: &str) -> LoadError {

@@ -32,6 +32,18 @@ pub struct Node {
     pub kind: NodeKind,
     /// A host's address (198.18.0.0/15); switches have none.
     pub address: Option<Ipv4Addr>,
+    /// A switch's P4 program, when it runs one instead of the native pipeline.
+    pub p4: Option<P4Node>,
+}
+
+/// A switch's P4 program and its port numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct P4Node {
+    /// The program and its runtime file (paths resolved against the scenario's folder).
+    pub spec: intlab_switch::config::P4Spec,
+    /// P4 port numbers given by interface; the others are numbered by
+    /// [`intlab_switch::pipeline::default_p4_port`].
+    pub ports: std::collections::BTreeMap<String, u16>,
 }
 
 /// One end of a link: a node and its interface.

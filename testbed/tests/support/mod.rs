@@ -61,6 +61,7 @@ pub fn port(name: &str, io: PortIo) -> PortSpec {
         ecn: None,
         int: true,
         loss: 0.0,
+        p4_port: 1,
     }
 }
 
@@ -99,6 +100,7 @@ pub fn switch_spec(
         seed: 1,
         poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
+        p4: None,
     }
 }
 

@@ -1,0 +1,313 @@
+//! Running a lowered program on frames, as BMv2's simple_switch runs v1model: parser, verify
+//! checksum and ingress when a frame arrives; egress, compute checksum and deparser when it
+//! starts transmission. Per-packet state is a reused [`PacketState`]; tables and extern state
+//! live in the [`Datapath`] shared by every worker.
+
+pub mod eval;
+pub mod hash;
+mod run;
+pub mod table;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ir;
+use table::TableState;
+
+/// The port number v1model reserves for "drop" (`egress_spec` 511).
+pub const DROP_PORT: u16 = 511;
+
+/// A program with its tables and extern state.
+#[derive(Debug)]
+pub struct Datapath {
+    /// The program.
+    pub program: ir::Program,
+    /// Each table's entries.
+    pub tables: Vec<TableState>,
+    registers: Vec<Box<[AtomicU64]>>,
+    counters: Vec<Box<[[AtomicU64; 2]]>>,
+    /// Multicast groups: (egress port, replication id) of each copy.
+    pub groups: HashMap<u16, Vec<(u16, u16)>>,
+    /// Clone sessions: the egress port of each.
+    pub sessions: HashMap<u32, u16>,
+    /// Log every packet's way through the program (`tracing` at debug level, target `p4`).
+    pub trace: bool,
+    /// This switch's name in traces.
+    pub name: String,
+}
+
+/// One packet's values while it is in the switch.
+#[derive(Debug, Clone, Default)]
+pub struct PacketState {
+    slots: Vec<u128>,
+    /// Bytes of headers at the front of the frame that the state stands for (the parser's
+    /// cursor; after a deparse, the headers written).
+    header_bytes: usize,
+    /// Bits the parser has consumed.
+    cursor: usize,
+    out: Vec<u8>,
+    list: Vec<u8>,
+    key: Vec<u128>,
+    scratch: Vec<u128>,
+    clone_session: Option<u32>,
+    truncate: Option<usize>,
+    random: u64,
+    rid: u16,
+    instance_type: u32,
+}
+
+/// What the switch knows when a frame arrives.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arrival {
+    /// Its P4 ingress port.
+    pub port: u16,
+    /// When it arrived (ns, lab clock).
+    pub now_ns: u64,
+}
+
+/// What the switch knows when a frame starts transmission.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Departure {
+    /// P4 egress port.
+    pub port: u16,
+    /// When it arrived (ns).
+    pub arrival_ns: u64,
+    /// When it was queued (ns).
+    pub enqueued_ns: u64,
+    /// When it starts transmission (ns).
+    pub departure_ns: u64,
+    /// Packets queued when it was queued.
+    pub enq_packets: u32,
+    /// Packets queued when it left.
+    pub deq_packets: u32,
+    /// Bytes queued when it left.
+    pub queue_bytes: u64,
+    /// Bytes sent on the port before it.
+    pub tx_bytes: u64,
+    /// Line rate (kb/s).
+    pub rate_kbps: u32,
+    /// INT node id of the switch.
+    pub node_id: u32,
+}
+
+/// Where ingress sends a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Dropped (`mark_to_drop`, or `egress_spec` 511).
+    Drop,
+    /// To one P4 port.
+    Unicast(u16),
+    /// To the ports of a multicast group.
+    Multicast(u16),
+}
+
+/// What ingress decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngressResult {
+    /// Where the frame goes.
+    pub decision: Decision,
+    /// A clone (ingress to egress) to this P4 port, if one was asked for.
+    pub clone_to: Option<u16>,
+}
+
+impl Datapath {
+    /// A datapath for `program` with its source's entries and defaults.
+    pub fn new(program: ir::Program, name: &str) -> Datapath {
+        let tables = program.tables.iter().map(TableState::new).collect();
+        let registers = program
+            .registers
+            .iter()
+            .map(|r| (0..r.size).map(|_| AtomicU64::new(0)).collect())
+            .collect();
+        let counters = program
+            .counters
+            .iter()
+            .map(|c| (0..c.size).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect())
+            .collect();
+        Datapath {
+            program,
+            tables,
+            registers,
+            counters,
+            groups: HashMap::new(),
+            sessions: HashMap::new(),
+            trace: false,
+            name: name.to_owned(),
+        }
+    }
+
+    /// A fresh packet state sized for this program.
+    pub fn packet_state(&self) -> PacketState {
+        PacketState {
+            slots: vec![0; self.program.slots],
+            ..PacketState::default()
+        }
+    }
+
+    /// Index of the table the control plane calls `name`.
+    pub fn table_id(&self, name: &str) -> Option<usize> {
+        self.program
+            .tables
+            .iter()
+            .position(|t| t.name == name || short(&t.name) == name)
+    }
+
+    /// Index of the action the control plane calls `name`.
+    pub fn action_id(&self, name: &str) -> Option<usize> {
+        self.program
+            .actions
+            .iter()
+            .position(|a| a.name == name)
+            .or_else(|| self.program.actions.iter().position(|a| short(&a.name) == name))
+    }
+
+    /// Index of register `name`.
+    pub fn register_id(&self, name: &str) -> Option<usize> {
+        self.program
+            .registers
+            .iter()
+            .position(|r| r.name == name || short(&r.name) == name)
+    }
+
+    /// Index of counter `name`.
+    pub fn counter_id(&self, name: &str) -> Option<usize> {
+        self.program
+            .counters
+            .iter()
+            .position(|c| c.name == name || short(&c.name) == name)
+    }
+
+    /// Cell `i` of register `r`.
+    pub fn register_read(&self, r: usize, i: usize) -> Option<u64> {
+        self.registers.get(r)?.get(i).map(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// Sets cell `i` of register `r`; false if out of range.
+    pub fn register_write(&self, r: usize, i: usize, v: u64) -> bool {
+        let w = self.program.registers[r].width;
+        match self.registers.get(r).and_then(|x| x.get(i)) {
+            Some(c) => {
+                c.store(v & crate::lower::mask(w) as u64, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Packets and bytes of cell `i` of counter `c`.
+    pub fn counter_read(&self, c: usize, i: usize) -> Option<(u64, u64)> {
+        let cell = self.counters.get(c)?.get(i)?;
+        Some((cell[0].load(Ordering::Relaxed), cell[1].load(Ordering::Relaxed)))
+    }
+
+    /// Runs the parser, verify checksum and ingress on the frame in `buf[..*len]`, then writes
+    /// the headers back (the frame may grow or shrink; `buf` must have room).
+    pub fn ingress(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, arrival: Arrival) -> IngressResult {
+        st.reset(self.program.slots);
+        let s = self.program.std;
+        st.slots[s.ingress_port as usize] = u128::from(arrival.port);
+        st.slots[s.packet_length as usize] = *len as u128;
+        st.slots[s.ingress_global_timestamp as usize] = u128::from(arrival.now_ns / 1000);
+        let env = Departure {
+            arrival_ns: arrival.now_ns,
+            ..Departure::default()
+        };
+        let mut r = run::Run::new(self, st, &buf[..*len], env);
+        r.parse();
+        r.control(&self.program.verify);
+        r.control(&self.program.ingress);
+        let clone_to = r.st.clone_session.take().and_then(|c| self.sessions.get(&c).copied());
+        let mcast = r.st.slots[s.mcast_grp as usize] as u16;
+        let spec = r.st.slots[s.egress_spec as usize] as u16;
+        let decision = if mcast != 0 {
+            Decision::Multicast(mcast)
+        } else if spec == DROP_PORT {
+            Decision::Drop
+        } else {
+            Decision::Unicast(spec)
+        };
+        if self.trace {
+            tracing::debug!(target: "p4", switch = %self.name, "ingress decided {decision:?}");
+        }
+        if decision != Decision::Drop || clone_to.is_some() {
+            r.deparse();
+            if st.write_headers(buf, len).is_none() {
+                tracing::debug!(target: "p4", switch = %self.name, "frame grew past its buffer: dropped");
+                return IngressResult {
+                    decision: Decision::Drop,
+                    clone_to: None,
+                };
+            }
+        }
+        IngressResult { decision, clone_to }
+    }
+
+    /// Runs egress, compute checksum and the deparser on a frame that starts transmission;
+    /// false if egress dropped it.
+    pub fn egress(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, d: Departure) -> bool {
+        if st.slots.len() != self.program.slots {
+            return false;
+        }
+        let s = self.program.std;
+        let set = |st: &mut PacketState, slot: ir::Slot, v: u128| st.slots[slot as usize] = v;
+        set(st, s.egress_port, u128::from(d.port));
+        set(st, s.egress_rid, u128::from(st.rid));
+        set(st, s.instance_type, u128::from(st.instance_type));
+        set(st, s.packet_length, *len as u128);
+        set(st, s.enq_timestamp, u128::from((d.enqueued_ns / 1000) as u32));
+        set(st, s.enq_qdepth, u128::from(d.enq_packets.min((1 << 19) - 1)));
+        set(st, s.deq_qdepth, u128::from(d.deq_packets.min((1 << 19) - 1)));
+        set(
+            st,
+            s.deq_timedelta,
+            u128::from(((d.departure_ns.saturating_sub(d.enqueued_ns)) / 1000) as u32),
+        );
+        set(st, s.egress_global_timestamp, u128::from(d.departure_ns / 1000));
+        // egress_spec keeps ingress's choice; mark_to_drop in egress sets it to 511.
+        set(st, s.egress_spec, u128::from(d.port));
+        let mut r = run::Run::new(self, st, &buf[..*len], d);
+        r.cursor_to_headers();
+        r.control(&self.program.egress);
+        if r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT {
+            if self.trace {
+                tracing::debug!(target: "p4", switch = %self.name, "egress dropped the frame");
+            }
+            return false;
+        }
+        r.control(&self.program.compute);
+        r.deparse();
+        st.write_headers(buf, len).is_some()
+    }
+}
+
+/// The local part of a control-plane name (`MyIngress.ipv4_lpm` → `ipv4_lpm`).
+fn short(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+impl PacketState {
+    fn reset(&mut self, slots: usize) {
+        self.slots.clear();
+        self.slots.resize(slots, 0);
+        self.header_bytes = 0;
+        self.cursor = 0;
+        self.clone_session = None;
+        self.truncate = None;
+    }
+
+    /// Marks this state as a copy: its replication id and `instance_type` (0 normal, 1 ingress
+    /// clone, 5 multicast replica), as egress will see them.
+    pub fn mark_copy(&mut self, rid: u16, instance_type: u32) {
+        self.rid = rid;
+        self.instance_type = instance_type;
+    }
+
+    /// Copies `other` into this state, reusing its buffers (for multicast copies and clones).
+    pub fn copy_from(&mut self, other: &PacketState) {
+        self.slots.clone_from(&other.slots);
+        self.header_bytes = other.header_bytes;
+        self.cursor = other.cursor;
+        self.clone_session = None;
+        self.truncate = other.truncate;
+    }
+}

@@ -1,0 +1,327 @@
+//! A table's entries, kept in the structure its key kinds allow: a hash map for all-exact keys,
+//! one hash map per prefix length (longest first) for one lpm key among exact ones, and a scan
+//! in priority order for ternary, range and optional keys.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ir::{self, Entry, KeySet, MatchKind};
+use crate::lower::mask;
+
+/// Packets and bytes of an entry (its direct counter).
+#[derive(Debug, Default)]
+pub struct EntryCounter {
+    /// Packets.
+    pub packets: AtomicU64,
+    /// Bytes.
+    pub bytes: AtomicU64,
+}
+
+/// An entry with its counter.
+#[derive(Debug, Clone)]
+pub struct StoredEntry {
+    /// The entry.
+    pub entry: Entry,
+    /// Its direct counter.
+    pub counter: Arc<EntryCounter>,
+}
+
+/// Entry index by exact key values.
+type ExactMap = HashMap<Box<[u128]>, usize>;
+
+#[derive(Debug, Clone)]
+enum Index {
+    Exact(ExactMap),
+    /// The lpm key's position, then (prefix length, map) longest first.
+    Lpm(usize, Vec<(u32, ExactMap)>),
+    /// Entry indices, highest priority first.
+    Scan(Vec<usize>),
+}
+
+/// The entries and default action of one table.
+#[derive(Debug, Clone)]
+pub struct TableState {
+    kinds: Vec<(MatchKind, u16)>,
+    entries: Vec<StoredEntry>,
+    /// The action run on a miss, and its arguments.
+    pub default: (usize, Vec<u128>),
+    index: Index,
+    size: usize,
+}
+
+impl TableState {
+    /// An empty table with its program's default action (and its `const entries`).
+    pub fn new(t: &ir::Table) -> TableState {
+        let kinds: Vec<(MatchKind, u16)> = t.keys.iter().map(|k| (k.kind, k.width)).collect();
+        let lpm = kinds.iter().position(|k| k.0 == MatchKind::Lpm);
+        let all_exact_but_lpm = kinds.iter().all(|k| matches!(k.0, MatchKind::Exact | MatchKind::Lpm));
+        let index = match lpm {
+            None if all_exact_but_lpm => Index::Exact(HashMap::new()),
+            Some(p) if all_exact_but_lpm => Index::Lpm(p, Vec::new()),
+            _ => Index::Scan(Vec::new()),
+        };
+        let mut s = TableState {
+            kinds,
+            entries: Vec::new(),
+            default: t.default_action.clone(),
+            index,
+            size: t.size.max(t.const_entries.as_ref().map_or(0, Vec::len)),
+        };
+        for e in t.const_entries.iter().flatten() {
+            // Const entries were checked against the keys at load.
+            if let Err(m) = s.insert(e.clone()) {
+                tracing::warn!(table = %t.name, "const entry refused: {m}");
+            }
+        }
+        s
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[StoredEntry] {
+        &self.entries
+    }
+
+    /// Adds an entry; refused (with why) if it does not fit the keys, repeats a key or the table
+    /// is full.
+    pub fn insert(&mut self, e: Entry) -> Result<usize, String> {
+        if e.matches.len() != self.kinds.len() {
+            return Err(format!("{} key values for {} keys", e.matches.len(), self.kinds.len()));
+        }
+        for (i, (m, (kind, w))) in e.matches.iter().zip(&self.kinds).enumerate() {
+            let fits = |v: u128| v & !mask(*w) == 0;
+            let ok = match (kind, m) {
+                (MatchKind::Exact, KeySet::Value(v)) => fits(*v),
+                (MatchKind::Lpm, KeySet::Mask(v, m)) => fits(*v) && fits(*m) && is_prefix(*m, *w),
+                (MatchKind::Ternary, KeySet::Mask(v, m)) => fits(*v) && fits(*m),
+                (MatchKind::Range, KeySet::Range(lo, hi)) => fits(*lo) && fits(*hi) && lo <= hi,
+                (MatchKind::Optional, KeySet::Value(v)) => fits(*v),
+                (MatchKind::Optional | MatchKind::Ternary | MatchKind::Range | MatchKind::Lpm, KeySet::Any) => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("key {i} is {kind:?} of {w} bits; {m:?} does not fit it"));
+            }
+        }
+        if self.entries.len() >= self.size {
+            return Err(format!("the table is full ({} entries)", self.size));
+        }
+        let at = self.entries.len();
+        match &mut self.index {
+            Index::Exact(map) => {
+                let key = exact_key(&e.matches);
+                if map.contains_key(&key) {
+                    return Err("an entry with this key exists".into());
+                }
+                map.insert(key, at);
+            }
+            Index::Lpm(p, groups) => {
+                let len = match e.matches[*p] {
+                    KeySet::Mask(_, m) => m.count_ones(),
+                    _ => 0,
+                };
+                let key = exact_key(&e.matches);
+                let g = match groups.iter().position(|g| g.0 == len) {
+                    Some(g) => g,
+                    None => {
+                        groups.push((len, HashMap::new()));
+                        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
+                        groups.iter().position(|g| g.0 == len).expect("just added")
+                    }
+                };
+                if groups[g].1.contains_key(&key) {
+                    return Err("an entry with this key exists".into());
+                }
+                groups[g].1.insert(key, at);
+            }
+            Index::Scan(order) => {
+                if self
+                    .entries
+                    .iter()
+                    .any(|s| s.entry.matches == e.matches && s.entry.priority == e.priority)
+                {
+                    return Err("an entry with this key and priority exists".into());
+                }
+                let pos = order.partition_point(|&i| self.entries[i].entry.priority >= e.priority);
+                order.insert(pos, at);
+            }
+        }
+        self.entries.push(StoredEntry {
+            entry: e,
+            counter: Arc::new(EntryCounter::default()),
+        });
+        Ok(at)
+    }
+
+    /// Removes entry `at` (the others keep their counters); false if there is none.
+    pub fn delete(&mut self, at: usize) -> bool {
+        if at >= self.entries.len() {
+            return false;
+        }
+        let kept: Vec<StoredEntry> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .map(|(_, e)| e.clone())
+            .collect();
+        self.entries.clear();
+        self.index = match &self.index {
+            Index::Exact(_) => Index::Exact(HashMap::new()),
+            Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
+            Index::Scan(_) => Index::Scan(Vec::new()),
+        };
+        for e in kept {
+            let counter = e.counter.clone();
+            if let Ok(i) = self.insert(e.entry) {
+                self.entries[i].counter = counter;
+            }
+        }
+        true
+    }
+
+    /// The entry `key` hits, if any; `scratch` is reused for masked keys.
+    pub fn lookup(&self, key: &[u128], scratch: &mut Vec<u128>) -> Option<&StoredEntry> {
+        let i = match &self.index {
+            Index::Exact(map) => *map.get(key)?,
+            Index::Lpm(p, groups) => {
+                scratch.clear();
+                scratch.extend_from_slice(key);
+                let w = self.kinds[*p].1;
+                groups.iter().find_map(|(len, map)| {
+                    scratch[*p] = key[*p] & prefix_mask(*len, w);
+                    map.get(scratch.as_slice()).copied()
+                })?
+            }
+            Index::Scan(order) => *order.iter().find(|&&i| {
+                self.entries[i]
+                    .entry
+                    .matches
+                    .iter()
+                    .zip(key)
+                    .all(|(m, v)| m.contains(*v))
+            })?,
+        };
+        Some(&self.entries[i])
+    }
+
+    /// Counts a hit on entry `e`.
+    pub fn count(e: &StoredEntry, bytes: u64) {
+        e.counter.packets.fetch_add(1, Ordering::Relaxed);
+        e.counter.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// The exact-match key of an entry (an lpm key by its masked value).
+fn exact_key(matches: &[KeySet]) -> Box<[u128]> {
+    matches
+        .iter()
+        .map(|m| match *m {
+            KeySet::Value(v) => v,
+            KeySet::Mask(v, m) => v & m,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// The mask of a `len`-bit prefix of a `w`-bit key.
+pub fn prefix_mask(len: u32, w: u16) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        mask(w) & !(mask(w) >> len.min(u32::from(w)))
+    }
+}
+
+fn is_prefix(m: u128, w: u16) -> bool {
+    m == prefix_mask(m.count_ones(), w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(kinds: &[MatchKind]) -> ir::Table {
+        ir::Table {
+            name: "t".into(),
+            keys: kinds
+                .iter()
+                .map(|k| ir::Key {
+                    expr: ir::Expr::Const(0),
+                    kind: *k,
+                    width: 32,
+                    name: "k".into(),
+                })
+                .collect(),
+            actions: vec![0, 1],
+            default_action: (0, vec![]),
+            const_default: false,
+            const_entries: None,
+            size: 16,
+            direct_counter: false,
+        }
+    }
+
+    fn entry(matches: Vec<KeySet>, priority: i64, action: usize) -> Entry {
+        Entry {
+            matches,
+            priority,
+            action,
+            args: vec![],
+        }
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_whatever_the_insertion_order() {
+        let mut t = TableState::new(&table(&[MatchKind::Lpm]));
+        let mut s = Vec::new();
+        t.insert(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
+            .unwrap();
+        t.insert(entry(vec![KeySet::Mask(0x0a01_0100, prefix_mask(24, 32))], 0, 2))
+            .unwrap();
+        t.insert(entry(vec![KeySet::Mask(0, 0)], 0, 3)).unwrap();
+        assert_eq!(t.lookup(&[0x0a01_0105], &mut s).unwrap().entry.action, 2);
+        assert_eq!(t.lookup(&[0x0a02_0105], &mut s).unwrap().entry.action, 1);
+        assert_eq!(t.lookup(&[0x0b00_0000], &mut s).unwrap().entry.action, 3);
+        assert!(
+            t.insert(entry(vec![KeySet::Mask(0x0a00_0000, 0x00ff_0000)], 0, 1))
+                .is_err(),
+            "not a prefix"
+        );
+        assert!(
+            t.insert(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
+                .is_err(),
+            "a repeat"
+        );
+    }
+
+    #[test]
+    fn ternary_entries_match_by_priority_and_deletion_keeps_the_rest() {
+        let mut t = TableState::new(&table(&[MatchKind::Ternary, MatchKind::Range]));
+        let mut s = Vec::new();
+        t.insert(entry(vec![KeySet::Mask(0, 0), KeySet::Range(0, 100)], 1, 1))
+            .unwrap();
+        let hi = t
+            .insert(entry(vec![KeySet::Mask(5, 0xff), KeySet::Range(10, 20)], 9, 2))
+            .unwrap();
+        assert_eq!(t.lookup(&[5, 15], &mut s).unwrap().entry.action, 2);
+        assert_eq!(t.lookup(&[5, 25], &mut s).unwrap().entry.action, 1);
+        assert!(t.lookup(&[5, 200], &mut s).is_none());
+        assert!(t.delete(hi));
+        assert_eq!(t.lookup(&[5, 15], &mut s).unwrap().entry.action, 1);
+        assert!(
+            t.insert(entry(vec![KeySet::Value(1), KeySet::Range(0, 1)], 0, 1))
+                .is_err(),
+            "a ternary key needs a mask"
+        );
+    }
+
+    #[test]
+    fn exact_tables_refuse_values_wider_than_their_key() {
+        let mut t = TableState::new(&table(&[MatchKind::Exact]));
+        assert!(t.insert(entry(vec![KeySet::Value(1 << 40)], 0, 1)).is_err());
+        t.insert(entry(vec![KeySet::Value(7)], 0, 1)).unwrap();
+        assert_eq!(t.lookup(&[7], &mut Vec::new()).unwrap().entry.action, 1);
+        assert!(t.lookup(&[8], &mut Vec::new()).is_none());
+    }
+}

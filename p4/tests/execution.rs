@@ -1,0 +1,222 @@
+//! Programs run on real frames, in memory: what each construct and extern does to the bytes and
+//! to the frame's fate, checked on the bytes that come out.
+
+use std::path::Path;
+
+use intlab_p4::{Arrival, Datapath, Decision, Departure, PacketState};
+
+fn program(name: &str) -> intlab_p4::Loaded {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs").join(name);
+    intlab_p4::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn datapath(name: &str, runtime: &str) -> Datapath {
+    let mut dp = Datapath::new(program(name).ir, "s1");
+    intlab_p4::runtime_json::apply_text(&mut dp, "runtime.json", runtime).unwrap_or_else(|e| panic!("{e}"));
+    dp
+}
+
+fn checksum(b: &[u8]) -> u16 {
+    let mut sum: u32 = b.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet + IPv4 frame (protocol `proto`, ECN `ecn`) with a valid header checksum and
+/// `payload` after the IPv4 header.
+fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, ecn: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0xaa, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00];
+    let total = (20 + payload.len()) as u16;
+    let mut ip = vec![0x45, ecn, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Runs ingress and (when forwarded to one port) egress; returns the decision and the frame.
+fn forward(dp: &Datapath, st: &mut PacketState, frame: &[u8], port: u16, departure: Departure) -> (Decision, Vec<u8>) {
+    let mut buf = vec![0u8; 2048];
+    buf[..frame.len()].copy_from_slice(frame);
+    let mut len = frame.len();
+    let r = dp.ingress(st, &mut buf, &mut len, Arrival { port, now_ns: 1_000 });
+    if let Decision::Unicast(p) = r.decision {
+        let d = Departure { port: p, ..departure };
+        if !dp.egress(st, &mut buf, &mut len, d) {
+            return (Decision::Drop, Vec::new());
+        }
+    }
+    buf.truncate(len);
+    (r.decision, buf)
+}
+
+const FORWARD_RUNTIME: &str = r#"{
+  "table_entries": [
+    { "table": "ForwardIngress.routes", "match": { "hdr.ipv4.dst": ["10.0.2.0", 24] },
+      "action_name": "ForwardIngress.forward",
+      "action_params": { "next_mac": "08:00:00:00:02:22", "port": 2 } },
+    { "table": "ForwardIngress.routes", "match": { "hdr.ipv4.dst": ["10.0.2.9", 32] },
+      "action_name": "ForwardIngress.forward",
+      "action_params": { "next_mac": "08:00:00:00:09:99", "port": 9 } }
+  ]
+}"#;
+
+#[test]
+fn lpm_forwarding_rewrites_macs_decrements_ttl_and_recomputes_the_checksum() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let (d, out) = forward(&dp, &mut st, &frame, 1, Departure::default());
+    assert_eq!(d, Decision::Unicast(2));
+    assert_eq!(out.len(), frame.len(), "no header added or removed");
+    assert_eq!(&out[0..6], &[8, 0, 0, 0, 2, 0x22], "destination MAC from the entry");
+    assert_eq!(&out[6..12], &frame[0..6], "source MAC is the old destination");
+    assert_eq!(out[22], 63, "TTL down by one");
+    assert_eq!(
+        checksum(&out[14..34]),
+        0,
+        "header checksum recomputed by update_checksum"
+    );
+    assert_eq!(&out[34..], &frame[34..], "payload untouched");
+    // The longer prefix wins.
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 9], 17, 0, &[0; 8]);
+    assert_eq!(
+        forward(&dp, &mut st, &frame, 1, Departure::default()).0,
+        Decision::Unicast(9)
+    );
+    // A miss runs the default action: drop.
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 3, 3], 17, 0, &[0; 8]);
+    assert_eq!(forward(&dp, &mut st, &frame, 1, Departure::default()).0, Decision::Drop);
+}
+
+#[test]
+fn const_entries_switch_on_the_action_run_and_ternary_range_keys() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    // TCP from 10/8 to a destination whose first byte is in 10..20: the ACL drops it and the
+    // apply block returns before the route table.
+    let tcp = ipv4([10, 9, 9, 9], [10, 0, 2, 2], 6, 0, &[0; 20]);
+    assert_eq!(forward(&dp, &mut st, &tcp, 1, Departure::default()).0, Decision::Drop);
+    // The same from 11/8 misses the ACL (default NoAction) and is routed.
+    let tcp = ipv4([11, 9, 9, 9], [10, 0, 2, 2], 6, 0, &[0; 20]);
+    assert_eq!(
+        forward(&dp, &mut st, &tcp, 1, Departure::default()).0,
+        Decision::Unicast(2)
+    );
+}
+
+#[test]
+fn egress_marks_ecn_from_the_queue_depth_in_packets() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let ect = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 1, &[0; 8]);
+    let shallow = Departure {
+        enq_packets: 3,
+        ..Departure::default()
+    };
+    let deep = Departure {
+        enq_packets: 10,
+        ..Departure::default()
+    };
+    let (_, out) = forward(&dp, &mut st, &ect, 1, shallow);
+    assert_eq!(out[15] & 3, 1, "below the threshold: unmarked");
+    let (_, out) = forward(&dp, &mut st, &ect, 1, deep);
+    assert_eq!(out[15] & 3, 3, "at the threshold: CE");
+    assert_eq!(checksum(&out[14..34]), 0, "checksum follows the mark");
+    let not_ect = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[0; 8]);
+    let (_, out) = forward(&dp, &mut st, &not_ect, 1, deep);
+    assert_eq!(out[15] & 3, 0, "not ECN-capable: never marked");
+}
+
+#[test]
+fn a_source_route_stack_is_parsed_popped_and_the_rest_emitted() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let inner = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[0; 8]);
+    let mut frame = inner[..12].to_vec();
+    frame.extend_from_slice(&[0x12, 0x34]);
+    // Two hops: port 5 (bos 0), then port 7 (bos 1).
+    frame.extend_from_slice(&[0x00, 0x05, 0x80, 0x07]);
+    frame.extend_from_slice(&inner[14..]);
+    let (d, out) = forward(&dp, &mut st, &frame, 1, Departure::default());
+    assert_eq!(d, Decision::Unicast(5), "the first hop's port");
+    assert_eq!(out.len(), frame.len() - 2, "one hop popped");
+    assert_eq!(&out[14..16], &[0x80, 0x07], "the remaining hop leads");
+    assert_eq!(&out[16..], &frame[18..], "the IPv4 packet follows");
+}
+
+#[test]
+fn a_frame_too_short_for_its_headers_reaches_ingress_with_the_parser_error() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[]);
+    // Cut inside the IPv4 header: the parser rejects; ipv4 stays invalid and ingress does
+    // nothing with it, so egress_spec stays 0 (BMv2 sends it to port 0).
+    let (d, _) = forward(&dp, &mut st, &frame[..20], 1, Departure::default());
+    assert_eq!(d, Decision::Unicast(0));
+}
+
+#[test]
+fn registers_and_counters_count_what_passed() {
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[0; 8]);
+    for _ in 0..3 {
+        forward(&dp, &mut st, &frame, 4, Departure::default());
+    }
+    let seen = dp.register_id("seen").expect("register");
+    assert_eq!(dp.register_read(seen, 0), Some(3));
+    let c = dp.counter_id("port_packets").expect("counter");
+    assert_eq!(dp.counter_read(c, 4), Some((3, 3 * frame.len() as u64)));
+    assert_eq!(dp.counter_read(c, 1), Some((0, 0)));
+}
+
+#[test]
+fn runtime_files_with_wrong_names_values_or_kinds_are_refused_with_their_json_path() {
+    let p = program("forward.p4");
+    let cases = [
+        (
+            r#"{"table_entries":[{"table":"Nope","action_name":"NoAction"}]}"#,
+            "table_entries[0].table",
+            "no table `Nope`",
+        ),
+        (
+            r#"{"table_entries":[{"table":"ForwardIngress.routes","match":{"hdr.ipv4.dst":["10.0.0.0",24]},"action_name":"ForwardIngress.fly"}]}"#,
+            "table_entries[0].action_name",
+            "has no action `ForwardIngress.fly`",
+        ),
+        (
+            r#"{"table_entries":[{"table":"ForwardIngress.routes","match":{"hdr.ipv4.dst":"10.0.0.0"},"action_name":"NoAction"}]}"#,
+            "table_entries[0].match.hdr.ipv4.dst",
+            "[value, prefix length] expected",
+        ),
+        (
+            r#"{"table_entries":[{"table":"ForwardIngress.routes","match":{"hdr.ipv4.dst":["10.0.0.0",24]},"action_name":"ForwardIngress.forward","action_params":{"next_mac":"08:00:00:00:02:22","port":600}}]}"#,
+            "table_entries[0].action_params.port",
+            "does not fit in 9 bits",
+        ),
+        (
+            r#"{"table_entries":[{"table":"ForwardIngress.routes","match":{"hdr.ipv4.src":["10.0.0.0",24]},"action_name":"NoAction"}]}"#,
+            "table_entries[0].match.hdr.ipv4.src",
+            "has no key",
+        ),
+        (
+            r#"{"table_entries":[{"table":"ForwardIngress.acl","match":{},"action_name":"NoAction"}]}"#,
+            "table_entries[0].table",
+            "const entries",
+        ),
+    ];
+    for (json, path, message) in cases {
+        let mut dp = Datapath::new(p.ir.clone(), "s1");
+        let e = intlab_p4::runtime_json::apply_text(&mut dp, "s1-runtime.json", json).expect_err(json);
+        assert_eq!(e.file, "s1-runtime.json");
+        assert_eq!(e.path, path, "{e}");
+        assert!(e.message.contains(message), "{e}");
+    }
+}

@@ -1,0 +1,196 @@
+//! A switch that runs a P4_16 v1model program instead of the native pipeline: ingress when a
+//! frame arrives, egress when it starts transmission on the exact schedule (so `enq_qdepth`,
+//! `deq_timedelta` and the timestamps are the schedule's own).
+
+use std::path::{Path, PathBuf};
+
+use intlab_p4::{Arrival, Datapath, Decision, Departure, PacketState};
+
+use crate::config::{P4Spec, PortSpec};
+use crate::egress::EgressPort;
+use crate::frame::FrameBuf;
+use crate::tm::Dequeued;
+
+/// What a P4 program decided for an arriving frame, in the switch's port indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P4Verdict {
+    /// To this port.
+    Forward(usize),
+    /// To the ports of this multicast group.
+    Multicast(u16),
+    /// Dropped by the program.
+    Drop,
+    /// Sent to a P4 port number that no port has.
+    NoPort(u16),
+}
+
+/// A program that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum P4LoadError {
+    /// The program does not compile.
+    #[error("{0}")]
+    Program(#[from] intlab_p4::P4Error),
+    /// Its runtime file does not apply.
+    #[error("{0}")]
+    Runtime(#[from] intlab_p4::runtime_json::RuntimeError),
+    /// Two ports have one P4 port number.
+    #[error("P4 port {number} is given to both `{first}` and `{second}`")]
+    DuplicatePort {
+        /// The number.
+        number: u16,
+        /// One port.
+        first: String,
+        /// The other.
+        second: String,
+    },
+}
+
+/// The program of one switch, its tables, and its port numbering.
+#[derive(Debug)]
+pub struct P4Pipeline {
+    datapath: Datapath,
+    /// P4 port number → port index.
+    to_index: Vec<Option<usize>>,
+    /// Port index → P4 port number.
+    to_p4: Vec<u16>,
+}
+
+/// The P4 port number of port `index` named `name` when none is given: the number its name ends
+/// with (`eth1` → 1, `s1-p3` → 3, as the p4lang tutorials number ports), else its position from 1.
+pub fn default_p4_port(name: &str, index: usize) -> u16 {
+    let digits: String = name.chars().rev().take_while(char::is_ascii_digit).collect();
+    let digits: String = digits.chars().rev().collect();
+    digits
+        .parse::<u16>()
+        .ok()
+        .filter(|n| *n < intlab_p4::exec::DROP_PORT)
+        .unwrap_or(index as u16 + 1)
+}
+
+/// Loads `spec`'s program and runtime file for switch `name`.
+pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError> {
+    let loaded = intlab_p4::load(&spec.program)?;
+    let mut dp = Datapath::new(loaded.ir, name);
+    dp.trace = spec.trace;
+    if let Some(r) = &spec.runtime {
+        intlab_p4::runtime_json::apply_file(&mut dp, r)?;
+    }
+    Ok(dp)
+}
+
+/// A path relative to the folder of `file` (absolute paths as they are).
+pub fn relative_to(file: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    file.parent().unwrap_or(Path::new(".")).join(path)
+}
+
+impl P4Pipeline {
+    /// The pipeline of a switch with `ports`, running `datapath`.
+    pub fn new(datapath: Datapath, ports: &[PortSpec]) -> Result<P4Pipeline, P4LoadError> {
+        let mut to_index: Vec<Option<usize>> = vec![None; usize::from(intlab_p4::exec::DROP_PORT)];
+        let mut to_p4 = Vec::new();
+        for (i, p) in ports.iter().enumerate() {
+            let n = p.p4_port;
+            if let Some(Some(first)) = to_index.get(usize::from(n)) {
+                return Err(P4LoadError::DuplicatePort {
+                    number: n,
+                    first: ports[*first].name.clone(),
+                    second: p.name.clone(),
+                });
+            }
+            if let Some(slot) = to_index.get_mut(usize::from(n)) {
+                *slot = Some(i);
+            }
+            to_p4.push(n);
+        }
+        Ok(P4Pipeline {
+            datapath,
+            to_index,
+            to_p4,
+        })
+    }
+
+    /// The program's datapath (tables, registers, counters).
+    pub fn datapath(&self) -> &Datapath {
+        &self.datapath
+    }
+
+    fn port(&self, n: u16) -> Option<usize> {
+        self.to_index.get(usize::from(n)).copied().flatten()
+    }
+
+    /// Runs the parser and ingress on `frame`, which arrived on port `index`. A clone the program
+    /// asked for comes back as its port.
+    pub fn ingress(&self, frame: &mut FrameBuf, index: usize) -> (P4Verdict, Option<usize>) {
+        let mut st = frame
+            .p4
+            .take()
+            .unwrap_or_else(|| Box::new(self.datapath.packet_state()));
+        let arrival = Arrival {
+            port: self.to_p4[index],
+            now_ns: frame.arrival_ns,
+        };
+        let mut len = frame.len;
+        let r = self.datapath.ingress(&mut st, frame.buffer_mut(), &mut len, arrival);
+        frame.len = len;
+        frame.layout = None;
+        st.mark_copy(0, 0);
+        frame.p4 = Some(st);
+        let verdict = match r.decision {
+            Decision::Drop => P4Verdict::Drop,
+            Decision::Multicast(g) => P4Verdict::Multicast(g),
+            Decision::Unicast(p) => match self.port(p) {
+                Some(i) => P4Verdict::Forward(i),
+                None => P4Verdict::NoPort(p),
+            },
+        };
+        (verdict, r.clone_to.and_then(|p| self.port(p)))
+    }
+
+    /// The ports (and replication ids) of multicast group `g`.
+    pub fn group(&self, g: u16) -> impl Iterator<Item = (usize, u16)> + '_ {
+        self.datapath
+            .groups
+            .get(&g)
+            .into_iter()
+            .flatten()
+            .filter_map(|&(p, rid)| Some((self.port(p)?, rid)))
+    }
+
+    /// Runs egress and the deparser on a frame that starts transmission on `port`; false if
+    /// the program dropped it.
+    pub fn egress(&self, d: &mut Dequeued, port: &EgressPort) -> bool {
+        let Some(mut st) = d.frame.p4.take() else {
+            return false;
+        };
+        let departure = Departure {
+            port: self.to_p4[usize::from(port.index)],
+            arrival_ns: d.frame.arrival_ns,
+            enqueued_ns: d.enqueued_ns,
+            departure_ns: d.start_ns,
+            enq_packets: d.enq_packets,
+            deq_packets: d.deq_packets,
+            queue_bytes: d.qlen,
+            tx_bytes: d.tx_bytes_before,
+            rate_kbps: port.rate_kbps,
+            node_id: port.node_id,
+        };
+        let mut len = d.frame.len;
+        let sent = self.datapath.egress(&mut st, d.frame.buffer_mut(), &mut len, departure);
+        d.frame.len = len;
+        d.frame.p4 = Some(st);
+        sent
+    }
+}
+
+/// A copy of a frame's P4 state for a replica or a clone.
+pub fn copy_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16, instance_type: u32) {
+    if let Some(src) = &from.p4 {
+        let mut st: Box<PacketState> = to.p4.take().unwrap_or_default();
+        st.copy_from(src);
+        st.mark_copy(rid, instance_type);
+        to.p4 = Some(st);
+    }
+}
