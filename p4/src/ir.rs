@@ -342,8 +342,11 @@ pub enum Op {
     PopFront(StackRef, u32),
 }
 
-/// The cases of `switch (t.apply().action_run)`: (actions, body) in order, then the default.
-pub type ActionSwitch = (Vec<(Vec<usize>, Vec<Op>)>, Vec<Op>);
+/// The cases of a switch: (labels, body) in order, then the default body.
+pub type SwitchCases<T> = (Vec<(Vec<T>, Vec<Op>)>, Vec<Op>);
+
+/// The cases of `switch (t.apply().action_run)`, labelled by action.
+pub type ActionSwitch = SwitchCases<usize>;
 
 /// v1model's hash and checksum algorithms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

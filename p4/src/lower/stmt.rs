@@ -152,58 +152,54 @@ impl<'a> Lowerer<'a> {
             let Some(Binding::Table(table)) = self.lookup(tn).cloned() else {
                 return self.err(on.pos, format!("`{tn}` is not a table"));
             };
-            let mut out = Vec::new();
-            let mut default = Vec::new();
-            let mut pending: Vec<usize> = Vec::new();
-            for (label, body) in cases {
-                match label {
-                    ast::SwitchLabel::Default(_) => {
-                        if let Some(b) = body {
-                            default = self.block(b)?;
-                        }
-                    }
-                    ast::SwitchLabel::Expr(e) => {
-                        let ExprKind::Name(a) = &e.kind else {
-                            return self.err(e.pos, "an action name expected");
-                        };
-                        let id = self.action_ref(a, e.pos)?;
-                        if !self.out.tables[table].actions.contains(&id) {
-                            return self.err(e.pos, format!("table `{tn}` has no action `{a}`"));
-                        }
-                        pending.push(id);
-                        if let Some(b) = body {
-                            out.push((std::mem::take(&mut pending), self.block(b)?));
-                        }
-                    }
+            let (out, default) = self.switch_cases(cases, |l, e| {
+                let ExprKind::Name(a) = &e.kind else {
+                    return l.err(e.pos, "an action name expected");
+                };
+                let id = l.action_ref(a, e.pos)?;
+                if !l.out.tables[table].actions.contains(&id) {
+                    return l.err(e.pos, format!("table `{tn}` has no action `{a}`"));
                 }
-            }
+                Ok(id)
+            })?;
             ops.push(Op::Apply(table, Some(Box::new((out, default)))));
             return Ok(());
         }
         let (v, t) = self.scalar(on)?;
+        let (out, default) = self.switch_cases(cases, |l, e| Ok(l.typed_constant(e, &t)?.0))?;
+        if t.width().is_none() {
+            return self.err(pos, "a switch on a value of unknown width");
+        }
+        ops.push(Op::Switch(v, out, default));
+        Ok(())
+    }
+
+    /// The cases of a switch: labels (read by `label`) with the body they share (labels
+    /// without a body fall through to the next), and the default body.
+    fn switch_cases<T>(
+        &mut self,
+        cases: &'a [(ast::SwitchLabel, Option<Vec<Stmt>>)],
+        mut label: impl FnMut(&mut Self, &ast::Expr) -> Result<T>,
+    ) -> Result<ir::SwitchCases<T>> {
         let mut out = Vec::new();
         let mut default = Vec::new();
         let mut pending = Vec::new();
-        for (label, body) in cases {
-            match label {
+        for (l, body) in cases {
+            match l {
                 ast::SwitchLabel::Default(_) => {
                     if let Some(b) = body {
                         default = self.block(b)?;
                     }
                 }
                 ast::SwitchLabel::Expr(e) => {
-                    pending.push(self.typed_constant(e, &t)?.0);
+                    pending.push(label(self, e)?);
                     if let Some(b) = body {
                         out.push((std::mem::take(&mut pending), self.block(b)?));
                     }
                 }
             }
         }
-        if t.width().is_none() {
-            return self.err(pos, "a switch on a value of unknown width");
-        }
-        ops.push(Op::Switch(v, out, default));
-        Ok(())
+        Ok((out, default))
     }
 
     /// A method or function call statement.
