@@ -50,6 +50,18 @@ fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
 }
 
 /// Starts `intlab run ARGS` and returns once it has started its flows (the lab is built).
+/// Runs intlab with `args` to its end: its namespace prefix and its output.
+fn run_to_end<'a>(args: impl IntoIterator<Item = &'a std::ffi::OsStr>) -> (String, Output) {
+    let child = intlab()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let prefix = run_prefix(child.id());
+    (prefix, child.wait_with_output().expect("intlab ends"))
+}
+
 fn start_run(args: &[&str]) -> Child {
     let mut child = intlab()
         .arg("run")
@@ -84,15 +96,7 @@ fn the_default_scenario_runs_end_to_end_and_writes_every_result() {
     require_root();
     let _serial = serial();
     let out = scratch_dir("run-default");
-    let child = intlab()
-        .args(["run", "--capture", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("intlab runs");
-    let prefix = run_prefix(child.id());
-    let o = child.wait_with_output().expect("intlab ends");
+    let (prefix, o) = run_to_end(["run".as_ref(), "--capture".as_ref(), "--out".as_ref(), out.as_os_str()]);
     let t = text(&o);
     eprintln!("{t}");
     assert!(o.status.success(), "{t}");
@@ -282,17 +286,13 @@ fn a_switch_running_a_p4_program_carries_every_flow_and_its_actions_show_on_the_
     let _serial = serial();
     let out = scratch_dir("run-p4");
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4/line.yaml");
-    let child = intlab()
-        .arg("run")
-        .arg(&scenario)
-        .args(["--capture", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("intlab runs");
-    let prefix = run_prefix(child.id());
-    let o = child.wait_with_output().expect("intlab ends");
+    let (prefix, o) = run_to_end([
+        "run".as_ref(),
+        scenario.as_os_str(),
+        "--capture".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("2/2 flows completed"), "{t}");
