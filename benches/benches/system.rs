@@ -7,8 +7,11 @@
 //!     cargo bench -p intlab-benches --bench system
 //!
 //! Every datagram carries an INT header (0 hops), so the switch stamps a hop on each; the bridge
-//! forwards the same bytes. Options via environment: INTLAB_BENCH_SECS (default 3),
-//! INTLAB_BENCH_WORKERS (switch workers, default: cores).
+//! forwards the same bytes. Then the switch running P4 programs against its built-in pipeline
+//! at 64 B (blaster and iperf3): `p4/programs/int_transit.p4` (the same INT hop) and a
+//! tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`). Options via
+//! environment: INTLAB_BENCH_SECS (default 3), INTLAB_BENCH_WORKERS (switch workers, default:
+//! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -19,7 +22,7 @@ use std::time::{Duration, Instant};
 use int_format::ethernet::MacAddress;
 use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
 use intlab_switch::Switch;
-use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_testbed::netns::{self, Namespace};
 
@@ -56,9 +59,62 @@ fn hosts(tag: &str) -> (Namespace, Namespace, Namespace, [String; 4]) {
     (h1, h2, mid, devs)
 }
 
-fn through_switch(workers: usize) -> Path {
+/// What the switch under test runs.
+#[derive(Debug, Clone, Copy)]
+enum SwitchPipeline {
+    /// Its built-in pipeline.
+    BuiltIn,
+    /// A P4 program (path from the workspace root) with its runtime JSON.
+    P4 {
+        name: &'static str,
+        program: &'static str,
+        runtime: &'static str,
+    },
+}
+
+const P4_PROGRAMS: [SwitchPipeline; 2] = [
+    SwitchPipeline::P4 {
+        name: "int_transit.p4",
+        program: "p4/programs/int_transit.p4",
+        runtime: r#"{ "table_entries": [
+  { "table": "IntIngress.ipv4_lpm", "match": { "hdr.ipv4.dst": ["198.18.0.1", 32] },
+    "action_name": "IntIngress.forward", "action_params": { "port": 1 } },
+  { "table": "IntIngress.ipv4_lpm", "match": { "hdr.ipv4.dst": ["198.18.0.2", 32] },
+    "action_name": "IntIngress.forward", "action_params": { "port": 2 } } ] }"#,
+    },
+    SwitchPipeline::P4 {
+        name: "basic",
+        program: "testbed/tests/p4/forward_dscp.p4",
+        runtime: r#"{ "table_entries": [
+  { "table": "LineIngress.ipv4_lpm", "match": { "hdr.ipv4.dstAddr": ["198.18.0.1", 32] },
+    "action_name": "LineIngress.ipv4_forward",
+    "action_params": { "dstAddr": "02:00:00:00:00:01", "port": 1 } },
+  { "table": "LineIngress.ipv4_lpm", "match": { "hdr.ipv4.dstAddr": ["198.18.0.2", 32] },
+    "action_name": "LineIngress.ipv4_forward",
+    "action_params": { "dstAddr": "02:00:00:00:00:02", "port": 2 } } ] }"#,
+    },
+];
+
+/// The switch's P4 settings for `pipeline`; the runtime file is written next to the bench's
+/// other scratch files.
+fn p4_spec(pipeline: SwitchPipeline) -> Option<P4Spec> {
+    let SwitchPipeline::P4 { name, program, runtime } = pipeline else {
+        return None;
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let file = std::env::temp_dir().join(format!("intlab-bench-{}-{name}.json", std::process::id()));
+    std::fs::write(&file, runtime).expect("runtime file written");
+    Some(P4Spec {
+        program: root.join(program),
+        runtime: Some(file),
+        cli: None,
+        trace: false,
+    })
+}
+
+fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
     let (h1, h2, mid, devs) = hosts(&format!("s{workers}"));
-    let port = |name: &str, dev: &str| PortSpec {
+    let port = |name: &str, dev: &str, p4_port: u16| PortSpec {
         name: name.into(),
         io: PortIo::Veth {
             device: dev.into(),
@@ -71,14 +127,14 @@ fn through_switch(workers: usize) -> Path {
         ecn: None,
         int: true,
         loss: 0.0,
-        p4_port: 1,
+        p4_port,
     };
     let spec = SwitchSpec {
         name: "bench".into(),
         node_id: 1,
         workers,
         int_port: DEFAULT_INT_PORT,
-        ports: vec![port("p1", &devs[2]), port("p2", &devs[3])],
+        ports: vec![port("p1", &devs[2], 1), port("p2", &devs[3], 2)],
         routes: (1..=2)
             .map(|h| Route {
                 prefix: host(h).1,
@@ -94,7 +150,7 @@ fn through_switch(workers: usize) -> Path {
         seed: 1,
         poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
-        p4: None,
+        p4: p4_spec(pipeline),
     };
     let switch = Switch::start(spec).expect("switch starts");
     Path {
@@ -322,6 +378,9 @@ fn main() {
     let secs = env_or("INTLAB_BENCH_SECS", 3);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let workers = env_or("INTLAB_BENCH_WORKERS", cores as u64) as usize;
+    if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "p4") {
+        return p4_programs(secs, workers);
+    }
     println!("intlab system benchmark: {secs} s per point, switch workers {workers}, INT stamping on");
     println!(
         "{:<10} {:>14} {:>10} {:>14} {:>10} {:>8}",
@@ -332,7 +391,7 @@ fn main() {
         let bridge = through_bridge();
         let (b_pps, b_gbps) = blast(&bridge, &payload, secs);
         drop(bridge);
-        let switch = through_switch(workers);
+        let switch = through_switch(workers, SwitchPipeline::BuiltIn);
         let (s_pps, s_gbps) = blast(&switch, &payload, secs);
         drop(switch);
         println!(
@@ -348,7 +407,7 @@ fn main() {
     let bridge = through_bridge();
     let (b50, b99) = latency(&bridge);
     drop(bridge);
-    let switch = through_switch(workers);
+    let switch = through_switch(workers, SwitchPipeline::BuiltIn);
     let (s50, s99) = latency(&switch);
     let late = switch._switch.as_ref().map(|s| s.counters().ports).unwrap_or_default();
     drop(switch);
@@ -369,6 +428,37 @@ fn main() {
         s99 - b99
     );
     with_applications(secs, workers);
+    p4_programs(secs, workers);
+}
+
+/// The switch running P4 programs against its built-in pipeline at 64 B, one after the other
+/// in this run: blaster and iperf3 UDP, received kpps and the ratio to the built-in pipeline.
+fn p4_programs(secs: u64, workers: usize) {
+    let payload = int_datagram(64);
+    let iperf = std::process::Command::new("iperf3").arg("-V").output().is_ok();
+    println!(
+        "P4 programs at 64 B, switch with {workers} workers (BMv2 simple_switch: 29.5 kpps on this machine class):"
+    );
+    let mut base = None;
+    for pipeline in std::iter::once(SwitchPipeline::BuiltIn).chain(P4_PROGRAMS) {
+        let name = match pipeline {
+            SwitchPipeline::BuiltIn => "built-in",
+            SwitchPipeline::P4 { name, .. } => name,
+        };
+        let path = through_switch(workers, pipeline);
+        let (pps, _) = blast(&path, &payload, secs);
+        let udp = if iperf { iperf3_udp(&path, 64, secs).0 } else { f64::NAN };
+        drop(path);
+        let (b_pps, b_udp) = *base.get_or_insert((pps, udp));
+        println!(
+            "  {name:<16} blaster {:>8.1} kpps ({:.2}x), iperf3 UDP {:>8.1} kpps ({:.2}x); {:.1}x BMv2",
+            pps / 1e3,
+            pps / b_pps,
+            udp / 1e3,
+            udp / b_udp,
+            pps / 29_500.0
+        );
+    }
 }
 
 /// What iperf3 and ping measured over one path.
@@ -463,7 +553,7 @@ fn with_applications(secs: u64, workers: usize) {
     let bridge = through_bridge();
     let b = applications(&bridge, secs);
     drop(bridge);
-    let switch = through_switch(workers);
+    let switch = through_switch(workers, SwitchPipeline::BuiltIn);
     let s = applications(&switch, secs);
     drop(switch);
     println!("applications (iperf3 and ping in h1 and h2), bridge vs switch with {workers} workers:");

@@ -17,4 +17,6 @@ extern intlab_metadata {
     bit<32> line_rate_kbps();
     /* INT node id of this switch. */
     bit<32> node_id();
+    /* Largest IP packet the egress link takes (bytes). */
+    bit<32> mtu();
 }

@@ -301,6 +301,8 @@ pub enum IntlabValue {
     LineRateKbps,
     /// INT node id.
     NodeId,
+    /// Egress MTU (bytes of IP packet).
+    Mtu,
 }
 
 /// A statement.

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod ast;
+pub mod cli_commands;
 pub mod error;
 pub mod exec;
 pub mod info;

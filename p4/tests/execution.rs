@@ -220,3 +220,109 @@ fn runtime_files_with_wrong_names_values_or_kinds_are_refused_with_their_json_pa
         assert!(e.message.contains(message), "{e}");
     }
 }
+
+/// simple_switch_CLI's command file for acl.p4: as BMv2 reads it, the lowest priority number
+/// wins, handles count from 0 per table, nodes from 0.
+const ACL_COMMANDS: &str = "\
+# allow 10/8 to port 3, but not 10.0.0.5
+table_add acl to_port 10.0.0.0&&&0xff000000 0->0xffffffff => 3 20
+table_add AclIngress.acl deny 10.0.0.5&&&255.255.255.255 0->0xffffffff => 10
+table_add acl to_group 11.0.0.0&&&0xff000000 0.0.0.0->255.255.255.255 => 7 5
+mc_mgrp_create 7
+mc_node_create 1 2 3
+mc_node_associate 7 0
+mirroring_add 5 4
+table_set_default acl to_port 9
+";
+
+#[test]
+fn a_simple_switch_cli_command_file_fills_tables_groups_and_sessions() {
+    let mut dp = Datapath::new(program("acl.p4").ir, "s1");
+    let printed =
+        intlab_p4::cli_commands::apply_text(&mut dp, "s1-commands.txt", ACL_COMMANDS).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(printed.len(), 4, "three entry handles and one node handle: {printed:?}");
+    assert!(printed[1].ends_with("handle 1"), "{printed:?}");
+    let mut st = dp.packet_state();
+    let decide = |dp: &Datapath, st: &mut PacketState, src: [u8; 4]| {
+        forward(
+            dp,
+            st,
+            &ipv4(src, [10, 9, 9, 9], 17, 0, &[0; 8]),
+            1,
+            Departure::default(),
+        )
+        .0
+    };
+    assert_eq!(decide(&dp, &mut st, [10, 0, 0, 1]), Decision::Unicast(3));
+    assert_eq!(
+        decide(&dp, &mut st, [10, 0, 0, 5]),
+        Decision::Drop,
+        "priority 10 beats 20"
+    );
+    assert_eq!(decide(&dp, &mut st, [11, 1, 1, 1]), Decision::Multicast(7));
+    assert_eq!(dp.groups.get(&7), Some(&vec![(2, 1), (3, 1)]));
+    assert_eq!(dp.sessions.get(&5), Some(&4));
+    assert_eq!(
+        decide(&dp, &mut st, [12, 0, 0, 1]),
+        Decision::Unicast(9),
+        "the new default"
+    );
+
+    // Deleting by handle, as a control plane at run time would.
+    let mut session = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    session.run(&mut dp, "table_delete acl 1").expect("deleted");
+    assert_eq!(decide(&dp, &mut st, [10, 0, 0, 5]), Decision::Unicast(3));
+    let again = session.run(&mut dp, "table_delete acl 1").expect_err("gone");
+    assert!(again.contains("no entry with handle 1"), "{again}");
+}
+
+#[test]
+fn registers_and_counters_are_written_and_read_by_commands() {
+    let mut dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let mut st = dp.packet_state();
+    let printed = intlab_p4::cli_commands::apply_text(&mut dp, "c.txt", "register_write seen 0 41\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(printed.is_empty());
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[0; 8]);
+    forward(&dp, &mut st, &frame, 4, Departure::default());
+    let mut session = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    assert_eq!(
+        session.run(&mut dp, "register_read seen 0"),
+        Ok(Some("seen[0]= 42".into()))
+    );
+    assert_eq!(
+        session.run(&mut dp, "counter_read port_packets 4"),
+        Ok(Some(format!("port_packets[4]= (packets=1, bytes={})", frame.len())))
+    );
+    let e = session.run(&mut dp, "register_read seen 1").expect_err("one cell");
+    assert!(e.contains("out of range"), "{e}");
+}
+
+#[test]
+fn command_files_with_wrong_names_forms_or_counts_are_refused_with_their_line() {
+    let p = program("acl.p4");
+    let cases = [
+        ("table_add nope deny 1&&&1 0->1 => 1", "no table `nope`"),
+        (
+            "table_add acl fly 1&&&1 0->1 => 1",
+            "no action of table `AclIngress.acl` `fly`",
+        ),
+        ("table_add acl deny 10.0.0.0/8 0->1 => 1", "VALUE&&&MASK expected"),
+        (
+            "table_add acl deny 1&&&1 0->1 =>",
+            "and this table a priority after them",
+        ),
+        ("table_add acl to_port 1&&&1 0->1 => 600 1", "does not fit in 9 bits"),
+        ("table_add acl deny 1&&&1 => 1", "has 2 key(s)"),
+        ("table_add acl deny 1&&&1 5->1 => 1", "low end is above the high end"),
+        ("mc_node_associate 7 0", "no multicast node with handle 0"),
+        ("table_dump acl", "unknown command `table_dump`"),
+    ];
+    for (line, message) in cases {
+        let mut dp = Datapath::new(p.ir.clone(), "s1");
+        let text = format!("# line 1 is a comment\n{line}\n");
+        let e = intlab_p4::cli_commands::apply_text(&mut dp, "s1-commands.txt", &text).expect_err(line);
+        assert_eq!((e.file.as_str(), e.line), ("s1-commands.txt", 2), "{e}");
+        assert!(e.message.contains(message), "{line}: {e}");
+    }
+}

@@ -104,6 +104,8 @@ pub struct P4Spec {
     pub program: PathBuf,
     /// Its runtime file (the p4lang tutorials' JSON), if any.
     pub runtime: Option<PathBuf>,
+    /// A simple_switch_CLI command file, if any (applied after the runtime file).
+    pub cli: Option<PathBuf>,
     /// Log each packet's way through the program (parser states, tables, actions, drops).
     pub trace: bool,
 }
@@ -226,6 +228,8 @@ struct RawP4 {
     program: PathBuf,
     #[serde(default)]
     runtime: Option<PathBuf>,
+    #[serde(default)]
+    cli: Option<PathBuf>,
     #[serde(default)]
     trace: bool,
 }
@@ -618,6 +622,7 @@ impl Resolver<'_> {
             p4: raw.p4.map(|p| P4Spec {
                 program: crate::pipeline::relative_to(self.path, &p.program),
                 runtime: p.runtime.map(|r| crate::pipeline::relative_to(self.path, &r)),
+                cli: p.cli.map(|c| crate::pipeline::relative_to(self.path, &c)),
                 trace: p.trace,
             }),
         })

@@ -42,31 +42,6 @@ impl EgressPort {
             loss: spec.loss,
         }
     }
-
-    /// Bytes the INT hop will add to `frame` here (0 when it carries no INT, the hop limit is
-    /// reached or the MTU would be exceeded), so the schedule can count them from the start.
-    pub fn int_growth(&self, frame: &FrameBuf) -> u16 {
-        if !self.int {
-            return 0;
-        }
-        let Some(layout) = frame.layout.filter(|l| l.has_int()) else {
-            return 0;
-        };
-        let Some(Ok(int)) = layout.int(frame.bytes()) else {
-            return 0;
-        };
-        let Ok(words) = int.md.instructions.hop_words() else {
-            return 0;
-        };
-        let hop = usize::from(words) * 4;
-        let fits =
-            layout.end - layout.ip + hop <= self.mtu && usize::from(int.shim.length_words) + usize::from(words) <= 255;
-        if words == int.md.hop_ml && int.md.remaining_hops > 0 && fits {
-            hop as u16
-        } else {
-            0
-        }
-    }
 }
 
 /// What happened to a dequeued frame.

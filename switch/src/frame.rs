@@ -20,8 +20,6 @@ pub struct FrameBuf {
     pub arrival_known: bool,
     /// Where its layers sit, when it is IPv4/UDP.
     pub layout: Option<FrameLayout>,
-    /// Bytes the INT hop of this switch will add at egress.
-    pub int_growth: u16,
     /// The frame was longer than the buffer and arrived cut short.
     pub truncated: bool,
     /// Its P4 program's values between ingress and egress (kept with the buffer for reuse).
@@ -37,7 +35,6 @@ impl FrameBuf {
             arrival_ns: 0,
             arrival_known: false,
             layout: None,
-            int_growth: 0,
             truncated: false,
             p4: None,
         }
@@ -72,7 +69,6 @@ impl FrameBuf {
         self.arrival_ns = other.arrival_ns;
         self.arrival_known = other.arrival_known;
         self.layout = other.layout;
-        self.int_growth = other.int_growth;
         self.truncated = other.truncated;
     }
 }
@@ -116,7 +112,6 @@ impl FramePool {
         b.len = 0;
         b.arrival_known = false;
         b.layout = None;
-        b.int_growth = 0;
         b.truncated = false;
         b
     }

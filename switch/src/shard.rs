@@ -23,7 +23,7 @@ use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::FrameBuf;
 use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
-use crate::tm::{EgressQueue, Rejected};
+use crate::tm::{EgressQueue, Rejected, Until};
 
 /// v1model's `instance_type` of an ingress-to-egress clone.
 const CLONE_I2E: u32 = 1;
@@ -249,64 +249,73 @@ impl Shard {
         self.outbox[self.fabric.owner[g]].push((from_slot, Handoff::Egress { port: g, frame }));
     }
 
-    fn enqueue(&mut self, s: usize, mut frame: FrameBuf) {
-        let slot = &mut self.slots[s];
-        frame.int_growth = slot.egress.int_growth(&frame);
-        let wire_len = (frame.len + usize::from(frame.int_growth)) as u64;
-        let was_empty = slot.queue.is_empty();
-        match slot.queue.enqueue(frame, wire_len) {
-            Ok(()) => {
-                if was_empty && let Some(t) = slot.queue.next_release_ns() {
-                    self.releases.push(Reverse((t, s)));
-                }
-            }
-            Err(Rejected::BufferFull(frame)) => self.drop_at(s, frame, DropReason::BufferFull, true),
+    fn enqueue(&mut self, s: usize, frame: FrameBuf) {
+        let before = self.slots[s].queue.next_event_ns();
+        let until = self.slots[s].queue.before_arrival_of(&frame);
+        self.start_due(s, until);
+        if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame) {
+            self.drop_at(s, frame, DropReason::BufferFull, true);
+        }
+        self.rearm(s, before);
+    }
+
+    /// Puts slot `s`'s next event on the timer if it changed from `before`.
+    fn rearm(&mut self, s: usize, before: Option<u64>) {
+        let next = self.slots[s].queue.next_event_ns();
+        if let Some(t) = next.filter(|_| next != before) {
+            self.releases.push(Reverse((t, s)));
         }
     }
 
-    /// Releases the due frames of slot `s`; frames leaving on a link go to the far end.
-    fn release(&mut self, s: usize) {
-        let now = self.clock.now_ns();
-        let peer = self.fabric.peer[self.slots[s].global];
-        let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
+    /// Starts the transmission of every frame of slot `s` due before `until`: egress runs on
+    /// each (ECN, INT, or the P4 program) and decides its length on the wire.
+    fn start_due(&mut self, s: usize, until: Until) {
         let slot = &mut self.slots[s];
-        while let Some(mut d) = slot.queue.dequeue_due(now) {
-            if d.release_ns >= measure_from {
-                slot.counters.record_lateness(now.saturating_sub(d.release_ns));
-            }
+        while let Some(mut d) = slot.queue.start_due(until) {
             let fate = match &self.fabric.switches[slot.switch].p4 {
                 Some(p4) => egress::process_p4(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, p4),
                 None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
             };
-            match fate {
-                Fate::Lost | Fate::Dropped => {
-                    let why = if fate == Fate::Lost {
-                        DropReason::InjectedLoss
-                    } else {
-                        DropReason::P4Drop
-                    };
-                    slot.counters.drop(why);
-                    if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
-                        c.dropped(d.start_ns, d.frame.bytes(), why, true);
-                    }
-                    self.fabric.pool.put(d.frame);
-                }
+            let (at, frame, why) = match fate {
                 Fate::Send => {
                     slot.counters.totals.tx_frames += 1;
                     slot.counters.totals.tx_bytes += d.frame.len as u64;
                     if let Some(c) = &mut slot.capture {
                         c.outbound(d.start_ns, d.frame.bytes());
                     }
-                    // On an in-process link the frame arrives at the far end exactly now.
-                    d.frame.arrival_ns = d.release_ns;
-                    d.frame.arrival_known = true;
-                    self.tx.push(d.frame);
+                    slot.queue.send(d);
+                    continue;
                 }
+                Fate::Lost => (d.start_ns, slot.queue.lose(d), DropReason::InjectedLoss),
+                Fate::Dropped => (d.start_ns, slot.queue.discard(d), DropReason::P4Drop),
+            };
+            slot.counters.drop(why);
+            if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
+                c.dropped(at, frame.bytes(), why, true);
             }
+            self.fabric.pool.put(frame);
         }
-        if let Some(t) = slot.queue.next_release_ns() {
-            self.releases.push(Reverse((t, s)));
+    }
+
+    /// Starts what is due on slot `s` and releases the frames that have crossed its link; they
+    /// go to the far end.
+    fn release(&mut self, s: usize) {
+        let now = self.clock.now_ns();
+        self.start_due(s, Until::now(now));
+        let peer = self.fabric.peer[self.slots[s].global];
+        let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
+        let slot = &mut self.slots[s];
+        while let Some(r) = slot.queue.release_due(now) {
+            if r.release_ns >= measure_from {
+                slot.counters.record_lateness(now.saturating_sub(r.release_ns));
+            }
+            let mut frame = r.frame;
+            // On an in-process link the frame arrives at the far end exactly now.
+            frame.arrival_ns = r.release_ns;
+            frame.arrival_known = true;
+            self.tx.push(frame);
         }
+        self.rearm(s, None);
         if self.tx.is_empty() {
             return;
         }
@@ -389,7 +398,7 @@ impl Shard {
 
     fn next_release(&mut self) -> Option<u64> {
         while let Some(&Reverse((t, s))) = self.releases.peek() {
-            if self.slots[s].queue.next_release_ns() == Some(t) {
+            if self.slots[s].queue.next_event_ns() == Some(t) {
                 return Some(t);
             }
             self.releases.pop();

@@ -256,9 +256,12 @@ fn int_across_two_switches_reports_the_exact_schedule() {
     let q: Vec<u64> = got.iter().map(|h| u64::from(h[1].queue_occupancy.unwrap())).collect();
     let tx_bytes: Vec<u64> = got.iter().map(|h| h[1].tx_bytes.unwrap()).collect();
     eprintln!("s1 qlen along the burst: {q:?}");
-    // Every frame after the first had the whole burst waiting when the first was sent.
+    // Every frame after the first had the whole burst waiting when the first was sent. The
+    // buffer holds frames as they arrived (the hop is added as each leaves), the wire carries
+    // them with the hop.
+    let at_s1_ingress = at_s1_egress - hop_len;
     for i in 1..K - 1 {
-        assert_eq!(q[i] - q[i + 1], at_s1_egress, "qlen steps down by one frame: {q:?}");
+        assert_eq!(q[i] - q[i + 1], at_s1_ingress, "qlen steps down by one frame: {q:?}");
     }
     assert_eq!(q[K - 1], 0);
     for i in 0..K - 1 {

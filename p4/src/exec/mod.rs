@@ -88,6 +88,8 @@ pub struct Departure {
     pub rate_kbps: u32,
     /// INT node id of the switch.
     pub node_id: u32,
+    /// Largest IP packet the egress link takes (bytes).
+    pub mtu: u32,
 }
 
 /// Where ingress sends a frame.

@@ -412,6 +412,7 @@ impl<'a> Run<'a> {
                 IntlabValue::ArrivalNs => self.env.arrival_ns,
                 IntlabValue::LineRateKbps => u64::from(self.env.rate_kbps),
                 IntlabValue::NodeId => u64::from(self.env.node_id),
+                IntlabValue::Mtu => u64::from(self.env.mtu),
             }),
         }
     }

@@ -296,6 +296,7 @@ impl Lowerer<'_> {
                         "arrival_ns" => (V::ArrivalNs, 64),
                         "line_rate_kbps" => (V::LineRateKbps, 32),
                         "node_id" => (V::NodeId, 32),
+                        "mtu" => (V::Mtu, 32),
                         other => return self.err(f.pos, format!("intlab_metadata has no `{other}`")),
                     };
                     return Ok((Expr::Intlab(v), Ty::Bits(w, false)));

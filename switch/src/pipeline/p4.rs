@@ -33,6 +33,9 @@ pub enum P4LoadError {
     /// Its runtime file does not apply.
     #[error("{0}")]
     Runtime(#[from] intlab_p4::runtime_json::RuntimeError),
+    /// Its command file does not apply.
+    #[error("{0}")]
+    Commands(#[from] intlab_p4::cli_commands::CommandError),
     /// Two ports have one P4 port number.
     #[error("P4 port {number} is given to both `{first}` and `{second}`")]
     DuplicatePort {
@@ -67,13 +70,18 @@ pub fn default_p4_port(name: &str, index: usize) -> u16 {
         .unwrap_or(index as u16 + 1)
 }
 
-/// Loads `spec`'s program and runtime file for switch `name`.
+/// Loads `spec`'s program, runtime file and command file for switch `name`.
 pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError> {
     let loaded = intlab_p4::load(&spec.program)?;
     let mut dp = Datapath::new(loaded.ir, name);
     dp.trace = spec.trace;
     if let Some(r) = &spec.runtime {
         intlab_p4::runtime_json::apply_file(&mut dp, r)?;
+    }
+    if let Some(c) = &spec.cli {
+        for line in intlab_p4::cli_commands::apply_file(&mut dp, c)? {
+            tracing::info!(switch = name, "{line}");
+        }
     }
     Ok(dp)
 }
@@ -176,6 +184,7 @@ impl P4Pipeline {
             tx_bytes: d.tx_bytes_before,
             rate_kbps: port.rate_kbps,
             node_id: port.node_id,
+            mtu: u32::try_from(port.mtu).unwrap_or(u32::MAX),
         };
         let mut len = d.frame.len;
         let sent = self.datapath.egress(&mut st, d.frame.buffer_mut(), &mut len, departure);

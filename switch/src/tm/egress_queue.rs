@@ -1,10 +1,13 @@
 //! One egress port's FIFO on an exact virtual line-rate schedule.
 //!
-//! A frame that arrives at `a` starts transmission at `s = max(a, end of the previous frame)`
-//! and ends at `s + bits/B`; it reaches the far end of the link `delay` later, and that is when
-//! the worker releases it. The schedule is kept in picoseconds so that rounding never adds up.
-//! Occupancy, the INT queue length and txBytes all come from this schedule, never from when a
-//! thread happened to wake up.
+//! A frame that arrives at `a` starts transmission at `s = max(a, end of the previous frame)`.
+//! Egress (ECN, INT, a P4 program's egress control) runs on it at `s`, as on a switch whose
+//! egress pipeline follows the traffic manager; only then is its length on the wire known, so
+//! its transmission ends at `s + bits/B` of the frame egress made, and it reaches the far end
+//! of the link `delay` later, which is when the worker releases it. The buffer holds frames as
+//! they arrived (an INT hop added at egress takes wire time, not buffer space, as in an ASIC).
+//! The schedule is kept in picoseconds so that rounding never adds up. Occupancy, the INT queue
+//! length and txBytes all come from this schedule, never from when a thread happened to wake.
 
 use std::collections::VecDeque;
 
@@ -13,40 +16,64 @@ use crate::units::{Nanos, Rate};
 
 const PS_PER_NS: u64 = 1000;
 
+/// A frame in the buffer, not yet started.
 #[derive(Debug)]
-struct Entry {
+struct Waiting {
     frame: FrameBuf,
-    wire_len: u64,
     arrival_ps: u64,
-    start_ps: u64,
-    release_ps: u64,
     /// Bytes enqueued on this port up to and including this frame.
     cum_bytes: u64,
-    /// Frames waiting (arrived, not started) when it arrived.
+    /// Frames waiting when it arrived.
     enq_packets: u32,
 }
 
-/// A frame leaving the queue, with the values its INT hop and ECN decision need.
+/// A frame being transmitted or propagating on the link.
+#[derive(Debug)]
+struct OnWire {
+    frame: FrameBuf,
+    release_ps: u64,
+}
+
+/// A frame starting transmission, with the values its egress (ECN, INT hop, P4) needs. Hand
+/// it back with [`EgressQueue::send`], [`EgressQueue::lose`] or [`EgressQueue::discard`]
+/// before starting the next.
 #[derive(Debug)]
 pub struct Dequeued {
     /// The frame.
     pub frame: FrameBuf,
-    /// When its transmission started (ns): its egress timestamp.
+    /// When its transmission starts (ns): its egress timestamp.
     pub start_ns: u64,
     /// Bytes queued behind it (arrived, not yet started) when it started.
     pub qlen: u64,
     /// Bytes transmitted on the port before it.
     pub tx_bytes_before: u64,
-    /// Bytes it occupies on the wire.
-    pub wire_len: u64,
-    /// When it reaches the far end of the link (ns): end of transmission plus delay.
-    pub release_ns: u64,
     /// When it was queued (ns; its arrival, kept in FIFO order).
     pub enqueued_ns: u64,
     /// Frames waiting when it was queued (v1model's `enq_qdepth`).
     pub enq_packets: u32,
     /// Frames waiting behind it when it started (v1model's `deq_qdepth`).
     pub deq_packets: u32,
+    start_ps: u64,
+}
+
+/// A frame that has reached the far end of the link.
+#[derive(Debug)]
+pub struct Released {
+    /// The frame.
+    pub frame: FrameBuf,
+    /// When it reached the far end (ns): end of transmission plus delay.
+    pub release_ns: u64,
+}
+
+/// A limit on the starts to make now, exclusive (ps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Until(u64);
+
+impl Until {
+    /// Every start up to and including `now_ns`.
+    pub fn now(now_ns: u64) -> Until {
+        Until((now_ns + 1) * PS_PER_NS)
+    }
 }
 
 /// Why a frame was not queued.
@@ -59,30 +86,36 @@ pub enum Rejected {
 /// The FIFO of one egress port.
 #[derive(Debug)]
 pub struct EgressQueue {
-    entries: VecDeque<Entry>,
+    waiting: VecDeque<Waiting>,
+    on_wire: VecDeque<OnWire>,
     rate: Rate,
     delay_ps: u64,
     buffer: u64,
-    last_end_ps: u64,
+    /// End of the last transmission started.
+    tx_end_ps: u64,
     last_arrival_ps: u64,
     enqueued_bytes: u64,
-    released_cum_bytes: u64,
+    started_cum_bytes: u64,
     tx_bytes: u64,
+    /// A frame has been started and not handed back yet.
+    starting: bool,
 }
 
 impl EgressQueue {
     /// A queue draining at `rate` into a link of `delay`, holding at most `buffer` bytes.
     pub fn new(rate: Rate, delay: Nanos, buffer: u64) -> EgressQueue {
         EgressQueue {
-            entries: VecDeque::with_capacity(1024),
+            waiting: VecDeque::with_capacity(1024),
+            on_wire: VecDeque::with_capacity(64),
             rate,
             delay_ps: delay.0 * PS_PER_NS,
             buffer,
-            last_end_ps: 0,
+            tx_end_ps: 0,
             last_arrival_ps: 0,
             enqueued_bytes: 0,
-            released_cum_bytes: 0,
+            started_cum_bytes: 0,
             tx_bytes: 0,
+            starting: false,
         }
     }
 
@@ -90,93 +123,153 @@ impl EgressQueue {
         (u128::from(bytes) * 8 * 1_000_000_000_000 / u128::from(self.rate.bps())) as u64
     }
 
-    /// Bytes waiting (arrived, transmission not started) at time `t_ps`.
-    fn occupancy_at_ps(&self, t_ps: u64) -> u64 {
-        let i = self.entries.partition_point(|e| e.start_ps <= t_ps);
-        let started = if i == 0 {
-            self.released_cum_bytes
-        } else {
-            self.entries[i - 1].cum_bytes
-        };
-        self.enqueued_bytes - started
+    /// Bytes in the buffer (arrived, transmission not started). Exact at time `t` once every
+    /// frame due to start by `t` has been started.
+    pub fn occupancy(&self) -> u64 {
+        self.enqueued_bytes - self.started_cum_bytes
     }
 
-    /// Bytes waiting at `t_ns`.
-    pub fn occupancy_at(&self, t_ns: u64) -> u64 {
-        self.occupancy_at_ps(t_ns * PS_PER_NS)
+    /// The time (ps) a frame arriving now is queued at: its arrival, kept in FIFO order.
+    fn arrival_ps(&self, frame: &FrameBuf) -> u64 {
+        (frame.arrival_ns * PS_PER_NS).max(self.last_arrival_ps)
     }
 
-    /// Queues `frame`, which will take `wire_len` bytes on the wire, as arrived at its
-    /// `arrival_ns` (clamped so arrivals stay in FIFO order). Tail-drops when the bytes waiting at
-    /// arrival plus this frame exceed the buffer.
-    pub fn enqueue(&mut self, frame: FrameBuf, wire_len: u64) -> Result<(), Rejected> {
-        let arrival_ps = (frame.arrival_ns * PS_PER_NS).max(self.last_arrival_ps);
-        if self.occupancy_at_ps(arrival_ps) + wire_len > self.buffer {
+    /// The starts that come before `frame` joins the queue: those strictly before its arrival
+    /// (a frame arriving as another starts counts as queued behind it). Start them
+    /// ([`EgressQueue::start_due`]) before [`EgressQueue::enqueue`] so that occupancy and depths
+    /// are the schedule's.
+    pub fn before_arrival_of(&self, frame: &FrameBuf) -> Until {
+        Until(self.arrival_ps(frame))
+    }
+
+    /// Queues `frame` as arrived at its `arrival_ns` (clamped so arrivals stay in FIFO order).
+    /// Tail-drops when the bytes waiting plus this frame exceed the buffer.
+    pub fn enqueue(&mut self, frame: FrameBuf) -> Result<(), Rejected> {
+        let arrival_ps = self.arrival_ps(&frame);
+        let len = frame.len as u64;
+        if self.occupancy() + len > self.buffer {
             return Err(Rejected::BufferFull(frame));
         }
-        let waiting = self.entries.len() - self.entries.partition_point(|e| e.start_ps <= arrival_ps);
-        let start_ps = arrival_ps.max(self.last_end_ps);
-        let end_ps = start_ps + self.serialization_ps(wire_len);
-        self.last_end_ps = end_ps;
         self.last_arrival_ps = arrival_ps;
-        self.enqueued_bytes += wire_len;
-        self.entries.push_back(Entry {
+        self.enqueued_bytes += len;
+        let enq_packets = u32::try_from(self.waiting.len()).unwrap_or(u32::MAX);
+        self.waiting.push_back(Waiting {
             frame,
-            wire_len,
             arrival_ps,
-            start_ps,
-            release_ps: end_ps + self.delay_ps,
             cum_bytes: self.enqueued_bytes,
-            enq_packets: u32::try_from(waiting).unwrap_or(u32::MAX),
+            enq_packets,
         });
         Ok(())
     }
 
-    /// When the next frame is due to be released (ns), if any is queued.
-    pub fn next_release_ns(&self) -> Option<u64> {
-        self.entries.front().map(|e| e.release_ps.div_ceil(PS_PER_NS))
+    fn next_start_ps(&self) -> Option<u64> {
+        self.waiting.front().map(|w| w.arrival_ps.max(self.tx_end_ps))
     }
 
-    /// Takes the next frame if it is due at `now_ns`.
-    pub fn dequeue_due(&mut self, now_ns: u64) -> Option<Dequeued> {
-        let front = self.entries.front()?;
-        if front.release_ps > now_ns * PS_PER_NS {
+    /// When the worker should next look at this queue (ns): the next release, or the earliest
+    /// the next frame to start could be released (egress may make it longer, never earlier
+    /// unless it shortens the frame).
+    pub fn next_event_ns(&self) -> Option<u64> {
+        let release = self.on_wire.front().map(|o| o.release_ps);
+        let start = self
+            .waiting
+            .front()
+            .zip(self.next_start_ps())
+            .map(|(w, s)| s + self.serialization_ps(w.frame.len as u64) + self.delay_ps);
+        let t = match (release, start) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(t.div_ceil(PS_PER_NS))
+    }
+
+    /// Takes the next frame out of the buffer if its transmission starts before `until`.
+    pub fn start_due(&mut self, until: Until) -> Option<Dequeued> {
+        debug_assert!(!self.starting, "the previous frame was not handed back");
+        let start_ps = self.next_start_ps()?;
+        if start_ps >= until.0 || self.starting {
             return None;
         }
-        // Frames behind it that had arrived when it started transmitting.
-        let start = front.start_ps;
-        let behind = self.entries.partition_point(|e| e.arrival_ps <= start);
-        let qlen = self.entries[behind - 1].cum_bytes - front.cum_bytes;
-        let e = self.entries.pop_front()?;
-        self.released_cum_bytes = e.cum_bytes;
-        let tx_bytes_before = self.tx_bytes;
-        self.tx_bytes += e.wire_len;
+        let w = self.waiting.pop_front()?;
+        self.started_cum_bytes = w.cum_bytes;
+        // Frames behind it that had arrived when it started.
+        let behind = self.waiting.partition_point(|e| e.arrival_ps <= start_ps);
+        let qlen = if behind == 0 {
+            0
+        } else {
+            self.waiting[behind - 1].cum_bytes - w.cum_bytes
+        };
+        self.starting = true;
         Some(Dequeued {
-            frame: e.frame,
-            start_ns: e.start_ps / PS_PER_NS,
+            frame: w.frame,
+            start_ns: start_ps / PS_PER_NS,
             qlen,
-            tx_bytes_before,
-            wire_len: e.wire_len,
-            release_ns: e.release_ps.div_ceil(PS_PER_NS),
-            enqueued_ns: e.arrival_ps / PS_PER_NS,
-            enq_packets: e.enq_packets,
-            deq_packets: u32::try_from(behind - 1).unwrap_or(u32::MAX),
+            tx_bytes_before: self.tx_bytes,
+            enqueued_ns: w.arrival_ps / PS_PER_NS,
+            enq_packets: w.enq_packets,
+            deq_packets: u32::try_from(behind).unwrap_or(u32::MAX),
+            start_ps,
+        })
+    }
+
+    /// Puts the wire time of `d`, as egress left it, on the schedule; returns its release time.
+    fn transmit(&mut self, d: &Dequeued) -> u64 {
+        self.starting = false;
+        let wire_len = d.frame.len as u64;
+        self.tx_end_ps = d.start_ps + self.serialization_ps(wire_len);
+        self.tx_bytes += wire_len;
+        self.tx_end_ps + self.delay_ps
+    }
+
+    /// Transmits `d`: it is released when it reaches the far end.
+    pub fn send(&mut self, d: Dequeued) {
+        let release_ps = self.transmit(&d);
+        self.on_wire.push_back(OnWire {
+            frame: d.frame,
+            release_ps,
+        });
+    }
+
+    /// Transmits `d` on a link that loses it: it takes its wire time and never arrives.
+    pub fn lose(&mut self, d: Dequeued) -> FrameBuf {
+        self.transmit(&d);
+        d.frame
+    }
+
+    /// Drops `d` at egress: it takes no wire time.
+    pub fn discard(&mut self, d: Dequeued) -> FrameBuf {
+        self.starting = false;
+        d.frame
+    }
+
+    /// Takes the next frame that has reached the far end by `now_ns`.
+    pub fn release_due(&mut self, now_ns: u64) -> Option<Released> {
+        if self.on_wire.front()?.release_ps > now_ns * PS_PER_NS {
+            return None;
+        }
+        let o = self.on_wire.pop_front()?;
+        Some(Released {
+            frame: o.frame,
+            release_ns: o.release_ps.div_ceil(PS_PER_NS),
         })
     }
 
     /// Frames held (waiting or on the link).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.waiting.len() + self.on_wire.len()
     }
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.waiting.is_empty() && self.on_wire.is_empty()
     }
 
     /// Takes every frame out (at shutdown), oldest first.
     pub fn drain(&mut self) -> impl Iterator<Item = FrameBuf> + '_ {
-        self.entries.drain(..).map(|e| e.frame)
+        self.on_wire
+            .drain(..)
+            .map(|o| o.frame)
+            .chain(self.waiting.drain(..).map(|w| w.frame))
     }
 
     /// Bytes transmitted so far.
@@ -202,67 +295,143 @@ mod tests {
         EgressQueue::new(Rate(8_000_000), Nanos(delay_ns), buffer)
     }
 
+    /// What a worker does with an arrival: start what is due by then, then queue it.
+    fn offer(q: &mut EgressQueue, f: FrameBuf, seen: &mut Vec<Seen>) -> Result<(), Rejected> {
+        let until = q.before_arrival_of(&f);
+        start_until(q, until, seen, 0);
+        q.enqueue(f)
+    }
+
+    /// What egress saw of one frame.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Seen {
+        start_ns: u64,
+        qlen: u64,
+        tx_before: u64,
+        enq: u32,
+        deq: u32,
+    }
+
+    /// Starts every frame due by `now_ns`, each made `grow` bytes longer by egress.
+    fn start_all(q: &mut EgressQueue, now_ns: u64, seen: &mut Vec<Seen>, grow: usize) {
+        start_until(q, Until::now(now_ns), seen, grow);
+    }
+
+    fn start_until(q: &mut EgressQueue, until: Until, seen: &mut Vec<Seen>, grow: usize) {
+        while let Some(mut d) = q.start_due(until) {
+            seen.push(Seen {
+                start_ns: d.start_ns,
+                qlen: d.qlen,
+                tx_before: d.tx_bytes_before,
+                enq: d.enq_packets,
+                deq: d.deq_packets,
+            });
+            d.frame.len += grow;
+            q.send(d);
+        }
+    }
+
     #[test]
     fn departures_follow_the_line_rate_exactly() {
         let pool = FramePool::new(2048, 16);
         let mut q = queue(1_000_000, 50_000);
+        let mut seen = vec![];
         for _ in 0..4 {
-            q.enqueue(frame(&pool, 1000, 10), 1000).unwrap();
+            offer(&mut q, frame(&pool, 1000, 10), &mut seen).unwrap();
         }
         // The first ends at 10 ns + 1 ms and arrives 50 us later.
-        assert_eq!(q.next_release_ns(), Some(10 + 1_000_000 + 50_000));
-        assert!(q.dequeue_due(1_049_999).is_none());
-        let mut starts = vec![];
-        let mut qlens = vec![];
-        let mut tx = vec![];
-        let mut depths = vec![];
-        while let Some(d) = q.dequeue_due(u64::MAX / 2000) {
-            starts.push(d.start_ns);
-            qlens.push(d.qlen);
-            tx.push(d.tx_bytes_before);
-            depths.push((d.enq_packets, d.deq_packets));
-        }
+        assert_eq!(q.next_event_ns(), Some(10 + 1_000_000 + 50_000));
+        start_all(&mut q, 1_049_999, &mut seen, 0);
+        assert!(q.release_due(1_049_999).is_none());
+        assert_eq!(q.release_due(1_050_010).map(|r| r.release_ns), Some(1_050_010));
+        start_all(&mut q, 10_000_000, &mut seen, 0);
+        let starts: Vec<u64> = seen.iter().map(|s| s.start_ns).collect();
         assert_eq!(starts, vec![10, 1_000_010, 2_000_010, 3_000_010]);
+        let qlens: Vec<u64> = seen.iter().map(|s| s.qlen).collect();
         assert_eq!(
             qlens,
             vec![3000, 2000, 1000, 0],
             "a burst steps down one frame at a time"
         );
+        let tx: Vec<u64> = seen.iter().map(|s| s.tx_before).collect();
         assert_eq!(tx, vec![0, 1000, 2000, 3000]);
-        // In packets, as v1model counts: the first starts at once, so the second finds none
-        // waiting; each later one finds the ones before it that have not started.
-        assert_eq!(depths, vec![(0, 3), (0, 2), (1, 1), (2, 0)]);
+        // In packets, as v1model counts: arriving together, each finds the ones before it
+        // waiting, and leaves behind the ones after it.
+        let depths: Vec<(u32, u32)> = seen.iter().map(|s| (s.enq, s.deq)).collect();
+        assert_eq!(depths, vec![(0, 3), (1, 2), (2, 1), (3, 0)]);
+        let released: Vec<u64> = std::iter::from_fn(|| q.release_due(u64::MAX / 2000).map(|r| r.release_ns)).collect();
+        assert_eq!(released, vec![2_050_010, 3_050_010, 4_050_010]);
+        assert!(q.is_empty());
     }
 
     #[test]
     fn qlen_counts_only_frames_that_had_arrived() {
         let pool = FramePool::new(2048, 16);
         let mut q = queue(1_000_000, 0);
-        q.enqueue(frame(&pool, 1000, 0), 1000).unwrap();
+        let mut seen = vec![];
+        offer(&mut q, frame(&pool, 1000, 0), &mut seen).unwrap();
         // Arrives after the first started: queued behind it, but not counted in its qlen.
-        q.enqueue(frame(&pool, 1000, 500_000), 1000).unwrap();
-        let d = q.dequeue_due(1_000_000).unwrap();
-        assert_eq!(d.qlen, 0);
-        let d = q.dequeue_due(2_000_000).unwrap();
-        assert_eq!((d.start_ns, d.qlen), (1_000_000, 0));
+        offer(&mut q, frame(&pool, 1000, 500_000), &mut seen).unwrap();
+        start_all(&mut q, 2_000_000, &mut seen, 0);
+        assert_eq!((seen[0].start_ns, seen[0].qlen), (0, 0));
+        assert_eq!((seen[1].start_ns, seen[1].qlen), (1_000_000, 0));
     }
 
     #[test]
-    fn tail_drop_uses_occupancy_at_arrival() {
+    fn tail_drop_counts_the_bytes_waiting_at_arrival() {
         let pool = FramePool::new(2048, 16);
         let mut q = queue(2500, 0);
-        q.enqueue(frame(&pool, 1000, 0), 1000).unwrap(); // starts at once: on the wire
-        q.enqueue(frame(&pool, 1000, 0), 1000).unwrap(); // waits: 1000 queued
-        q.enqueue(frame(&pool, 1000, 0), 1000).unwrap(); // 2000 queued
+        let mut seen = vec![];
+        offer(&mut q, frame(&pool, 1000, 0), &mut seen).unwrap(); // starts at 0
+        offer(&mut q, frame(&pool, 1000, 1), &mut seen).unwrap(); // the first started: 1000 queued
+        offer(&mut q, frame(&pool, 1000, 1), &mut seen).unwrap(); // 2000 queued
         assert!(matches!(
-            q.enqueue(frame(&pool, 1000, 0), 1000),
+            offer(&mut q, frame(&pool, 1000, 1), &mut seen),
             Err(Rejected::BufferFull(_))
         ));
-        assert_eq!(q.occupancy_at(0), 2000);
+        assert_eq!(q.occupancy(), 2000);
         // Once the first has ended and the second started, there is room again, even if the
         // worker has not released anything yet.
-        assert_eq!(q.occupancy_at(1_000_000), 1000);
-        q.enqueue(frame(&pool, 1000, 1_000_000), 1000).unwrap();
+        offer(&mut q, frame(&pool, 1000, 1_000_001), &mut seen).unwrap();
+        assert_eq!(q.occupancy(), 2000);
+    }
+
+    #[test]
+    fn bytes_egress_adds_take_wire_time_not_buffer_space() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        let mut seen = vec![];
+        for _ in 0..3 {
+            q.enqueue(frame(&pool, 1000, 0)).unwrap();
+        }
+        // Each gains 24 bytes (an INT hop) when it starts: 1024 B take 1.024 ms.
+        start_all(&mut q, 10_000_000, &mut seen, 24);
+        let starts: Vec<u64> = seen.iter().map(|s| s.start_ns).collect();
+        assert_eq!(starts, vec![0, 1_024_000, 2_048_000]);
+        let qlens: Vec<u64> = seen.iter().map(|s| s.qlen).collect();
+        assert_eq!(qlens, vec![2000, 1000, 0], "the buffer holds frames as they arrived");
+        let tx: Vec<u64> = seen.iter().map(|s| s.tx_before).collect();
+        assert_eq!(tx, vec![0, 1024, 2048], "txBytes counts what went on the wire");
+        assert_eq!(q.tx_bytes(), 3072);
+    }
+
+    #[test]
+    fn a_frame_dropped_at_egress_takes_no_wire_time_and_a_lost_one_does() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        for _ in 0..3 {
+            q.enqueue(frame(&pool, 1000, 0)).unwrap();
+        }
+        let d = q.start_due(Until::now(0)).unwrap();
+        let _lost = q.lose(d);
+        let d = q.start_due(Until::now(1_000_000)).unwrap();
+        assert_eq!(d.start_ns, 1_000_000, "a lost frame still occupied the wire");
+        let _dropped = q.discard(d);
+        let d = q.start_due(Until::now(1_000_000)).unwrap();
+        assert_eq!(d.start_ns, 1_000_000, "a discarded frame did not");
+        assert_eq!(d.tx_bytes_before, 1000);
+        q.send(d);
+        assert_eq!(q.release_due(2_000_000).map(|r| r.release_ns), Some(2_000_000));
     }
 
     #[test]
@@ -271,13 +440,11 @@ mod tests {
         // 64 B at 100 Gb/s = 5.12 ns each; 1000 of them end at exactly 5120 ns.
         let mut q = EgressQueue::new(Rate(100_000_000_000), Nanos(0), u64::MAX);
         for _ in 0..1000 {
-            q.enqueue(frame(&pool, 64, 0), 64).unwrap();
+            q.enqueue(frame(&pool, 64, 0)).unwrap();
         }
-        let mut last = None;
-        while let Some(d) = q.dequeue_due(1_000_000) {
-            last = Some(d.start_ns);
-        }
-        assert_eq!(last, Some(5114)); // the 1000th starts at 999 × 5.12 = 5114.88 ns
+        let mut seen = vec![];
+        start_all(&mut q, 1_000_000, &mut seen, 0);
+        assert_eq!(seen.last().map(|s| s.start_ns), Some(5114)); // 999 × 5.12 = 5114.88 ns
         assert_eq!(q.tx_bytes(), 64_000);
     }
 }

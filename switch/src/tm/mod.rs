@@ -3,5 +3,5 @@
 mod egress_queue;
 mod red;
 
-pub use egress_queue::{Dequeued, EgressQueue, Rejected};
+pub use egress_queue::{Dequeued, EgressQueue, Rejected, Released, Until};
 pub use red::Red;

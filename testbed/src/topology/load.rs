@@ -122,6 +122,8 @@ struct RawP4 {
     #[serde(default)]
     runtime: Option<String>,
     #[serde(default)]
+    cli: Option<String>,
+    #[serde(default)]
     ports: BTreeMap<String, u16>,
     #[serde(default)]
     trace: bool,
@@ -243,6 +245,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                 let spec = intlab_switch::config::P4Spec {
                     program: rel(&p.value.program),
                     runtime: p.value.runtime.as_deref().map(rel),
+                    cli: p.value.cli.as_deref().map(rel),
                     trace: p.value.trace,
                 };
                 // Loaded once here so that a broken program or runtime file stops the scenario

@@ -1,0 +1,158 @@
+//! Per-packet cost of the switch's pipeline in memory, the built-in one against P4 programs:
+//! ingress, the egress queue and egress at the start of transmission, on one small RoCEv2
+//! frame with an INT header (64 bytes of UDP payload, as the system bench's 64 B point).
+//! The programs: `p4/programs/int_transit.p4` (the same work as the built-in pipeline) and
+//! a tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`: lpm, MAC rewrite,
+//! TTL, DSCP, checksum).
+//!
+//!     cargo bench -p intlab-benches --bench p4
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use int_format::ethernet::MacAddress;
+use int_format::frame::{FrameLayout, RoceFrameRepr};
+use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
+use int_format::roce::{BthRepr, Opcode};
+use intlab_switch::SwitchSpec;
+use intlab_switch::counters::PortCounters;
+use intlab_switch::egress::{self, EgressPort};
+use intlab_switch::frame::FramePool;
+use intlab_switch::pipeline::{P4Pipeline, P4Verdict, Pipeline, Verdict};
+use intlab_switch::tm::{EgressQueue, Until};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+const SWITCH: &str = "\
+node_id: 1
+ports:
+  - { name: p1, kind: tap, rate: 100Gbps, delay: 0us, buffer: 4MB }
+  - { name: p2, kind: tap, rate: 100Gbps, delay: 0us, buffer: 4MB }
+routes:
+  - { prefix: 198.18.0.1/32, port: p1 }
+  - { prefix: 198.18.0.2/32, port: p2 }
+";
+
+fn host(n: u8) -> (MacAddress, Ipv4Addr) {
+    (MacAddress([2, 0x1b, 0, 0, 0, n - 1]), Ipv4Addr::new(198, 18, 0, n))
+}
+
+/// h1 → h2, 64 bytes of UDP payload: INT shim and MD header, BTH, 20 bytes, ICRC.
+fn frame() -> Vec<u8> {
+    let mut buf = vec![0u8; 2048];
+    let repr = RoceFrameRepr::new(host(1), host(2), 49152, BthRepr::new(Opcode::WriteMiddle, 7, 1));
+    let len = repr.emit(&mut buf, &[0xa5; 20]).expect("frame fits");
+    let layout = FrameLayout::parse(&buf[..len], DEFAULT_INT_PORT).expect("valid frame");
+    let cfg = source::SourceConfig {
+        int_port: DEFAULT_INT_PORT,
+        instructions: Instructions::HPCC,
+        hop_limit: 8,
+    };
+    let len = source::insert(&mut buf, &layout, &cfg).expect("INT inserted");
+    buf.truncate(len);
+    buf
+}
+
+fn program(file: &str, runtime: &str) -> P4Pipeline {
+    let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
+    let loaded = intlab_p4::load(&Path::new(ROOT).join(file)).unwrap_or_else(|e| panic!("{e}"));
+    let mut dp = intlab_p4::Datapath::new(loaded.ir, "s1");
+    intlab_p4::runtime_json::apply_text(&mut dp, "bench", runtime).unwrap_or_else(|e| panic!("{e}"));
+    P4Pipeline::new(dp, &spec.ports).expect("ports")
+}
+
+const INT_TRANSIT: &str = r#"{ "table_entries": [
+  { "table": "IntIngress.ipv4_lpm", "match": { "hdr.ipv4.dst": ["198.18.0.2", 32] },
+    "action_name": "IntIngress.forward", "action_params": { "port": 2 } } ] }"#;
+
+const BASIC: &str = r#"{ "table_entries": [
+  { "table": "LineIngress.ipv4_lpm", "match": { "hdr.ipv4.dstAddr": ["198.18.0.2", 32] },
+    "action_name": "LineIngress.ipv4_forward",
+    "action_params": { "dstAddr": "02:1b:00:00:00:01", "port": 2 } } ] }"#;
+
+enum Mode {
+    Native(Box<Pipeline>),
+    P4(Box<P4Pipeline>),
+}
+
+/// One egress port and the frames going through it.
+struct Stage {
+    pool: FramePool,
+    queue: EgressQueue,
+    egress: EgressPort,
+    counters: PortCounters,
+    rng: fastrand::Rng,
+    now_ns: u64,
+}
+
+impl Stage {
+    fn new() -> Stage {
+        let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
+        let p = &spec.ports[1];
+        Stage {
+            pool: FramePool::new(2048, 16),
+            queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
+            egress: EgressPort::new(1, spec.node_id, p),
+            counters: PortCounters::default(),
+            rng: fastrand::Rng::with_seed(1),
+            now_ns: 0,
+        }
+    }
+
+    /// One frame in on p1 and out of p2, 100 ns after the previous one (no queue builds).
+    fn forward(&mut self, mode: &Mode, template: &[u8]) -> usize {
+        self.now_ns += 100;
+        let mut f = self.pool.get();
+        f.buffer_mut()[..template.len()].copy_from_slice(template);
+        f.len = template.len();
+        f.arrival_ns = self.now_ns;
+        let forwarded = match mode {
+            Mode::Native(p) => matches!(p.ingress(&mut f).0, Verdict::Forward(1)),
+            Mode::P4(p) => matches!(p.ingress(&mut f, 0).0, P4Verdict::Forward(1)),
+        };
+        assert!(forwarded, "the frame is routed to p2");
+        self.queue.enqueue(f).expect("room");
+        let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
+        match mode {
+            Mode::Native(_) => egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng),
+            Mode::P4(p) => egress::process_p4(&mut d, &self.egress, &mut self.counters, &mut self.rng, p),
+        };
+        self.queue.send(d);
+        let out = self.queue.release_due(self.now_ns + 1_000).expect("released");
+        let len = out.frame.len;
+        self.pool.put(out.frame);
+        len
+    }
+}
+
+fn per_packet(c: &mut Criterion) {
+    let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
+    let template = frame();
+    let modes = [
+        ("built-in", Mode::Native(Box::new(Pipeline::new(&spec)))),
+        (
+            "int_transit.p4",
+            Mode::P4(Box::new(program("p4/programs/int_transit.p4", INT_TRANSIT))),
+        ),
+        (
+            "basic (forward_dscp.p4)",
+            Mode::P4(Box::new(program("testbed/tests/p4/forward_dscp.p4", BASIC))),
+        ),
+    ];
+    let mut g = c.benchmark_group("switch_per_packet");
+    g.throughput(Throughput::Elements(1));
+    for (name, mode) in &modes {
+        let mut stage = Stage::new();
+        let out = stage.forward(mode, &template);
+        assert!(out >= template.len(), "{name}: {out} bytes out of {}", template.len());
+        g.bench_function(*name, |b| {
+            b.iter(|| black_box(stage.forward(mode, black_box(&template))))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, per_packet);
+criterion_main!(benches);
