@@ -115,10 +115,11 @@ impl Stage {
         assert!(forwarded, "the frame is routed to p2");
         self.queue.enqueue(f).expect("room");
         let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
-        match mode {
-            Mode::Native(_) => egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng),
-            Mode::P4(p) => egress::process_p4(&mut d, &self.egress, &mut self.counters, &mut self.rng, p),
+        let program = match mode {
+            Mode::Native(_) => None,
+            Mode::P4(p) => Some(&**p),
         };
+        egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng, program);
         self.queue.send(d);
         let out = self.queue.release_due(self.now_ns + 1_000).expect("released");
         let len = out.frame.len;

@@ -152,7 +152,12 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
         queue_trace_every: intlab_switch::units::Nanos(0),
         p4: p4_spec(pipeline),
     };
+    // The program loads when the switch starts; its runtime file is not needed after that.
+    let runtime = spec.p4.as_ref().and_then(|p| p.runtime.clone());
     let switch = Switch::start(spec).expect("switch starts");
+    if let Some(f) = runtime {
+        std::fs::remove_file(&f).expect("scratch runtime file removed");
+    }
     Path {
         _switch: Some(switch),
         h1,

@@ -14,8 +14,7 @@ use std::path::Path;
 
 use crate::exec::Datapath;
 use crate::ir::{Entry, KeySet, MatchKind};
-use crate::lower::mask;
-use crate::runtime_json::parse_value;
+use crate::runtime_json::{fit, parse_value};
 
 /// A command that could not be applied, with its file and line.
 #[derive(Debug, thiserror::Error)]
@@ -204,10 +203,8 @@ impl CliSession {
         let (fields, after) = (&rest[..arrow], &rest[arrow + 1..]);
         let t = table_id(dp, table)?;
         let a = action_of(dp, t, action)?;
+        dp.check_entries_allowed(t)?;
         let def = &dp.program.tables[t];
-        if def.const_entries.is_some() {
-            return Err(format!("table `{}` has const entries and takes no others", def.name));
-        }
         if fields.len() != def.keys.len() {
             let keys: Vec<String> = def.keys.iter().map(|k| format!("{} ({:?})", k.name, k.kind)).collect();
             return Err(format!(
@@ -294,12 +291,7 @@ fn table_set_default(dp: &mut Datapath, args: &[&str]) -> Result<(), String> {
     };
     let t = table_id(dp, table)?;
     let a = action_of(dp, t, action)?;
-    if dp.program.tables[t].const_default {
-        return Err(format!(
-            "table `{}` has a const default action",
-            dp.program.tables[t].name
-        ));
-    }
+    dp.check_default_allowed(t)?;
     let wanted = arg_count(dp, a);
     if rest.len() != wanted {
         return Err(format!(
@@ -377,11 +369,7 @@ fn action_args(dp: &Datapath, a: usize, text: &[&str]) -> Result<Vec<u128>, Stri
 
 /// A value of `w` bits.
 fn value(s: &str, w: u16) -> Result<u128, String> {
-    let v = parse_value(s)?;
-    if v & !mask(w) != 0 {
-        return Err(format!("{s} does not fit in {w} bits"));
-    }
-    Ok(v)
+    fit(parse_value(s)?, w)
 }
 
 fn number(s: &str, w: u16, what: &str) -> Result<u128, String> {
@@ -414,12 +402,7 @@ fn key_set(s: &str, kind: MatchKind, w: u16) -> Result<KeySet, String> {
             let (v, len) = s
                 .split_once('/')
                 .ok_or_else(|| format!("`{s}`: VALUE/PREFIX_LENGTH expected for an lpm key"))?;
-            let len = number(len, 8, "a prefix length")?;
-            if len > u128::from(w) {
-                return Err(format!("prefix length {len} of a {w}-bit key"));
-            }
-            let m = crate::exec::table::prefix_mask(len as u32, w);
-            KeySet::Mask(value(v, w)? & m, m)
+            crate::exec::table::prefix(value(v, w)?, number(len, 8, "a prefix length")?, w)?
         }
         MatchKind::Ternary => {
             let (v, m) = s

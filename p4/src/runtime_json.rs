@@ -159,23 +159,14 @@ fn table_entry(dp: &mut Datapath, e: &Value) -> Result<(), (String, String)> {
         })?;
         args.push(value(v, p.width).map_err(|m| (format!("action_params.{}", p.name), m))?);
     }
-    let table = &dp.program.tables[t];
     if e.get("default_action").and_then(Value::as_bool) == Some(true) {
-        if table.const_default {
-            return Err((
-                "default_action".into(),
-                format!("table `{name}` has a const default action"),
-            ));
-        }
+        dp.check_default_allowed(t)
+            .map_err(|m| ("default_action".to_owned(), m))?;
         dp.tables[t].default = (action, args);
         return Ok(());
     }
-    if table.const_entries.is_some() {
-        return Err((
-            "table".into(),
-            format!("table `{name}` has const entries and takes no others"),
-        ));
-    }
+    dp.check_entries_allowed(t).map_err(|m| ("table".to_owned(), m))?;
+    let table = &dp.program.tables[t];
     let matches_json = e.get("match").cloned().unwrap_or(Value::Object(Default::default()));
     let Some(fields) = matches_json.as_object() else {
         return Err(("match".into(), "an object of key name to value expected".into()));
@@ -221,11 +212,7 @@ fn key_set(v: &Value, kind: MatchKind, w: u16) -> Result<KeySet, String> {
         MatchKind::Exact | MatchKind::Optional => KeySet::Value(value(v, w)?),
         MatchKind::Lpm => {
             let (a, len) = pair("value, prefix length")?;
-            if len > u128::from(w) {
-                return Err(format!("prefix length {len} of a {w}-bit key"));
-            }
-            let m = crate::exec::table::prefix_mask(len as u32, w);
-            KeySet::Mask(a & m, m)
+            crate::exec::table::prefix(a, len, w)?
         }
         MatchKind::Ternary => {
             let (a, m) = pair("value, mask")?;
@@ -249,6 +236,11 @@ pub fn value(v: &Value, w: u16) -> Result<u128, String> {
         Value::String(s) => parse_value(s)?,
         other => return Err(format!("{other} is not a value")),
     };
+    fit(n, w)
+}
+
+/// `n` if it fits in `w` bits.
+pub fn fit(n: u128, w: u16) -> Result<u128, String> {
     if n & !mask(w) != 0 {
         return Err(format!("{n:#x} does not fit in {w} bits"));
     }

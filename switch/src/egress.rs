@@ -55,30 +55,27 @@ pub enum Fate {
     Dropped,
 }
 
-/// Marks, stamps and decides the fate of a frame leaving `port`.
-pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
-    counters.record_queue(d.start_ns, d.qlen);
-    if let Some(red) = &port.red {
-        mark_ecn(&mut d.frame, red, d.qlen, rng, counters);
-    }
-    if port.int {
-        stamp_int(d, port, counters);
-    }
-    link_fate(port, rng)
-}
-
-/// The same stage on a switch that runs a P4 program: the program's egress replaces ECN
-/// marking and the INT hop.
-pub fn process_p4(
+/// Marks, stamps and decides the fate of a frame leaving `port`. On a switch that runs a P4
+/// `program`, the program's egress replaces ECN marking and the INT hop.
+pub fn process(
     d: &mut Dequeued,
     port: &EgressPort,
     counters: &mut PortCounters,
     rng: &mut fastrand::Rng,
-    program: &crate::pipeline::P4Pipeline,
+    program: Option<&crate::pipeline::P4Pipeline>,
 ) -> Fate {
     counters.record_queue(d.start_ns, d.qlen);
-    if !program.egress(d, port) {
-        return Fate::Dropped;
+    match program {
+        Some(p) if !p.egress(d, port) => return Fate::Dropped,
+        Some(_) => {}
+        None => {
+            if let Some(red) = &port.red {
+                mark_ecn(&mut d.frame, red, d.qlen, rng, counters);
+            }
+            if port.int {
+                stamp_int(d, port, counters);
+            }
+        }
     }
     link_fate(port, rng)
 }

@@ -272,10 +272,8 @@ impl Shard {
     fn start_due(&mut self, s: usize, until: Until) {
         let slot = &mut self.slots[s];
         while let Some(mut d) = slot.queue.start_due(until) {
-            let fate = match &self.fabric.switches[slot.switch].p4 {
-                Some(p4) => egress::process_p4(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, p4),
-                None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
-            };
+            let program = self.fabric.switches[slot.switch].p4.as_ref();
+            let fate = egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, program);
             let (at, frame, why) = match fate {
                 Fate::Send => {
                     slot.counters.totals.tx_frames += 1;

@@ -143,10 +143,11 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
         .collect();
     let mut start = |port: &mut PortState, until: Until| {
         while let Some(mut d) = port.queue.start_due(until) {
-            let fate = match mode {
-                Mode::Native(_) => egress::process(&mut d, &port.egress, &mut port.counters, &mut rng),
-                Mode::P4(p) => egress::process_p4(&mut d, &port.egress, &mut port.counters, &mut rng, p),
+            let program = match mode {
+                Mode::Native(_) => None,
+                Mode::P4(p) => Some(*p),
             };
+            let fate = egress::process(&mut d, &port.egress, &mut port.counters, &mut rng, program);
             assert_eq!(fate, Fate::Send);
             port.queue.send(d);
         }

@@ -163,6 +163,24 @@ impl Datapath {
             .or_else(|| self.program.actions.iter().position(|a| short(&a.name) == name))
     }
 
+    /// Refused when the control plane may not add entries to table `t` (it has `const entries`).
+    pub fn check_entries_allowed(&self, t: usize) -> Result<(), String> {
+        let table = &self.program.tables[t];
+        match table.const_entries {
+            Some(_) => Err(format!("table `{}` has const entries and takes no others", table.name)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refused when the control plane may not change table `t`'s default action.
+    pub fn check_default_allowed(&self, t: usize) -> Result<(), String> {
+        let table = &self.program.tables[t];
+        match table.const_default {
+            true => Err(format!("table `{}` has a const default action", table.name)),
+            false => Ok(()),
+        }
+    }
+
     /// Index of register `name`.
     pub fn register_id(&self, name: &str) -> Option<usize> {
         self.program

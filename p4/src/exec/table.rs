@@ -233,6 +233,15 @@ pub fn prefix_mask(len: u32, w: u16) -> u128 {
     }
 }
 
+/// The key set of an lpm key of `w` bits matching the first `len` bits of `v`.
+pub fn prefix(v: u128, len: u128, w: u16) -> Result<KeySet, String> {
+    if len > u128::from(w) {
+        return Err(format!("prefix length {len} of a {w}-bit key"));
+    }
+    let m = prefix_mask(len as u32, w);
+    Ok(KeySet::Mask(v & m, m))
+}
+
 fn is_prefix(m: u128, w: u16) -> bool {
     m == prefix_mask(m.count_ones(), w)
 }
