@@ -177,11 +177,6 @@ impl std::fmt::Debug for Lab {
     }
 }
 
-/// The MAC of host number `i` (its position among hosts).
-fn host_mac(i: usize) -> MacAddress {
-    MacAddress([0x02, 0x1b, 0, 0, (i >> 8) as u8, i as u8])
-}
-
 impl Lab {
     /// Builds and starts everything `t` describes.
     pub fn build(t: &Topology, cfg: &LabConfig) -> Result<Lab, LabError> {
@@ -194,8 +189,8 @@ impl Lab {
         let switch_ns = Namespace::create(&format!("{}-sw", cfg.prefix))?;
         let mut hosts: Vec<Option<Namespace>> = (0..t.nodes.len()).map(|_| None).collect();
         let host_order: Vec<usize> = t.hosts().collect();
-        let mac_of: HashMap<usize, MacAddress> =
-            host_order.iter().enumerate().map(|(k, &h)| (h, host_mac(k))).collect();
+        let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
+        let mac_of: HashMap<usize, MacAddress> = host_order.iter().map(|&h| (h, interface(h).mac)).collect();
         for &h in &host_order {
             hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
         }
@@ -221,7 +216,15 @@ impl Lab {
                         switch_ns.ip(&["link", "set", "dev", &dev, "mtu", &mtu])?;
                     }
                     let addr = t.nodes[host].address.expect("hosts have addresses");
-                    ns.configure(&link.ends[he].interface, mac_of[&host], addr, 15)?;
+                    let host_dev = &link.ends[he].interface;
+                    let host_if = interface(host);
+                    ns.configure(host_dev, host_if.mac, addr, host_if.prefix_len)?;
+                    for &(ip, mac) in &host_if.arp {
+                        ns.neighbor(host_dev, ip, mac)?;
+                    }
+                    if let Some(gw) = host_if.gateway {
+                        ns.ip(&["route", "add", "default", "via", &gw.to_string(), "dev", host_dev])?;
+                    }
                     ends.insert(
                         (li, se),
                         PortIo::Veth {
@@ -234,8 +237,9 @@ impl Lab {
         }
         // A P4 program answers no ARP (the native pipeline does): hosts then know every other
         // host's MAC from the start, as the p4lang tutorials' hosts do with static entries.
+        // A host given a gateway or neighbours gets exactly those.
         if t.nodes.iter().any(|n| n.p4.is_some()) {
-            for &h in &host_order {
+            for &h in host_order.iter().filter(|&&h| !interface(h).is_explicit()) {
                 let ns = hosts[h].as_ref().expect("host namespace");
                 let dev = t
                     .links

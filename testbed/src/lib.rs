@@ -18,6 +18,7 @@ pub mod rlcc;
 pub mod run;
 pub mod scenario;
 pub mod sensitivity;
+pub mod standing_lab;
 pub mod sweep;
 pub mod topology;
 pub mod workload;

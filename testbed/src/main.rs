@@ -1,10 +1,12 @@
 //! `intlab`: the command-line front of the lab.
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -13,6 +15,7 @@ use intlab_testbed::inspect;
 use intlab_testbed::results::{Ending, summary_table};
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_testbed::standing_lab::{self, StandingLab};
 
 mod progress;
 
@@ -147,6 +150,61 @@ enum Command {
     /// P4_16 programs for the v1model architecture (see docs/p4.md).
     #[command(subcommand)]
     P4(P4Command),
+    /// Build a scenario's lab and leave it up for interactive use (its run keys are ignored):
+    /// returns once the lab is up, its switches running in the background (see
+    /// docs/scenarios.md). Then `intlab exec` runs commands in its hosts; `intlab down` stops it.
+    Up {
+        /// The scenario (or a topology).
+        scenario: PathBuf,
+        /// The lab's name [default: the scenario's `name`]. Two labs may be up at once if their
+        /// names differ.
+        #[arg(long)]
+        name: Option<String>,
+        /// Keep the lab in this terminal until Ctrl-C instead of in the background.
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// Run a command inside a host of a lab that is up: `intlab exec h1 -- ping -c 3 198.18.0.2`.
+    /// Exits with the command's status.
+    Exec {
+        /// The host.
+        node: String,
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Stop a lab that is up and tear it down (also the remains of one whose process was killed).
+    Down {
+        /// The lab [default: the only one up].
+        name: Option<String>,
+    },
+    /// Convert another tool's files into intlab's.
+    #[command(subcommand)]
+    Import(ImportCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportCommand {
+    /// A p4lang tutorials topology.json (hosts with ip, mac and commands; switches with their
+    /// runtime JSON or CLI file; links with latency and Mb/s; `sN-pK` ports) as a scenario
+    /// whose switches run PROGRAM. Addresses outside the lab move into 198.18.0.0/15, the
+    /// table files with them (copies written beside the scenario).
+    P4Topology {
+        /// The tutorials' topology.json.
+        topology: PathBuf,
+        /// The P4 program the switches run (the one the exercise's Makefile names).
+        #[arg(long)]
+        program: PathBuf,
+        /// The scenario file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The scenario's name [default: OUT's file stem].
+        #[arg(long)]
+        name: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -287,6 +345,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
         } => run_sweep(scenario.as_deref(), cc.as_deref(), &grid, &set, out),
         Command::Rlcc(cmd) => run_rlcc(cmd),
+        Command::Up {
+            scenario,
+            name,
+            foreground,
+        } => run_up(&scenario, name, foreground),
+        Command::Exec { node, lab, command } => run_exec(&node, lab.as_deref(), &command),
+        Command::Down { name } => {
+            let lab = match name {
+                Some(n) => StandingLab::read(&n)?.ok_or_else(|| anyhow::anyhow!("no lab named `{n}` is up"))?,
+                None => StandingLab::find(None)?,
+            };
+            lab.stop(Duration::from_secs(60))?;
+            println!("lab {} is down", lab.name);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import(ImportCommand::P4Topology {
+            topology,
+            program,
+            out,
+            name,
+        }) => {
+            let done = intlab_testbed::topology::tutorial_json::import(&topology, &program, &out, name.as_deref())?;
+            for w in &done.warnings {
+                eprintln!("intlab: not converted: {w}");
+            }
+            for t in &done.tables {
+                println!("wrote {}", t.display());
+            }
+            println!("wrote {}", done.scenario.display());
+            println!("next: intlab up {}", done.scenario.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::P4(P4Command::Check { file }) => {
             let loaded = intlab_p4::load(&file)?;
             print!("{}", loaded.info);
@@ -299,6 +389,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 intlab_testbed::netns::PREFIX
             );
             let c = intlab_testbed::netns::clean(&prefix, force);
+            for name in intlab_testbed::standing_lab::forget_dead()? {
+                println!("forgot lab {name}: its process no longer runs");
+            }
             for n in &c.removed {
                 println!("removed namespace {n}");
             }
@@ -357,6 +450,11 @@ fn run_scenario(
 /// A flag SIGINT and SIGTERM raise: the run stops, tears its lab down and writes its results.
 /// A second signal ends the process at once, saying that `intlab clean` removes what is left.
 fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    stop_on_signals_saying("tearing the lab down and writing the results")
+}
+
+/// [`stop_on_signals`], saying `what` the process does on the first signal.
+fn stop_on_signals_saying(what: &'static str) -> Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     let mut signals =
@@ -372,7 +470,7 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>> {
                     );
                     std::process::exit(130);
                 }
-                eprintln!("intlab: stopping: tearing the lab down and writing the results (again to quit at once)");
+                eprintln!("intlab: stopping: {what} (again to quit at once)");
             }
         })
         .context("starting the signal thread")?;
@@ -645,6 +743,103 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
     let counters = switch.stop();
     println!("{}", serde_json::to_string_pretty(&counters)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `intlab up`: checks the scenario and the name, then holds the lab here (`--foreground`) or
+/// in a background copy of this command, returning once that copy has recorded the lab.
+fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(scenario).with_context(|| format!("reading {}", scenario.display()))?;
+    let topology = intlab_testbed::topology::load_str(&text, scenario)?;
+    let name = name.unwrap_or_else(|| topology.name.clone());
+    intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
+    StandingLab::claim(&name)?;
+    if foreground {
+        return hold_lab(scenario, &topology, &name);
+    }
+    std::fs::create_dir_all(standing_lab::STATE_DIR)
+        .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
+    let log_path = StandingLab::log_path(&name);
+    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the intlab executable")?;
+    // Its own process group: a Ctrl-C meant for this terminal does not reach the lab.
+    let mut child = std::process::Command::new(exe)
+        .arg("up")
+        .arg(scenario)
+        .args(["--name", &name, "--foreground"])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().context("opening the lab's log")?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting the lab's background process")?;
+    eprintln!("intlab: building lab {name} (log: {})", log_path.display());
+    loop {
+        if let Some(status) = child.try_wait().context("watching the lab's process")? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            anyhow::bail!("lab {name} did not come up ({status}); its log:\n{}", log.trim_end());
+        }
+        if let Some(lab) = StandingLab::read(&name)?
+            && lab.pid == child.id()
+        {
+            println!("lab {name} is up (process {}, log {})", lab.pid, log_path.display());
+            for (host, h) in &lab.hosts {
+                println!("  {host}  {}", h.address);
+            }
+            println!("run commands in a host with `intlab exec HOST -- CMD`; stop with `intlab down {name}`");
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Builds the lab, records it, and keeps it up until SIGINT or SIGTERM.
+fn hold_lab(scenario: &Path, topology: &intlab_testbed::topology::Topology, name: &str) -> Result<ExitCode> {
+    let stop = stop_on_signals_saying("tearing the lab down")?;
+    let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
+    let cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
+    let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
+    let record = StandingLab {
+        name: name.to_owned(),
+        pid: std::process::id(),
+        scenario: scenario.canonicalize().unwrap_or_else(|_| scenario.to_owned()),
+        prefix: cfg.prefix.clone(),
+        hosts: topology
+            .hosts()
+            .map(|h| {
+                let node = &topology.nodes[h];
+                let record = standing_lab::HostRecord {
+                    namespace: lab.namespace(h).name().to_owned(),
+                    address: node.address.expect("hosts have addresses"),
+                };
+                (node.name.clone(), record)
+            })
+            .collect(),
+    };
+    record.write()?;
+    eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ended = record.end_host_processes()?;
+    if ended > 0 {
+        eprintln!("intlab: ended {ended} process(es) still running in the hosts");
+    }
+    drop(lab);
+    StandingLab::forget(name)?;
+    eprintln!("intlab: lab {name} is down");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `intlab exec`: enters the host's namespace and becomes the command.
+fn run_exec(node: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
+    use std::os::unix::process::CommandExt;
+    let lab = StandingLab::find(lab)?;
+    let host = lab.host(node)?;
+    let (program, args) = command.split_first().context("no command given after `--`")?;
+    intlab_runtime::sys::netns::enter(&Path::new("/var/run/netns").join(&host.namespace))
+        .with_context(|| format!("entering host {node} of lab {}", lab.name))?;
+    let e = std::process::Command::new(program).args(args).exec();
+    Err(anyhow::anyhow!("running `{program}` in host {node}: {e}"))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -310,6 +310,51 @@ pub fn lab_namespaces() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Processes whose network namespace is `name` (as `ip netns pids` finds them: by the
+/// namespace file's inode), this process excluded.
+pub fn processes_in(name: &str) -> io::Result<Vec<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata(PathBuf::from("/var/run/netns").join(name))?;
+    let me = std::process::id();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // A process may end while we look: its entry is then simply gone.
+        if let Ok(m) = std::fs::metadata(entry.path().join("ns/net"))
+            && (m.dev(), m.ino()) == (ns.dev(), ns.ino())
+            && pid != me
+        {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
+}
+
+/// Ends every process in namespace `name` (SIGTERM, then SIGKILL for those still there after
+/// `grace`): a namespace whose processes live on outlasts its deletion. Returns how many.
+pub fn end_processes_in(name: &str, grace: std::time::Duration) -> io::Result<usize> {
+    let pids = processes_in(name)?;
+    let signal = |pid: u32, sig: libc::c_int| {
+        let Ok(pid) = libc::pid_t::try_from(pid) else { return };
+        // SAFETY: kill(2) has no memory effects; a process already gone gives ESRCH.
+        unsafe { libc::kill(pid, sig) };
+    };
+    for &pid in &pids {
+        signal(pid, libc::SIGTERM);
+    }
+    let started = std::time::Instant::now();
+    let alive = |pid: &u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    while pids.iter().any(alive) && started.elapsed() < grace {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for pid in pids.iter().filter(|p| alive(p)) {
+        signal(*pid, libc::SIGKILL);
+    }
+    Ok(pids.len())
+}
+
 /// What [`clean`] did.
 #[derive(Debug, Default)]
 pub struct Cleaned {

@@ -6,6 +6,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use int_format::ethernet::MacAddress;
 use intlab_switch::config::EcnYaml;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
@@ -14,7 +15,7 @@ use serde::Deserialize;
 use crate::scenario::raw::{RawAxis, RawRun, RawRuntime, RawTransport, RawWorkload};
 use serde_saphyr::Spanned;
 
-use super::{Endpoint, Link, LinkProps, Node, NodeKind, RouteOverride, Topology};
+use super::{Endpoint, HostInterface, LAB_PREFIX_LEN, Link, LinkProps, Node, NodeKind, RouteOverride, Topology};
 
 /// The lab's address block: 198.18.0.0/15 (benchmarking, RFC 2544).
 const LAB_NET: u32 = 0xc612_0000;
@@ -110,6 +111,12 @@ struct RawNode {
     #[serde(default)]
     address: Option<Spanned<String>>,
     #[serde(default)]
+    mac: Option<Spanned<String>>,
+    #[serde(default)]
+    gateway: Option<Spanned<String>>,
+    #[serde(default)]
+    arp: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
     p4: Option<Spanned<RawP4>>,
 }
 
@@ -180,6 +187,8 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     let mut nodes = Vec::new();
     let mut used: HashMap<Ipv4Addr, String> = HashMap::new();
     let mut next_host = 1u32;
+    let mut hosts_seen = 0usize;
+    let mut macs: HashMap<MacAddress, String> = HashMap::new();
     if let Err(m) = plain_name(&raw.name.value, MAX_NAME) {
         return Err(err(&raw.name.referenced, format!("name: {m}")));
     }
@@ -191,38 +200,43 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
             RawKind::Host => NodeKind::Host,
             RawKind::Switch => NodeKind::Switch,
         };
-        let address = match (kind, &n.value.address) {
-            (NodeKind::Switch, Some(a)) => {
-                return Err(err(&a.referenced, format!("node `{name}`: switches have no address")));
+        if kind == NodeKind::Switch {
+            let host_only = [&n.value.address, &n.value.mac, &n.value.gateway];
+            if let Some(a) = host_only.into_iter().flatten().next() {
+                return Err(err(
+                    &a.referenced,
+                    format!("node `{name}`: a switch has no address, mac or gateway (hosts do)"),
+                ));
             }
-            (NodeKind::Switch, None) => None,
-            (NodeKind::Host, Some(a)) => {
-                let ip: Ipv4Addr = a.value.parse().map_err(|_| {
-                    err(
-                        &a.referenced,
-                        format!("node `{name}`: `{}` is not an IPv4 address", a.value),
-                    )
-                })?;
-                if u32::from(ip) & LAB_MASK != LAB_NET {
-                    return Err(err(
-                        &a.referenced,
-                        format!("node `{name}`: {ip} is outside the lab's 198.18.0.0/15"),
-                    ));
-                }
-                if u32::from(ip) == LAB_NET || u32::from(ip) == LAB_NET | !LAB_MASK {
-                    return Err(err(
-                        &a.referenced,
-                        format!("node `{name}`: {ip} is the network's own or its broadcast address, no host's"),
-                    ));
-                }
-                Some(ip)
+            if let Some(a) = &n.value.arp {
+                return Err(err(
+                    &a.referenced,
+                    format!("node `{name}`: a switch has no arp entries (hosts do)"),
+                ));
             }
-            (NodeKind::Host, None) => {
-                let ip = Ipv4Addr::from(LAB_NET + next_host);
-                next_host += 1;
-                Some(ip)
+        }
+        let (address, interface) = match kind {
+            NodeKind::Switch => (None, None),
+            NodeKind::Host => {
+                let (ip, interface) = host_interface(name, &n.value, next_host, hosts_seen)
+                    .map_err(|(at, m)| err(at.unwrap_or(&n.referenced), m))?;
+                hosts_seen += 1;
+                let ip = ip.unwrap_or_else(|| {
+                    next_host += 1;
+                    Ipv4Addr::from(LAB_NET + next_host - 1)
+                });
+                (Some(ip), Some(interface))
             }
         };
+        if let Some(i) = &interface
+            && let Some(other) = macs.insert(i.mac, (*name).clone())
+        {
+            let at = n.value.mac.as_ref().map_or(&n.referenced, |a| &a.referenced);
+            return Err(err(
+                at,
+                format!("node `{name}`: duplicate MAC {} (also `{other}`)", i.mac),
+            ));
+        }
         if let Some(ip) = address
             && let Some(other) = used.insert(ip, (*name).clone())
         {
@@ -269,6 +283,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
             name: (*name).clone(),
             kind,
             address,
+            interface,
             p4,
         });
     }
@@ -454,6 +469,104 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     Ok((topology, run))
 }
 
+/// A position in the file and what is wrong there (`None`: the node itself).
+type NodeError<'a> = (Option<&'a serde_saphyr::Location>, String);
+
+/// A host's address (when given) and interface: `address: A[/LEN]`, `mac`, `gateway`, `arp`.
+/// Everything must stay inside the lab's range; the gateway on the host's own subnet.
+fn host_interface<'a>(
+    name: &str,
+    n: &'a RawNode,
+    next_host: u32,
+    host_number: usize,
+) -> Result<(Option<Ipv4Addr>, HostInterface), NodeError<'a>> {
+    let lab_address = |text: &str, at: &'a serde_saphyr::Location, what: &str| -> Result<Ipv4Addr, NodeError<'a>> {
+        let ip: Ipv4Addr = text.parse().map_err(|_| {
+            (
+                Some(at),
+                format!("node `{name}`: {what} `{text}` is not an IPv4 address"),
+            )
+        })?;
+        lab_host_address(ip).map_err(|m| (Some(at), format!("node `{name}`: {what} {m}")))?;
+        Ok(ip)
+    };
+    let mut interface = HostInterface::lab_default(host_number);
+    let mut address = None;
+    if let Some(a) = &n.address {
+        let (ip, len) = match a.value.split_once('/') {
+            None => (a.value.as_str(), None),
+            Some((ip, len)) => (ip, Some(len)),
+        };
+        address = Some(lab_address(ip, &a.referenced, "address")?);
+        if let Some(len) = len {
+            interface.prefix_len = len
+                .parse()
+                .ok()
+                .filter(|l| (LAB_PREFIX_LEN..=31).contains(l))
+                .ok_or_else(|| {
+                    (
+                        Some(&a.referenced),
+                        format!(
+                            "node `{name}`: address `{}`: expected a prefix length from {LAB_PREFIX_LEN} (the lab's range) to 31",
+                            a.value
+                        ),
+                    )
+                })?;
+        }
+    }
+    if let Some(m) = &n.mac {
+        interface.mac = intlab_switch::config::parse_mac(&m.value)
+            .filter(|mac| mac.0[0] & 1 == 0)
+            .ok_or_else(|| {
+                (
+                    Some(&m.referenced),
+                    format!(
+                        "node `{name}`: mac `{}`: expected a unicast MAC such as 08:00:00:00:01:11",
+                        m.value
+                    ),
+                )
+            })?;
+    }
+    let own = address.unwrap_or(Ipv4Addr::from(LAB_NET + next_host));
+    let mask = u32::MAX << (32 - u32::from(interface.prefix_len));
+    if let Some(g) = &n.gateway {
+        let gw = lab_address(&g.value, &g.referenced, "gateway")?;
+        if u32::from(gw) & mask != u32::from(own) & mask || gw == own {
+            return Err((
+                Some(&g.referenced),
+                format!(
+                    "node `{name}`: gateway {gw} is not another address on the host's subnet {}/{}",
+                    Ipv4Addr::from(u32::from(own) & mask),
+                    interface.prefix_len
+                ),
+            ));
+        }
+        interface.gateway = Some(gw);
+    }
+    if let Some(arp) = &n.arp {
+        for (ip, mac) in &arp.value {
+            let entry = |m: String| (Some(&arp.referenced), format!("node `{name}`: arp `{ip}`: {m}"));
+            let ip: Ipv4Addr = ip.parse().map_err(|_| entry("expected an IPv4 address".into()))?;
+            lab_host_address(ip).map_err(entry)?;
+            let mac = intlab_switch::config::parse_mac(mac)
+                .ok_or_else(|| entry(format!("`{mac}` is not a MAC such as 08:00:00:00:01:00")))?;
+            interface.arp.push((ip, mac));
+        }
+    }
+    Ok((address, interface))
+}
+
+/// Checks that `ip` can be a host's (or gateway's) address in the lab's range.
+fn lab_host_address(ip: Ipv4Addr) -> Result<(), String> {
+    if u32::from(ip) & LAB_MASK != LAB_NET {
+        return Err(format!("{ip} is outside the lab's 198.18.0.0/15"));
+    }
+    if u32::from(ip) == LAB_NET || u32::from(ip) == LAB_NET | !LAB_MASK {
+        return Err(format!("{ip} is the network's own or its broadcast address, no host's"));
+    }
+    Ok(())
+}
+
 /// Adds what the YAML parser's own words leave unsaid, and drops what speaks to its callers.
 fn with_hint(m: String) -> String {
     if m.contains("block mapping") || m.contains("block sequence") || m.contains("mapping values") {
@@ -469,7 +582,7 @@ fn with_hint(m: String) -> String {
 }
 
 /// Longest node or scenario name: it goes into namespace and file names.
-const MAX_NAME: usize = 32;
+pub(super) const MAX_NAME: usize = 32;
 /// Slowest and fastest link: INT carries the line rate in kb/s in 32 bits.
 const MIN_RATE_BPS: u64 = 1_000;
 const MAX_RATE_BPS: u64 = u32::MAX as u64 * 1_000;
@@ -619,5 +732,57 @@ links:
         assert!(e.line >= 11, "bad indentation: {e}");
         let e = error(&INCAST.replace("address: 198.18.7.7", "address: 10.0.0.1"));
         assert!(e.message.contains("outside the lab"), "{e}");
+    }
+
+    /// The tutorials' way of addressing a host: its own subnet, MAC, gateway and ARP entry.
+    const TUTORIAL_HOST: &str = "h3: { kind: host, address: 198.18.3.3/24, mac: \"08:00:00:00:03:33\", \
+        gateway: 198.18.3.30, arp: { 198.18.3.30: \"08:00:00:00:02:00\" } }";
+
+    #[test]
+    fn a_host_may_state_its_subnet_mac_gateway_and_neighbours() {
+        let t = load(&INCAST.replace("h3: { kind: host, address: 198.18.7.7 }", TUTORIAL_HOST)).unwrap();
+        let h3 = t.nodes[3].interface.as_ref().expect("a host's interface");
+        assert_eq!(t.nodes[3].address, Some(Ipv4Addr::new(198, 18, 3, 3)));
+        assert_eq!(h3.prefix_len, 24);
+        assert_eq!(h3.mac, MacAddress([8, 0, 0, 0, 3, 0x33]));
+        assert_eq!(h3.gateway, Some(Ipv4Addr::new(198, 18, 3, 30)));
+        assert_eq!(
+            h3.arp,
+            [(Ipv4Addr::new(198, 18, 3, 30), MacAddress([8, 0, 0, 0, 2, 0]))]
+        );
+        assert!(h3.is_explicit());
+        let h1 = t.nodes[1].interface.as_ref().expect("a host's interface");
+        assert_eq!(
+            (h1.prefix_len, h1.mac),
+            (LAB_PREFIX_LEN, MacAddress([2, 0x1b, 0, 0, 0, 0]))
+        );
+        assert!(!h1.is_explicit() && t.nodes[0].interface.is_none());
+    }
+
+    #[test]
+    fn a_bad_subnet_mac_gateway_or_neighbour_is_refused_where_written() {
+        let with = |from: &str, to: &str| {
+            let e = error(&INCAST.replace(
+                "h3: { kind: host, address: 198.18.7.7 }",
+                &TUTORIAL_HOST.replace(from, to),
+            ));
+            assert_eq!(e.line, 8, "{e}");
+            e.message
+        };
+        assert!(with("/24", "/8").contains("prefix length from 15"));
+        assert!(with("08:00:00:00:03:33", "09:00:00:00:03:33").contains("unicast MAC"));
+        assert!(with("08:00:00:00:03:33", "02:1b:00:00:00:00").contains("duplicate MAC 02:1b:00:00:00:00 (also `h1`)"));
+        assert!(
+            with("gateway: 198.18.3.30", "gateway: 198.18.4.30")
+                .contains("not another address on the host's subnet 198.18.3.0/24")
+        );
+        assert!(with("gateway: 198.18.3.30", "gateway: 10.0.3.30").contains("outside the lab"));
+        assert!(with("{ 198.18.3.30:", "{ 10.0.3.30:").contains("arp `10.0.3.30`: 10.0.3.30 is outside the lab"));
+        assert!(with("\"08:00:00:00:02:00\"", "nope").contains("`nope` is not a MAC"));
+        let e = error(&INCAST.replace(
+            "s1: { kind: switch }",
+            "s1: { kind: switch, mac: \"08:00:00:00:00:01\" }",
+        ));
+        assert!(e.message.contains("a switch has no address, mac or gateway"), "{e}");
     }
 }

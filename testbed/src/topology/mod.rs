@@ -4,13 +4,20 @@
 
 mod load;
 mod routing;
+pub mod tutorial_json;
 
 pub use load::{LoadError, load_str};
 pub(crate) use load::{first_line, load_document};
+
+/// Checks a name the lab uses in file and namespace names (letters, digits, `-`, `_`, `.`).
+pub fn check_name(name: &str) -> Result<(), String> {
+    load::plain_name(name, load::MAX_NAME)
+}
 pub use routing::{Routes, distances, routes, shortest_paths};
 
 use std::net::Ipv4Addr;
 
+use int_format::ethernet::MacAddress;
 use intlab_switch::config::EcnSpec;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 
@@ -32,9 +39,49 @@ pub struct Node {
     pub kind: NodeKind,
     /// A host's address (198.18.0.0/15); switches have none.
     pub address: Option<Ipv4Addr>,
+    /// A host's interface beyond its address; switches have none.
+    pub interface: Option<HostInterface>,
     /// A switch's P4 program, when it runs one instead of the native pipeline.
     pub p4: Option<P4Node>,
 }
+
+/// How a host's interface is set up, as a tutorials-style topology states it: the subnet it sees
+/// as on-link, its MAC, a default gateway and static neighbours. By default the whole lab range
+/// is on-link and the MAC is `02:1b:00:00:` and the host's position among hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostInterface {
+    /// Prefix length of the host's subnet.
+    pub prefix_len: u8,
+    /// The interface's MAC.
+    pub mac: MacAddress,
+    /// Next hop for everything off the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// Static neighbour entries (address, MAC); when any is given, or a gateway, the lab adds
+    /// none of its own.
+    pub arp: Vec<(Ipv4Addr, MacAddress)>,
+}
+
+impl HostInterface {
+    /// The lab's choice for host number `i` (its position among hosts): the whole lab range
+    /// on-link, a locally administered MAC, no gateway.
+    pub fn lab_default(i: usize) -> HostInterface {
+        HostInterface {
+            prefix_len: LAB_PREFIX_LEN,
+            mac: MacAddress([0x02, 0x1b, 0, 0, (i >> 8) as u8, i as u8]),
+            gateway: None,
+            arp: Vec::new(),
+        }
+    }
+
+    /// True when the topology says how this host reaches others (gateway or neighbours), so
+    /// the lab must not add its own neighbour entries.
+    pub fn is_explicit(&self) -> bool {
+        self.gateway.is_some() || !self.arp.is_empty()
+    }
+}
+
+/// Prefix length of the lab's address range 198.18.0.0/15.
+pub const LAB_PREFIX_LEN: u8 = 15;
 
 /// A switch's P4 program and its port numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,185 @@
+//! A tutorials-style topology (tests/p4/tutorial: hosts on their own /24 with a gateway and a
+//! static ARP entry, two switches running forward_dscp.p4, one filled from runtime JSON and
+//! one from a simple_switch_CLI file) imported with `intlab import p4-topology`, brought up
+//! with `intlab up`, used with `intlab exec` and taken down with `intlab down`, as a user
+//! would, through the `intlab` binary.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use intlab_testbed::netns;
+use intlab_testbed::standing_lab::StandingLab;
+
+fn intlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args(args)
+        .output()
+        .expect("intlab runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = intlab(args);
+    assert!(
+        out.status.success(),
+        "intlab {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Takes the labs a test brought up down again, however the test ends.
+struct Labs(Vec<String>);
+
+impl Drop for Labs {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            if let Ok(Some(lab)) = StandingLab::read(name) {
+                if let Err(e) = lab.stop(std::time::Duration::from_secs(30)) {
+                    eprintln!("taking lab {name} down: {e}");
+                }
+                netns::clean(&format!("{}-", lab.prefix), true);
+            }
+        }
+    }
+}
+
+/// The TTL a ping reply arrives with across `switches` switches that each decrement it.
+fn ttl_after(switches: u8) -> String {
+    format!("ttl={}", 64 - switches)
+}
+
+#[test]
+fn an_imported_tutorial_topology_comes_up_pings_everywhere_and_goes_down_without_leftovers() {
+    support::require_root();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4");
+    let dir = std::env::temp_dir().join(format!("intlab-import-{}", std::process::id()));
+    let scenario: PathBuf = dir.join("basic.yaml");
+    let topology = fixtures.join("tutorial/topology.json");
+    let program = fixtures.join("forward_dscp.p4");
+    let printed = ok(&[
+        "import",
+        "p4-topology",
+        &topology.to_string_lossy(),
+        "--program",
+        &program.to_string_lossy(),
+        "--out",
+        &scenario.to_string_lossy(),
+    ]);
+    assert!(printed.contains("s2-commands.txt"), "{printed}");
+    let commands = std::fs::read_to_string(dir.join("s2-commands.txt")).expect("the moved command file");
+    assert!(
+        commands.contains(" 198.18.3.3/32 => ") && !commands.contains("10.0."),
+        "{commands}"
+    );
+    let yaml = std::fs::read_to_string(&scenario).expect("the scenario");
+    assert!(
+        yaml.contains("sysctl -w net.ipv4.tcp_congestion_control=reno"),
+        "an unconverted command is said: {yaml}"
+    );
+
+    let pid = std::process::id();
+    let names = [format!("basic{pid}"), format!("other{pid}")];
+    let _labs = Labs(names.to_vec());
+    for name in &names {
+        let up = ok(&["up", &scenario.to_string_lossy(), "--name", name]);
+        assert!(up.contains(&format!("lab {name} is up")), "{up}");
+    }
+    let out = intlab(&["up", &scenario.to_string_lossy(), "--name", &names[0]]);
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("is already up"),
+        "a second lab under a taken name is refused"
+    );
+
+    // Every host reaches every host through the P4 switches, which decrement the TTL:
+    // h1 and h2 share s1, h3 is one switch further.
+    let address = |h: &str| {
+        let n = h[1..].parse::<u8>().expect("hN");
+        format!("198.18.{n}.{n}")
+    };
+    let hops = |a: &str, b: &str| if a == "h3" || b == "h3" { 2 } else { 1 };
+    for name in &names {
+        for a in ["h1", "h2", "h3"] {
+            for b in ["h1", "h2", "h3"].into_iter().filter(|&b| b != a) {
+                let ping = ok(&[
+                    "exec",
+                    "--lab",
+                    name,
+                    a,
+                    "--",
+                    "ping",
+                    "-c",
+                    "1",
+                    "-W",
+                    "3",
+                    &address(b),
+                ]);
+                assert!(ping.contains(&ttl_after(hops(a, b))), "{a} -> {b} in {name}: {ping}");
+            }
+        }
+    }
+    // The command's own exit status, and refusals that name what exists.
+    let out = intlab(&["exec", "--lab", &names[0], "h1", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    let out = intlab(&["exec", "h1", "--", "true"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("several labs are up"),
+        "{out:?}"
+    );
+    let out = intlab(&["exec", "--lab", &names[0], "h9", "--", "true"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(hosts: h1, h2, h3)"),
+        "{out:?}"
+    );
+
+    // A process left running in a host (a daemon, say) goes with the lab.
+    let daemons: Vec<u32> = names
+        .iter()
+        .map(|name| {
+            let pid = ok(&[
+                "exec",
+                "--lab",
+                name,
+                "h2",
+                "--",
+                "sh",
+                "-c",
+                "sleep 600 >/dev/null 2>&1 & echo $!",
+            ]);
+            pid.trim().parse().expect("a pid")
+        })
+        .collect();
+
+    // `down` stops a lab; a lab whose process was killed is removed by `down` too.
+    let lab = StandingLab::read(&names[0]).expect("record").expect("recorded");
+    ok(&["down", &names[0]]);
+    let killed = StandingLab::read(&names[1]).expect("record").expect("recorded");
+    // SAFETY: kill(2) on the lab process this test started.
+    assert_eq!(unsafe { libc::kill(killed.pid as i32, libc::SIGKILL) }, 0);
+    while killed.is_live() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        netns::lab_namespaces().iter().any(|n| n.starts_with(&killed.prefix)),
+        "a killed lab leaves its namespaces"
+    );
+    ok(&["down", &names[1]]);
+    for l in [&lab, &killed] {
+        let left: Vec<String> = netns::lab_namespaces()
+            .into_iter()
+            .filter(|n| n.starts_with(&l.prefix))
+            .collect();
+        assert!(left.is_empty(), "{} left {left:?}", l.name);
+        assert!(StandingLab::read(&l.name).expect("readable").is_none());
+    }
+    for pid in daemons {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} outlived its lab"
+        );
+    }
+    std::fs::remove_dir_all(&dir).expect("temp dir removed");
+}
