@@ -748,13 +748,12 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
 /// `intlab up`: checks the scenario and the name, then holds the lab here (`--foreground`) or
 /// in a background copy of this command, returning once that copy has recorded the lab.
 fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(scenario).with_context(|| format!("reading {}", scenario.display()))?;
-    let topology = intlab_testbed::topology::load_str(&text, scenario)?;
+    let (topology, runtime) = Scenario::load_lab(scenario)?;
     let name = name.unwrap_or_else(|| topology.name.clone());
     intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
     StandingLab::claim(&name)?;
     if foreground {
-        return hold_lab(scenario, &topology, &name);
+        return hold_lab(scenario, &topology, runtime, &name);
     }
     std::fs::create_dir_all(standing_lab::STATE_DIR)
         .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
@@ -793,10 +792,17 @@ fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<Exi
 }
 
 /// Builds the lab, records it, and keeps it up until SIGINT or SIGTERM.
-fn hold_lab(scenario: &Path, topology: &intlab_testbed::topology::Topology, name: &str) -> Result<ExitCode> {
+fn hold_lab(
+    scenario: &Path,
+    topology: &intlab_testbed::topology::Topology,
+    runtime: intlab_testbed::scenario::RuntimeSettings,
+    name: &str,
+) -> Result<ExitCode> {
     let stop = stop_on_signals_saying("tearing the lab down")?;
     let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
-    let cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
+    let mut cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
+    cfg.workers = runtime.workers;
+    cfg.poll = runtime.poll;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     let record = StandingLab {
         name: name.to_owned(),

@@ -102,6 +102,20 @@ impl Scenario {
         Scenario::from_text(&text, file, overrides)
     }
 
+    /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
+    /// (`intlab up`): the run keys (workload, controller, ...) are not required.
+    pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings), LoadError> {
+        let text = std::fs::read_to_string(file).map_err(|e| LoadError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            message: e.to_string(),
+        })?;
+        let (topology, run) = load_document(&text, file)?;
+        let runtime = Checker { file }.runtime(run.runtime.as_ref())?;
+        Ok((topology, runtime))
+    }
+
     /// `file`, or the built-in default when there is none, with `overrides` applied.
     pub fn load_or_builtin(file: Option<&Path>, overrides: &Overrides) -> Result<Scenario, LoadError> {
         match file {
@@ -157,6 +171,29 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// `runtime:` checked.
+    fn runtime(&self, raw: Option<&Spanned<raw::RawRuntime>>) -> Result<RuntimeSettings, LoadError> {
+        let mut runtime = RuntimeSettings::default();
+        if let Some(r) = raw {
+            if let Some(w) = &r.value.workers {
+                if w.value == 0 || w.value > MAX_WORKERS {
+                    return Err(self.err(
+                        &w.referenced,
+                        format!(
+                            "runtime.workers: expected 1 to {MAX_WORKERS} worker threads, got {}",
+                            w.value
+                        ),
+                    ));
+                }
+                runtime.workers = w.value;
+            }
+            if let Some(p) = r.value.poll {
+                runtime.poll = p;
+            }
+        }
+        Ok(runtime)
+    }
+
     fn err(&self, at: &Location, message: String) -> LoadError {
         LoadError {
             file: self.file.to_owned(),
@@ -271,24 +308,7 @@ impl Checker<'_> {
                 ),
             ));
         }
-        let mut runtime = RuntimeSettings::default();
-        if let Some(r) = &run.runtime {
-            if let Some(w) = &r.value.workers {
-                if w.value == 0 || w.value > MAX_WORKERS {
-                    return Err(self.err(
-                        &w.referenced,
-                        format!(
-                            "runtime.workers: expected 1 to {MAX_WORKERS} worker threads, got {}",
-                            w.value
-                        ),
-                    ));
-                }
-                runtime.workers = w.value;
-            }
-            if let Some(p) = r.value.poll {
-                runtime.poll = p;
-            }
-        }
+        let runtime = self.runtime(run.runtime.as_ref())?;
         Ok(Scenario {
             file: self.file.to_owned(),
             text,
