@@ -838,7 +838,6 @@ fn hold_lab(
 
 /// `intlab exec`: enters the host's namespace and becomes the command.
 fn run_exec(node: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
-    use std::os::unix::process::CommandExt;
     let lab = StandingLab::find(lab)?;
     let host = lab.host(node)?;
     let (program, args) = command.split_first().context("no command given after `--`")?;
