@@ -295,7 +295,25 @@ pub fn owner(name: &str) -> Option<u32> {
 
 /// True when the process that made lab namespace `name` still runs.
 pub fn is_live(name: &str) -> bool {
-    owner(name).is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+    owner(name).is_some_and(process_runs)
+}
+
+/// True while process `pid` exists.
+pub fn process_runs(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Sends `sig` to process `pid`; a process already gone is no error.
+pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+    // SAFETY: kill(2) has no memory effects.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// Names of the lab namespaces that exist now.
@@ -336,21 +354,15 @@ pub fn processes_in(name: &str) -> io::Result<Vec<u32>> {
 /// `grace`): a namespace whose processes live on outlasts its deletion. Returns how many.
 pub fn end_processes_in(name: &str, grace: std::time::Duration) -> io::Result<usize> {
     let pids = processes_in(name)?;
-    let signal = |pid: u32, sig: libc::c_int| {
-        let Ok(pid) = libc::pid_t::try_from(pid) else { return };
-        // SAFETY: kill(2) has no memory effects; a process already gone gives ESRCH.
-        unsafe { libc::kill(pid, sig) };
-    };
     for &pid in &pids {
-        signal(pid, libc::SIGTERM);
+        signal(pid, libc::SIGTERM)?;
     }
     let started = std::time::Instant::now();
-    let alive = |pid: &u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
-    while pids.iter().any(alive) && started.elapsed() < grace {
+    while pids.iter().any(|&p| process_runs(p)) && started.elapsed() < grace {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    for pid in pids.iter().filter(|p| alive(p)) {
-        signal(*pid, libc::SIGKILL);
+    for &pid in pids.iter().filter(|&&p| process_runs(p)) {
+        signal(pid, libc::SIGKILL)?;
     }
     Ok(pids.len())
 }

@@ -115,7 +115,7 @@ impl StandingLab {
 
     /// True while the process holding the lab runs.
     pub fn is_live(&self) -> bool {
-        Path::new(&format!("/proc/{}", self.pid)).exists()
+        netns::process_runs(self.pid)
     }
 
     /// Records the lab, replacing the file in one step so a reader never sees half of it.
@@ -240,20 +240,10 @@ impl StandingLab {
     /// record; waits up to `limit` for it, then removes whatever a dead holder left.
     pub fn stop(&self, limit: Duration) -> Result<(), StandingLabError> {
         if self.is_live() {
-            let pid = libc::pid_t::try_from(self.pid).map_err(|_| StandingLabError::Record {
-                path: Self::path(&self.name),
-                cause: format!("pid {} out of range", self.pid),
+            netns::signal(self.pid, libc::SIGTERM).map_err(|e| StandingLabError::Leftovers {
+                name: self.name.clone(),
+                detail: format!("signalling process {}: {e}", self.pid),
             })?;
-            // SAFETY: kill(2) with a pid read from our own record; no memory is involved.
-            if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    return Err(StandingLabError::Leftovers {
-                        name: self.name.clone(),
-                        detail: format!("signalling process {}: {e}", self.pid),
-                    });
-                }
-            }
             let started = Instant::now();
             while self.is_live() {
                 if started.elapsed() > limit {

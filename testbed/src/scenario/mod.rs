@@ -93,25 +93,13 @@ pub struct Scenario {
 impl Scenario {
     /// Reads and checks `file` with `overrides` applied.
     pub fn load(file: &Path, overrides: &Overrides) -> Result<Scenario, LoadError> {
-        let text = std::fs::read_to_string(file).map_err(|e| LoadError {
-            file: file.to_owned(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read it: {e}"),
-        })?;
-        Scenario::from_text(&text, file, overrides)
+        Scenario::from_text(&read(file)?, file, overrides)
     }
 
     /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
     /// (`intlab up`): the run keys (workload, controller, ...) are not required.
     pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings), LoadError> {
-        let text = std::fs::read_to_string(file).map_err(|e| LoadError {
-            file: file.to_owned(),
-            line: 0,
-            column: 0,
-            message: e.to_string(),
-        })?;
-        let (topology, run) = load_document(&text, file)?;
+        let (topology, run) = load_document(&read(file)?, file)?;
         let runtime = Checker { file }.runtime(run.runtime.as_ref())?;
         Ok((topology, runtime))
     }
@@ -164,6 +152,16 @@ impl Scenario {
     pub fn flows(&self) -> Vec<PlannedFlow> {
         self.workload.flows()
     }
+}
+
+/// The text of scenario `file`.
+fn read(file: &Path) -> Result<String, LoadError> {
+    std::fs::read_to_string(file).map_err(|e| LoadError {
+        file: file.to_owned(),
+        line: 0,
+        column: 0,
+        message: format!("cannot read it: {e}"),
+    })
 }
 
 struct Checker<'a> {

@@ -15,11 +15,10 @@ use serde::Deserialize;
 use crate::scenario::raw::{RawAxis, RawRun, RawRuntime, RawTransport, RawWorkload};
 use serde_saphyr::Spanned;
 
-use super::{Endpoint, HostInterface, LAB_PREFIX_LEN, Link, LinkProps, Node, NodeKind, RouteOverride, Topology};
-
-/// The lab's address block: 198.18.0.0/15 (benchmarking, RFC 2544).
-const LAB_NET: u32 = 0xc612_0000;
-const LAB_MASK: u32 = 0xfffe_0000;
+use super::{
+    Endpoint, HostInterface, LAB_MASK, LAB_NET, LAB_PREFIX_LEN, Link, LinkProps, Node, NodeKind, RouteOverride,
+    Topology,
+};
 
 /// A topology that cannot be used, with where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -558,7 +557,7 @@ fn host_interface<'a>(
 
 /// Checks that `ip` can be a host's (or gateway's) address in the lab's range.
 fn lab_host_address(ip: Ipv4Addr) -> Result<(), String> {
-    if u32::from(ip) & LAB_MASK != LAB_NET {
+    if !super::in_lab_range(ip) {
         return Err(format!("{ip} is outside the lab's 198.18.0.0/15"));
     }
     if u32::from(ip) == LAB_NET || u32::from(ip) == LAB_NET | !LAB_MASK {

@@ -83,6 +83,16 @@ impl HostInterface {
 /// Prefix length of the lab's address range 198.18.0.0/15.
 pub const LAB_PREFIX_LEN: u8 = 15;
 
+/// The lab's address block: 198.18.0.0/15 (benchmarking, RFC 2544), as a number.
+pub(crate) const LAB_NET: u32 = 0xc612_0000;
+/// Its mask.
+pub(crate) const LAB_MASK: u32 = u32::MAX << (32 - LAB_PREFIX_LEN);
+
+/// True when `ip` is inside the lab's range.
+pub fn in_lab_range(ip: Ipv4Addr) -> bool {
+    u32::from(ip) & LAB_MASK == LAB_NET
+}
+
 /// A switch's P4 program and its port numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct P4Node {

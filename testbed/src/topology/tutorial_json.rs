@@ -77,10 +77,10 @@ struct AddressMove {
 impl AddressMove {
     /// The address in the lab, or `None` when it is neither in the lab nor in the moved /16.
     fn apply(self, ip: Ipv4Addr) -> Option<Ipv4Addr> {
-        let o = ip.octets();
-        if o[0] == 198 && (o[1] & 0xfe) == 18 {
+        if super::in_lab_range(ip) {
             return Some(ip);
         }
+        let o = ip.octets();
         (self.from == Some([o[0], o[1]])).then(|| Ipv4Addr::new(198, 18, o[2], o[3]))
     }
 
