@@ -58,8 +58,8 @@ fn frame() -> Vec<u8> {
 fn program(file: &str, runtime: &str) -> P4Pipeline {
     let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
     let loaded = intlab_p4::load(&Path::new(ROOT).join(file)).unwrap_or_else(|e| panic!("{e}"));
-    let mut dp = intlab_p4::Datapath::new(loaded.ir, "s1");
-    intlab_p4::runtime_json::apply_text(&mut dp, "bench", runtime).unwrap_or_else(|e| panic!("{e}"));
+    let dp = intlab_p4::Datapath::new(loaded.ir, "s1");
+    intlab_p4::runtime_json::apply_text(&dp, "bench", runtime).unwrap_or_else(|e| panic!("{e}"));
     P4Pipeline::new(dp, &spec.ports).expect("ports")
 }
 

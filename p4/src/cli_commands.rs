@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::exec::Datapath;
+use crate::exec::{ControlPlane, Datapath};
 use crate::ir::{Entry, KeySet, MatchKind};
 use crate::runtime_json::{fit, parse_value};
 
@@ -40,7 +40,7 @@ pub struct CliSession {
 }
 
 /// Applies the command file `path` to `dp`; returns what the read commands printed.
-pub fn apply_file(dp: &mut Datapath, path: &Path) -> Result<Vec<String>, CommandError> {
+pub fn apply_file(dp: &Datapath, path: &Path) -> Result<Vec<String>, CommandError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| CommandError {
         file: file.clone(),
@@ -50,24 +50,27 @@ pub fn apply_file(dp: &mut Datapath, path: &Path) -> Result<Vec<String>, Command
     apply_text(dp, &file, &text)
 }
 
-/// Applies the commands in `text` (named `file` in errors), one per line; `#` starts a comment.
-pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<Vec<String>, CommandError> {
+/// Applies the commands in `text` (named `file` in errors), one per line (`#` starts a
+/// comment): all of them, or none.
+pub fn apply_text(dp: &Datapath, file: &str, text: &str) -> Result<Vec<String>, CommandError> {
     let mut session = CliSession::for_datapath(dp);
-    let mut printed = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        match session.run(dp, line) {
-            Ok(Some(out)) => printed.push(out),
-            Ok(None) => {}
-            Err(message) => {
-                return Err(CommandError {
-                    file: file.to_owned(),
-                    line: i + 1,
-                    message,
-                });
+    dp.edit(|cp| {
+        let mut printed = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            match session.command(dp, cp, line) {
+                Ok(Some(out)) => printed.push(out),
+                Ok(None) => {}
+                Err(message) => {
+                    return Err(CommandError {
+                        file: file.to_owned(),
+                        line: i + 1,
+                        message,
+                    });
+                }
             }
         }
-    }
-    Ok(printed)
+        Ok(printed)
+    })
 }
 
 impl CliSession {
@@ -75,7 +78,7 @@ impl CliSession {
     /// handles of their tables, as they would on BMv2.
     pub fn for_datapath(dp: &Datapath) -> CliSession {
         let mut s = CliSession::default();
-        for (t, table) in dp.tables.iter().enumerate() {
+        for (t, table) in dp.control().tables.iter().enumerate() {
             for e in table.entries() {
                 let h = s.take_handle(t);
                 s.entries.insert((t, h), (e.entry.matches.clone(), e.entry.priority));
@@ -90,23 +93,29 @@ impl CliSession {
         *n - 1
     }
 
-    /// Runs one command line; returns what it prints, if anything.
-    pub fn run(&mut self, dp: &mut Datapath, line: &str) -> Result<Option<String>, String> {
+    /// Runs one command line on `dp` (packets see all of its change or none); returns what it
+    /// prints, if anything.
+    pub fn run(&mut self, dp: &Datapath, line: &str) -> Result<Option<String>, String> {
+        dp.edit(|cp| self.command(dp, cp, line))
+    }
+
+    /// Runs one command line on `cp`, a copy of `dp`'s control plane.
+    fn command(&mut self, dp: &Datapath, cp: &mut ControlPlane, line: &str) -> Result<Option<String>, String> {
         let line = line.split('#').next().unwrap_or("").trim();
         let words: Vec<&str> = line.split_whitespace().collect();
         let Some((&command, args)) = words.split_first() else {
             return Ok(None);
         };
         match command {
-            "table_add" => self.table_add(dp, args).map(Some),
-            "table_set_default" => table_set_default(dp, args).map(|()| None),
-            "table_delete" => self.table_delete(dp, args).map(|()| None),
+            "table_add" => self.table_add(dp, cp, args).map(Some),
+            "table_set_default" => table_set_default(dp, cp, args).map(|()| None),
+            "table_delete" => self.table_delete(dp, cp, args).map(|()| None),
             "mc_mgrp_create" => {
                 let [g] = args else {
                     return Err(usage("mc_mgrp_create GROUP"));
                 };
                 let g = group_id(g)?;
-                dp.groups.entry(g).or_default();
+                cp.groups.entry(g).or_default();
                 Ok(None)
             }
             "mc_node_create" => {
@@ -128,7 +137,7 @@ impl CliSession {
                     .nodes
                     .get(n)
                     .ok_or_else(|| format!("no multicast node with handle {n} (create it with mc_node_create)"))?;
-                let group = dp
+                let group = cp
                     .groups
                     .get_mut(&g)
                     .ok_or_else(|| format!("no multicast group {g} (create it with mc_mgrp_create)"))?;
@@ -140,7 +149,7 @@ impl CliSession {
                     return Err(usage("mirroring_add SESSION PORT"));
                 };
                 let session = number(session, 32, "a session id")? as u32;
-                dp.sessions.insert(session, port(p)?);
+                cp.sessions.insert(session, port(p)?);
                 Ok(None)
             }
             "register_read" => {
@@ -149,7 +158,7 @@ impl CliSession {
                     [name, i] => (*name, Some(number(i, 32, "an index")? as usize)),
                     _ => return Err(usage("register_read REGISTER [INDEX]")),
                 };
-                let r = resolve(dp.program.registers.iter().map(|r| r.name.as_str()), name, "register")?;
+                let r = dp.register_id(name)?;
                 let cells = dp.program.registers[r].size;
                 let cell = |i: usize| dp.register_read(r, i).ok_or_else(|| out_of_range(name, i, cells));
                 Ok(Some(match index {
@@ -165,7 +174,7 @@ impl CliSession {
                 let [name, i, v] = args else {
                     return Err(usage("register_write REGISTER INDEX VALUE"));
                 };
-                let r = resolve(dp.program.registers.iter().map(|r| r.name.as_str()), name, "register")?;
+                let r = dp.register_id(name)?;
                 let reg = &dp.program.registers[r];
                 let v = value(v, reg.width)?;
                 let i = number(i, 32, "an index")? as usize;
@@ -178,7 +187,7 @@ impl CliSession {
                 let [name, i] = args else {
                     return Err(usage("counter_read COUNTER INDEX"));
                 };
-                let c = resolve(dp.program.counters.iter().map(|c| c.name.as_str()), name, "counter")?;
+                let c = dp.counter_id(name)?;
                 let i = number(i, 32, "an index")? as usize;
                 let (packets, bytes) = dp
                     .counter_read(c, i)
@@ -194,15 +203,15 @@ impl CliSession {
     }
 
     /// `table_add TABLE ACTION MATCH... => ARG... [PRIORITY]`; prints the entry's handle.
-    fn table_add(&mut self, dp: &mut Datapath, args: &[&str]) -> Result<String, String> {
+    fn table_add(&mut self, dp: &Datapath, cp: &mut ControlPlane, args: &[&str]) -> Result<String, String> {
         const USE: &str = "table_add TABLE ACTION MATCH... => ARG... [PRIORITY]";
         let [table, action, rest @ ..] = args else {
             return Err(usage(USE));
         };
         let arrow = rest.iter().position(|w| *w == "=>").ok_or_else(|| usage(USE))?;
         let (fields, after) = (&rest[..arrow], &rest[arrow + 1..]);
-        let t = table_id(dp, table)?;
-        let a = action_of(dp, t, action)?;
+        let t = dp.table_id(table)?;
+        let a = dp.action_of(t, action)?;
         dp.check_entries_allowed(t)?;
         let def = &dp.program.tables[t];
         if fields.len() != def.keys.len() {
@@ -254,7 +263,7 @@ impl CliSession {
             action: a,
             args,
         };
-        dp.tables[t].insert(entry)?;
+        cp.tables[t].insert(entry)?;
         let h = self.take_handle(t);
         self.entries.insert((t, h), (matches, priority));
         Ok(format!(
@@ -264,33 +273,33 @@ impl CliSession {
     }
 
     /// `table_delete TABLE HANDLE`.
-    fn table_delete(&mut self, dp: &mut Datapath, args: &[&str]) -> Result<(), String> {
+    fn table_delete(&mut self, dp: &Datapath, cp: &mut ControlPlane, args: &[&str]) -> Result<(), String> {
         let [table, handle] = args else {
             return Err(usage("table_delete TABLE HANDLE"));
         };
-        let t = table_id(dp, table)?;
+        let t = dp.table_id(table)?;
         let h = number(handle, 32, "an entry handle")? as u32;
         let (matches, priority) = self
             .entries
             .remove(&(t, h))
             .ok_or_else(|| format!("table `{}` has no entry with handle {h}", dp.program.tables[t].name))?;
-        let at = dp.tables[t]
+        let at = cp.tables[t]
             .entries()
             .iter()
             .position(|e| e.entry.matches == matches && e.entry.priority == priority)
             .ok_or_else(|| format!("the entry with handle {h} is gone"))?;
-        dp.tables[t].delete(at);
+        cp.tables[t].delete(at);
         Ok(())
     }
 }
 
 /// `table_set_default TABLE ACTION ARG...`.
-fn table_set_default(dp: &mut Datapath, args: &[&str]) -> Result<(), String> {
+fn table_set_default(dp: &Datapath, cp: &mut ControlPlane, args: &[&str]) -> Result<(), String> {
     let [table, action, rest @ ..] = args else {
         return Err(usage("table_set_default TABLE ACTION ARG..."));
     };
-    let t = table_id(dp, table)?;
-    let a = action_of(dp, t, action)?;
+    let t = dp.table_id(table)?;
+    let a = dp.action_of(t, action)?;
     dp.check_default_allowed(t)?;
     let wanted = arg_count(dp, a);
     if rest.len() != wanted {
@@ -301,7 +310,7 @@ fn table_set_default(dp: &mut Datapath, args: &[&str]) -> Result<(), String> {
         ));
     }
     let args = action_args(dp, a, rest)?;
-    dp.tables[t].default = (a, args);
+    cp.tables[t].default = (a, args);
     Ok(())
 }
 
@@ -311,46 +320,6 @@ fn usage(form: &str) -> String {
 
 fn out_of_range(name: &str, i: usize, size: usize) -> String {
     format!("index {i} is out of range for `{name}` ({size} cells)")
-}
-
-/// The one name among `names` that is `wanted` or ends with `.wanted`.
-fn resolve<'a>(names: impl Iterator<Item = &'a str> + Clone, wanted: &str, what: &str) -> Result<usize, String> {
-    if let Some(i) = names.clone().position(|n| n == wanted) {
-        return Ok(i);
-    }
-    let suffix = format!(".{wanted}");
-    let found: Vec<usize> = names
-        .clone()
-        .enumerate()
-        .filter(|(_, n)| n.ends_with(&suffix))
-        .map(|(i, _)| i)
-        .collect();
-    match found.as_slice() {
-        [i] => Ok(*i),
-        [] => {
-            let known: Vec<&str> = names.collect();
-            Err(format!(
-                "no {what} `{wanted}` in the program (it has {})",
-                known.join(", ")
-            ))
-        }
-        _ => Err(format!("`{wanted}` names more than one {what}; write the full name")),
-    }
-}
-
-fn table_id(dp: &Datapath, name: &str) -> Result<usize, String> {
-    resolve(dp.program.tables.iter().map(|t| t.name.as_str()), name, "table")
-}
-
-/// Action `name` of table `t`.
-fn action_of(dp: &Datapath, t: usize, name: &str) -> Result<usize, String> {
-    let table = &dp.program.tables[t];
-    let i = resolve(
-        table.actions.iter().map(|&a| dp.program.actions[a].name.as_str()),
-        name,
-        &format!("action of table `{}`", table.name),
-    )?;
-    Ok(table.actions[i])
 }
 
 fn arg_count(dp: &Datapath, a: usize) -> usize {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::exec::Datapath;
+use crate::exec::{ControlPlane, Datapath};
 use crate::ir::{Entry, KeySet, MatchKind};
 use crate::lower::mask;
 
@@ -24,7 +24,7 @@ pub struct RuntimeError {
 }
 
 /// Reads `path` and applies it to `dp`.
-pub fn apply_file(dp: &mut Datapath, path: &Path) -> Result<(), RuntimeError> {
+pub fn apply_file(dp: &Datapath, path: &Path) -> Result<(), RuntimeError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| RuntimeError {
         file: file.clone(),
@@ -34,8 +34,12 @@ pub fn apply_file(dp: &mut Datapath, path: &Path) -> Result<(), RuntimeError> {
     apply_text(dp, &file, &text)
 }
 
-/// Applies runtime JSON `text` (called `file` in errors) to `dp`.
-pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<(), RuntimeError> {
+/// Applies runtime JSON `text` (called `file` in errors) to `dp`: all of it, or nothing.
+pub fn apply_text(dp: &Datapath, file: &str, text: &str) -> Result<(), RuntimeError> {
+    dp.edit(|cp| apply(dp, cp, file, text))
+}
+
+fn apply(dp: &Datapath, cp: &mut ControlPlane, file: &str, text: &str) -> Result<(), RuntimeError> {
     let err = |path: String, message: String| RuntimeError {
         file: file.to_owned(),
         path,
@@ -53,7 +57,8 @@ pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<(), Runti
         };
         for (i, e) in entries.iter().enumerate() {
             let at = format!("table_entries[{i}]");
-            table_entry(dp, e).map_err(|(p, m)| err(if p.is_empty() { at.clone() } else { format!("{at}.{p}") }, m))?;
+            table_entry(dp, cp, e)
+                .map_err(|(p, m)| err(if p.is_empty() { at.clone() } else { format!("{at}.{p}") }, m))?;
         }
     }
     for (key, group_key, is_group) in [
@@ -96,7 +101,7 @@ pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<(), Runti
                     .ok()
                     .filter(|g| *g > 0)
                     .ok_or_else(|| err(format!("{at}.{group_key}"), "a group id of 1 to 65535 expected".into()))?;
-                dp.groups.insert(id, replicas);
+                cp.groups.insert(id, replicas);
             } else {
                 let Some(&(port, _)) = replicas.first() else {
                     return Err(err(
@@ -104,7 +109,7 @@ pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<(), Runti
                         "a clone session needs one replica".into(),
                     ));
                 };
-                dp.sessions.insert(id as u32, port);
+                cp.sessions.insert(id as u32, port);
             }
         }
     }
@@ -112,39 +117,19 @@ pub fn apply_text(dp: &mut Datapath, file: &str, text: &str) -> Result<(), Runti
 }
 
 /// One element of `table_entries`; errors carry a path relative to it.
-fn table_entry(dp: &mut Datapath, e: &Value) -> Result<(), (String, String)> {
+fn table_entry(dp: &Datapath, cp: &mut ControlPlane, e: &Value) -> Result<(), (String, String)> {
     let name = e
         .get("table")
         .and_then(Value::as_str)
         .ok_or_else(|| ("table".to_owned(), "a table name expected".to_owned()))?;
-    let t = dp.table_id(name).ok_or_else(|| {
-        let known: Vec<&str> = dp.program.tables.iter().map(|t| t.name.as_str()).collect();
-        (
-            "table".to_owned(),
-            format!("no table `{name}` in the program (it has {})", known.join(", ")),
-        )
-    })?;
+    let t = dp.table_id(name).map_err(|m| ("table".to_owned(), m))?;
     let action_name = e
         .get("action_name")
         .and_then(Value::as_str)
         .ok_or_else(|| ("action_name".to_owned(), "an action name expected".to_owned()))?;
     let action = dp
-        .action_id(action_name)
-        .filter(|a| dp.program.tables[t].actions.contains(a))
-        .ok_or_else(|| {
-            let known: Vec<&str> = dp.program.tables[t]
-                .actions
-                .iter()
-                .map(|a| dp.program.actions[*a].name.as_str())
-                .collect();
-            (
-                "action_name".to_owned(),
-                format!(
-                    "table `{name}` has no action `{action_name}` (it has {})",
-                    known.join(", ")
-                ),
-            )
-        })?;
+        .action_of(t, action_name)
+        .map_err(|m| ("action_name".to_owned(), m))?;
     let params = e
         .get("action_params")
         .cloned()
@@ -162,7 +147,7 @@ fn table_entry(dp: &mut Datapath, e: &Value) -> Result<(), (String, String)> {
     if e.get("default_action").and_then(Value::as_bool) == Some(true) {
         dp.check_default_allowed(t)
             .map_err(|m| ("default_action".to_owned(), m))?;
-        dp.tables[t].default = (action, args);
+        cp.tables[t].default = (action, args);
         return Ok(());
     }
     dp.check_entries_allowed(t).map_err(|m| ("table".to_owned(), m))?;
@@ -197,7 +182,7 @@ fn table_entry(dp: &mut Datapath, e: &Value) -> Result<(), (String, String)> {
         action,
         args,
     };
-    dp.tables[t].insert(entry).map_err(|m| (String::new(), m))?;
+    cp.tables[t].insert(entry).map_err(|m| (String::new(), m))?;
     Ok(())
 }
 

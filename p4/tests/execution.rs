@@ -11,8 +11,8 @@ fn program(name: &str) -> intlab_p4::Loaded {
 }
 
 fn datapath(name: &str, runtime: &str) -> Datapath {
-    let mut dp = Datapath::new(program(name).ir, "s1");
-    intlab_p4::runtime_json::apply_text(&mut dp, "runtime.json", runtime).unwrap_or_else(|e| panic!("{e}"));
+    let dp = Datapath::new(program(name).ir, "s1");
+    intlab_p4::runtime_json::apply_text(&dp, "runtime.json", runtime).unwrap_or_else(|e| panic!("{e}"));
     dp
 }
 
@@ -213,8 +213,8 @@ fn runtime_files_with_wrong_names_values_or_kinds_are_refused_with_their_json_pa
         ),
     ];
     for (json, path, message) in cases {
-        let mut dp = Datapath::new(p.ir.clone(), "s1");
-        let e = intlab_p4::runtime_json::apply_text(&mut dp, "s1-runtime.json", json).expect_err(json);
+        let dp = Datapath::new(p.ir.clone(), "s1");
+        let e = intlab_p4::runtime_json::apply_text(&dp, "s1-runtime.json", json).expect_err(json);
         assert_eq!(e.file, "s1-runtime.json");
         assert_eq!(e.path, path, "{e}");
         assert!(e.message.contains(message), "{e}");
@@ -237,9 +237,9 @@ table_set_default acl to_port 9
 
 #[test]
 fn a_simple_switch_cli_command_file_fills_tables_groups_and_sessions() {
-    let mut dp = Datapath::new(program("acl.p4").ir, "s1");
+    let dp = Datapath::new(program("acl.p4").ir, "s1");
     let printed =
-        intlab_p4::cli_commands::apply_text(&mut dp, "s1-commands.txt", ACL_COMMANDS).unwrap_or_else(|e| panic!("{e}"));
+        intlab_p4::cli_commands::apply_text(&dp, "s1-commands.txt", ACL_COMMANDS).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(printed.len(), 4, "three entry handles and one node handle: {printed:?}");
     assert!(printed[1].ends_with("handle 1"), "{printed:?}");
     let mut st = dp.packet_state();
@@ -260,8 +260,8 @@ fn a_simple_switch_cli_command_file_fills_tables_groups_and_sessions() {
         "priority 10 beats 20"
     );
     assert_eq!(decide(&dp, &mut st, [11, 1, 1, 1]), Decision::Multicast(7));
-    assert_eq!(dp.groups.get(&7), Some(&vec![(2, 1), (3, 1)]));
-    assert_eq!(dp.sessions.get(&5), Some(&4));
+    assert_eq!(dp.control().groups.get(&7), Some(&vec![(2, 1), (3, 1)]));
+    assert_eq!(dp.control().sessions.get(&5), Some(&4));
     assert_eq!(
         decide(&dp, &mut st, [12, 0, 0, 1]),
         Decision::Unicast(9),
@@ -270,31 +270,28 @@ fn a_simple_switch_cli_command_file_fills_tables_groups_and_sessions() {
 
     // Deleting by handle, as a control plane at run time would.
     let mut session = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
-    session.run(&mut dp, "table_delete acl 1").expect("deleted");
+    session.run(&dp, "table_delete acl 1").expect("deleted");
     assert_eq!(decide(&dp, &mut st, [10, 0, 0, 5]), Decision::Unicast(3));
-    let again = session.run(&mut dp, "table_delete acl 1").expect_err("gone");
+    let again = session.run(&dp, "table_delete acl 1").expect_err("gone");
     assert!(again.contains("no entry with handle 1"), "{again}");
 }
 
 #[test]
 fn registers_and_counters_are_written_and_read_by_commands() {
-    let mut dp = datapath("forward.p4", FORWARD_RUNTIME);
+    let dp = datapath("forward.p4", FORWARD_RUNTIME);
     let mut st = dp.packet_state();
-    let printed = intlab_p4::cli_commands::apply_text(&mut dp, "c.txt", "register_write seen 0 41\n")
+    let printed = intlab_p4::cli_commands::apply_text(&dp, "c.txt", "register_write seen 0 41\n")
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(printed.is_empty());
     let frame = ipv4([10, 0, 1, 1], [10, 0, 2, 2], 17, 0, &[0; 8]);
     forward(&dp, &mut st, &frame, 4, Departure::default());
     let mut session = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    assert_eq!(session.run(&dp, "register_read seen 0"), Ok(Some("seen[0]= 42".into())));
     assert_eq!(
-        session.run(&mut dp, "register_read seen 0"),
-        Ok(Some("seen[0]= 42".into()))
-    );
-    assert_eq!(
-        session.run(&mut dp, "counter_read port_packets 4"),
+        session.run(&dp, "counter_read port_packets 4"),
         Ok(Some(format!("port_packets[4]= (packets=1, bytes={})", frame.len())))
     );
-    let e = session.run(&mut dp, "register_read seen 1").expect_err("one cell");
+    let e = session.run(&dp, "register_read seen 1").expect_err("one cell");
     assert!(e.contains("out of range"), "{e}");
 }
 
@@ -305,7 +302,7 @@ fn command_files_with_wrong_names_forms_or_counts_are_refused_with_their_line() 
         ("table_add nope deny 1&&&1 0->1 => 1", "no table `nope`"),
         (
             "table_add acl fly 1&&&1 0->1 => 1",
-            "no action of table `AclIngress.acl` `fly`",
+            "table `AclIngress.acl` has no action `fly`",
         ),
         ("table_add acl deny 10.0.0.0/8 0->1 => 1", "VALUE&&&MASK expected"),
         (
@@ -319,10 +316,70 @@ fn command_files_with_wrong_names_forms_or_counts_are_refused_with_their_line() 
         ("table_dump acl", "unknown command `table_dump`"),
     ];
     for (line, message) in cases {
-        let mut dp = Datapath::new(p.ir.clone(), "s1");
+        let dp = Datapath::new(p.ir.clone(), "s1");
         let text = format!("# line 1 is a comment\n{line}\n");
-        let e = intlab_p4::cli_commands::apply_text(&mut dp, "s1-commands.txt", &text).expect_err(line);
+        let e = intlab_p4::cli_commands::apply_text(&dp, "s1-commands.txt", &text).expect_err(line);
         assert_eq!((e.file.as_str(), e.line), ("s1-commands.txt", 2), "{e}");
         assert!(e.message.contains(message), "{line}: {e}");
     }
+}
+
+#[test]
+fn control_plane_edits_apply_whole_while_frames_run_on_other_threads() {
+    let dp = std::sync::Arc::new(datapath("forward.p4", FORWARD_RUNTIME));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // 10.0.3.3 has no route: dropped, until the control plane adds one to port 5.
+    let frame = ipv4([10, 0, 1, 1], [10, 0, 3, 3], 17, 0, &[0; 8]);
+    let runner = {
+        let (dp, stop, frame) = (dp.clone(), stop.clone(), frame.clone());
+        std::thread::spawn(move || {
+            let mut st = dp.packet_state();
+            let mut seen = std::collections::BTreeMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (d, out) = forward(&dp, &mut st, &frame, 1, Departure::default());
+                if d == Decision::Unicast(5) {
+                    // Both arguments of the entry, never one without the other.
+                    assert_eq!(&out[0..6], &[8, 0, 0, 0, 5, 0x55]);
+                }
+                *seen.entry(format!("{d:?}")).or_insert(0u64) += 1;
+            }
+            seen
+        })
+    };
+    let mut session = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    let mut st = dp.packet_state();
+    for _ in 0..200 {
+        let added = session
+            .run(
+                &dp,
+                "table_add ForwardIngress.routes forward 10.0.3.0/24 => 08:00:00:00:05:55 5",
+            )
+            .expect("add");
+        assert_eq!(
+            forward(&dp, &mut st, &frame, 1, Departure::default()).0,
+            Decision::Unicast(5)
+        );
+        let handle = added
+            .and_then(|s| s.rsplit(' ').next().map(str::to_owned))
+            .expect("a handle");
+        session
+            .run(&dp, &format!("table_delete routes {handle}"))
+            .expect("delete");
+        assert_eq!(forward(&dp, &mut st, &frame, 1, Departure::default()).0, Decision::Drop);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = runner.join().expect("the packet thread saw only whole entries");
+    assert!(seen.keys().all(|d| d == "Drop" || d == "Unicast(5)"), "{seen:?}");
+    // A command file that fails at its third line changes nothing, not even its first two.
+    let file = "table_add routes forward 10.0.3.0/24 => 08:00:00:00:05:55 5\n\
+                table_set_default routes forward 08:00:00:00:06:66 6\n\
+                table_add routes fly 10.0.4.0/24 =>\n";
+    let e = intlab_p4::cli_commands::apply_text(&dp, "s1-commands.txt", file).expect_err("line 3");
+    assert_eq!(e.line, 3, "{e}");
+    assert_eq!(forward(&dp, &mut st, &frame, 1, Departure::default()).0, Decision::Drop);
+    let elsewhere = ipv4([10, 0, 1, 1], [10, 0, 7, 7], 17, 0, &[0; 8]);
+    assert_eq!(
+        forward(&dp, &mut st, &elsewhere, 1, Departure::default()).0,
+        Decision::Drop
+    );
 }

@@ -68,7 +68,7 @@ fn a_traced_packet_logs_its_states_tables_actions_and_fate_in_order() {
     let runtime = r#"{"table_entries": [{ "table": "ForwardIngress.routes",
         "match": { "hdr.ipv4.dst": ["10.0.2.0", 24] }, "action_name": "ForwardIngress.forward",
         "action_params": { "next_mac": "08:00:00:00:02:22", "port": 2 } }]}"#;
-    intlab_p4::runtime_json::apply_text(&mut dp, "runtime.json", runtime).unwrap_or_else(|e| panic!("{e}"));
+    intlab_p4::runtime_json::apply_text(&dp, "runtime.json", runtime).unwrap_or_else(|e| panic!("{e}"));
     let lines = Lines::default();
 
     let (d, quiet) = ingress_lines(&dp, &lines, [10, 0, 2, 2]);

@@ -377,6 +377,15 @@ impl Fabric {
         &self.specs
     }
 
+    /// The datapaths of the switches that run a P4 program, by switch name, for the control
+    /// plane (`intlab p4 cli`): their tables can be edited while frames flow.
+    pub fn p4_datapaths(&self) -> Vec<(String, Arc<intlab_p4::Datapath>)> {
+        let switches = self.shared.switches.iter();
+        switches
+            .filter_map(|s| Some((s.name.clone(), Arc::clone(s.p4.as_ref()?.datapath()))))
+            .collect()
+    }
+
     /// Release lateness counts only frames due from lab time `t_ns` on (a run's start).
     pub fn measure_from(&self, t_ns: u64) {
         self.shared.measure_from.store(t_ns, Ordering::Relaxed);

@@ -88,6 +88,8 @@ pub struct Shard {
     tx: Vec<FrameBuf>,
     /// Per worker: frames for it with the slot they came through, sent at the end of the run.
     outbox: Vec<Vec<(usize, Handoff)>>,
+    /// The (port, replication id) copies of the multicast frame in hand.
+    replicas: Vec<(usize, u16)>,
     next_publish: u64,
     publish_seen: u64,
 }
@@ -126,6 +128,7 @@ impl Shard {
             ingressing: Vec::with_capacity(BATCH * 4),
             tx: Vec::with_capacity(BATCH * 4),
             outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
+            replicas: Vec::new(),
             next_publish: 0,
             publish_seen: 0,
             fabric,
@@ -212,20 +215,24 @@ impl Shard {
     /// Runs a switch's P4 program on frame `frame` arriving at slot `s`.
     fn ingress_p4(&mut self, s: usize, mut frame: FrameBuf) {
         let (sw, index) = (self.slots[s].switch, self.slots[s].index);
-        let fabric = Arc::clone(&self.fabric);
-        let p4 = fabric.switches[sw].p4.as_ref().expect("a P4 switch");
+        let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
         let (verdict, clone_to) = p4.ingress(&mut frame, index);
-        let base = fabric.base[sw];
+        if let P4Verdict::Multicast(g) = verdict {
+            p4.group(g, &mut self.replicas);
+        }
+        let base = self.fabric.base[sw];
         if let Some(c) = clone_to {
             self.route(s, base + c, self.copy_of(&frame, 0, CLONE_I2E));
         }
         match verdict {
             P4Verdict::Forward(p) => self.route(s, base + p, frame),
-            P4Verdict::Multicast(g) => {
-                for (p, rid) in p4.group(g) {
+            P4Verdict::Multicast(_) => {
+                let replicas = std::mem::take(&mut self.replicas);
+                for &(p, rid) in &replicas {
                     let copy = self.copy_of(&frame, rid, REPLICA);
                     self.route(s, base + p, copy);
                 }
+                self.replicas = replicas;
                 self.fabric.pool.put(frame);
             }
             P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),

@@ -193,8 +193,8 @@ fn int_transit_p4_writes_the_hop_records_the_built_in_pipeline_writes() {
     let spec = SwitchSpec::from_yaml(SWITCH, Path::new("int-transit.yaml")).expect("switch spec");
     let native = Pipeline::new(&spec);
     let loaded = intlab_p4::load(Path::new(PROGRAM)).unwrap_or_else(|e| panic!("{e}"));
-    let mut dp = intlab_p4::Datapath::new(loaded.ir, "s7");
-    intlab_p4::runtime_json::apply_text(&mut dp, "runtime", RUNTIME).unwrap_or_else(|e| panic!("{e}"));
+    let dp = intlab_p4::Datapath::new(loaded.ir, "s7");
+    intlab_p4::runtime_json::apply_text(&dp, "runtime", RUNTIME).unwrap_or_else(|e| panic!("{e}"));
     let p4 = P4Pipeline::new(dp, &spec.ports).expect("ports");
 
     let frames = traffic();

@@ -431,6 +431,11 @@ impl Lab {
         self.hosts[n].as_ref().expect("a host node")
     }
 
+    /// The switches that run a P4 program, by name, with their datapaths (tables to edit).
+    pub fn p4_datapaths(&self) -> Vec<(String, std::sync::Arc<intlab_p4::Datapath>)> {
+        self.fabric.p4_datapaths()
+    }
+
     /// Every switch's counters as they are now (the last published ones when a worker does
     /// not answer within a second, which the log says).
     pub fn switch_counters(&self) -> Vec<SwitchSnapshot> {

@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod inspect;
 pub mod lab;
 pub mod netns;
+pub mod p4_control;
 pub mod placement;
 pub mod prerequisites;
 pub mod results;

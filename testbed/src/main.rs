@@ -1,6 +1,6 @@
 //! `intlab`: the command-line front of the lab.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -215,6 +215,19 @@ enum P4Command {
         /// The program.
         file: PathBuf,
     },
+    /// simple_switch_CLI commands for a P4 switch of a lab that is up (`intlab up`), applied
+    /// while traffic flows: the command given, else one per line from standard input (with a
+    /// prompt on a terminal). Exits 1 if any was refused.
+    Cli {
+        /// The switch.
+        switch: String,
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+        /// One command, e.g. `table_add MyIngress.ipv4_lpm ipv4_forward 198.18.1.1/32 => 08:00:00:00:01:11 1`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -382,6 +395,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", loaded.info);
             Ok(ExitCode::SUCCESS)
         }
+        Command::P4(P4Command::Cli { switch, lab, command }) => run_p4_cli(&switch, lab.as_deref(), &command),
         Command::Clean { prefix, force } => {
             anyhow::ensure!(
                 prefix.starts_with(intlab_testbed::netns::PREFIX),
@@ -804,6 +818,9 @@ fn hold_lab(
     cfg.workers = runtime.workers;
     cfg.poll = runtime.poll;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
+    let socket = StandingLab::socket_path(name);
+    intlab_testbed::p4_control::serve(&socket, lab.p4_datapaths())
+        .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
     let record = StandingLab {
         name: name.to_owned(),
         pid: std::process::id(),
@@ -834,6 +851,50 @@ fn hold_lab(
     StandingLab::forget(name)?;
     eprintln!("intlab: lab {name} is down");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `intlab p4 cli`: sends the command given, or each line of standard input, to a P4 switch of
+/// a lab that is up; prints what each printed and refusals as `Error: ...`.
+fn run_p4_cli(switch: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
+    use intlab_testbed::p4_control::{ControlClient, ControlError};
+    let lab = StandingLab::find(lab)?;
+    let mut client = ControlClient::connect(&StandingLab::socket_path(&lab.name), switch)
+        .with_context(|| format!("lab {}", lab.name))?;
+    let mut refused = 0;
+    let mut one = |client: &mut ControlClient, line: &str| -> Result<()> {
+        match client.send(line) {
+            Ok(Some(out)) => println!("{out}"),
+            Ok(None) => {}
+            Err(ControlError::Refused(e)) => {
+                eprintln!("Error: {e}");
+                refused += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("lab {}", lab.name)),
+        }
+        Ok(())
+    };
+    if !command.is_empty() {
+        one(&mut client, &command.join(" "))?;
+    } else {
+        let terminal = io::stdin().is_terminal();
+        let prompt = || -> io::Result<()> {
+            if terminal {
+                print!("RuntimeCmd: ");
+                io::stdout().flush()?;
+            }
+            Ok(())
+        };
+        prompt()?;
+        for line in io::stdin().lock().lines() {
+            one(&mut client, &line.context("reading standard input")?)?;
+            prompt()?;
+        }
+    }
+    Ok(if refused == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `intlab exec`: enters the host's namespace and becomes the command.

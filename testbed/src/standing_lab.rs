@@ -113,6 +113,11 @@ impl StandingLab {
         Path::new(STATE_DIR).join(format!("{name}.log"))
     }
 
+    /// The control socket of lab `name`'s P4 switches (`intlab p4 cli`).
+    pub fn socket_path(name: &str) -> PathBuf {
+        Path::new(STATE_DIR).join(format!("{name}.sock"))
+    }
+
     /// True while the process holding the lab runs.
     pub fn is_live(&self) -> bool {
         netns::process_runs(self.pid)
@@ -132,9 +137,9 @@ impl StandingLab {
         std::fs::rename(&tmp, &path).map_err(|e| fail(e.to_string()))
     }
 
-    /// Removes the record and the log (the lab is down).
+    /// Removes the record, the log and the control socket (the lab is down).
     pub fn forget(name: &str) -> Result<(), StandingLabError> {
-        for path in [Self::path(name), Self::log_path(name)] {
+        for path in [Self::path(name), Self::log_path(name), Self::socket_path(name)] {
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     return Err(StandingLabError::Record {

@@ -1,8 +1,8 @@
 //! A tutorials-style topology (tests/p4/tutorial: hosts on their own /24 with a gateway and a
 //! static ARP entry, two switches running forward_dscp.p4, one filled from runtime JSON and
 //! one from a simple_switch_CLI file) imported with `intlab import p4-topology`, brought up
-//! with `intlab up`, used with `intlab exec` and taken down with `intlab down`, as a user
-//! would, through the `intlab` binary.
+//! with `intlab up`, used with `intlab exec` and `intlab p4 cli` and taken down with
+//! `intlab down`, as a user would, through the `intlab` binary.
 
 mod support;
 
@@ -121,6 +121,57 @@ fn an_imported_tutorial_topology_comes_up_pings_everywhere_and_goes_down_without
             }
         }
     }
+    // The control plane while the lab runs: without s2's route to h3 (handle 0 of its command
+    // file), h1 no longer reaches h3 in that lab (the other lab's tables are its own); the
+    // route put back from standard input, with a refused command after it, h1 does again.
+    let ping_h3 = |lab: &str| {
+        intlab(&[
+            "exec",
+            "--lab",
+            lab,
+            "h1",
+            "--",
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            &address("h3"),
+        ])
+    };
+    ok(&["p4", "cli", "--lab", &names[0], "s2", "table_delete", "ipv4_lpm", "0"]);
+    assert!(!ping_h3(&names[0]).status.success(), "the route is gone");
+    assert!(ping_h3(&names[1]).status.success(), "the other lab keeps its route");
+    let mut cli = Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args(["p4", "cli", "--lab", &names[0], "s2"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let commands = "table_add LineIngress.ipv4_lpm LineIngress.ipv4_forward 198.18.3.3/32 => 08:00:00:00:03:33 1\n\
+                    register_read nope\n";
+    std::io::Write::write_all(&mut cli.stdin.take().expect("stdin"), commands.as_bytes()).expect("written");
+    let out = cli.wait_with_output().expect("intlab ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "one command was refused: {stdout}{stderr}");
+    assert!(
+        stdout.contains("entry added to `LineIngress.ipv4_lpm` with handle 2"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("Error: the program has no register `nope`"), "{stderr}");
+    let ping = ping_h3(&names[0]);
+    assert!(ping.status.success(), "the route is back: {ping:?}");
+    let out = intlab(&["p4", "cli", "--lab", &names[0], "s9", "table_delete", "ipv4_lpm", "0"]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("no P4 switch `s9` in this lab (P4 switches: s1, s2)"),
+        "{out:?}"
+    );
+
     // The command's own exit status, and refusals that name what exists.
     let out = intlab(&["exec", "--lab", &names[0], "h1", "--", "sh", "-c", "exit 7"]);
     assert_eq!(out.status.code(), Some(7));

@@ -3,16 +3,19 @@
 //! starts transmission. Per-packet state is a reused [`PacketState`]; tables and extern state
 //! live in the [`Datapath`] shared by every worker.
 
+pub mod control_plane;
 pub mod eval;
 pub mod hash;
 mod run;
 pub mod table;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
 
 use crate::ir;
-use table::TableState;
+pub use control_plane::ControlPlane;
 
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
 pub const DROP_PORT: u16 = 511;
@@ -22,14 +25,12 @@ pub const DROP_PORT: u16 = 511;
 pub struct Datapath {
     /// The program.
     pub program: ir::Program,
-    /// Each table's entries.
-    pub tables: Vec<TableState>,
+    /// Tables, groups and sessions as packets see them now.
+    control: ArcSwap<ControlPlane>,
+    /// Held by an edit, so that two control-plane clients never lose each other's changes.
+    editing: Mutex<()>,
     registers: Vec<Box<[AtomicU64]>>,
     counters: Vec<Box<[[AtomicU64; 2]]>>,
-    /// Multicast groups: (egress port, replication id) of each copy.
-    pub groups: HashMap<u16, Vec<(u16, u16)>>,
-    /// Clone sessions: the egress port of each.
-    pub sessions: HashMap<u32, u16>,
     /// Log every packet's way through the program (`tracing` at debug level, target `p4`).
     pub trace: bool,
     /// This switch's name in traces.
@@ -115,7 +116,7 @@ pub struct IngressResult {
 impl Datapath {
     /// A datapath for `program` with its source's entries and defaults.
     pub fn new(program: ir::Program, name: &str) -> Datapath {
-        let tables = program.tables.iter().map(TableState::new).collect();
+        let control = ArcSwap::from_pointee(ControlPlane::of(&program));
         let registers = program
             .registers
             .iter()
@@ -128,11 +129,10 @@ impl Datapath {
             .collect();
         Datapath {
             program,
-            tables,
+            control,
+            editing: Mutex::new(()),
             registers,
             counters,
-            groups: HashMap::new(),
-            sessions: HashMap::new(),
             trace: false,
             name: name.to_owned(),
         }
@@ -146,21 +146,62 @@ impl Datapath {
         }
     }
 
-    /// Index of the table the control plane calls `name`.
-    pub fn table_id(&self, name: &str) -> Option<usize> {
-        self.program
-            .tables
-            .iter()
-            .position(|t| t.name == name || short(&t.name) == name)
+    /// The control plane's state as packets see it now.
+    pub fn control(&self) -> arc_swap::Guard<Arc<ControlPlane>> {
+        self.control.load()
     }
 
-    /// Index of the action the control plane calls `name`.
-    pub fn action_id(&self, name: &str) -> Option<usize> {
-        self.program
-            .actions
-            .iter()
-            .position(|a| a.name == name)
-            .or_else(|| self.program.actions.iter().position(|a| short(&a.name) == name))
+    /// Applies `change` to a copy of the control plane and, if it succeeds, swaps the copy in:
+    /// frames see all of the change or none of it. Edits run one at a time.
+    pub fn edit<R, E>(&self, change: impl FnOnce(&mut ControlPlane) -> Result<R, E>) -> Result<R, E> {
+        let _one_at_a_time = self.editing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = ControlPlane::clone(&self.control.load());
+        let r = change(&mut next)?;
+        self.control.store(Arc::new(next));
+        Ok(r)
+    }
+
+    /// The table the control plane calls `name`: its full name, or a suffix after a `.` that
+    /// only one table has.
+    pub fn table_id(&self, name: &str) -> Result<usize, String> {
+        resolve(
+            self.program.tables.iter().map(|t| t.name.as_str()),
+            name,
+            "table",
+            "the program",
+        )
+    }
+
+    /// Action `name` of table `t`, named as [`Datapath::table_id`] names tables.
+    pub fn action_of(&self, t: usize, name: &str) -> Result<usize, String> {
+        let table = &self.program.tables[t];
+        let i = resolve(
+            table.actions.iter().map(|&a| self.program.actions[a].name.as_str()),
+            name,
+            "action",
+            &format!("table `{}`", table.name),
+        )?;
+        Ok(table.actions[i])
+    }
+
+    /// Register `name`.
+    pub fn register_id(&self, name: &str) -> Result<usize, String> {
+        resolve(
+            self.program.registers.iter().map(|r| r.name.as_str()),
+            name,
+            "register",
+            "the program",
+        )
+    }
+
+    /// Counter `name`.
+    pub fn counter_id(&self, name: &str) -> Result<usize, String> {
+        resolve(
+            self.program.counters.iter().map(|c| c.name.as_str()),
+            name,
+            "counter",
+            "the program",
+        )
     }
 
     /// Refused when the control plane may not add entries to table `t` (it has `const entries`).
@@ -179,22 +220,6 @@ impl Datapath {
             true => Err(format!("table `{}` has a const default action", table.name)),
             false => Ok(()),
         }
-    }
-
-    /// Index of register `name`.
-    pub fn register_id(&self, name: &str) -> Option<usize> {
-        self.program
-            .registers
-            .iter()
-            .position(|r| r.name == name || short(&r.name) == name)
-    }
-
-    /// Index of counter `name`.
-    pub fn counter_id(&self, name: &str) -> Option<usize> {
-        self.program
-            .counters
-            .iter()
-            .position(|c| c.name == name || short(&c.name) == name)
     }
 
     /// Cell `i` of register `r`.
@@ -232,11 +257,15 @@ impl Datapath {
             arrival_ns: arrival.now_ns,
             ..Departure::default()
         };
-        let mut r = run::Run::new(self, st, &buf[..*len], env);
+        let control = self.control.load();
+        let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
         r.parse();
         r.control(&self.program.verify);
         r.control(&self.program.ingress);
-        let clone_to = r.st.clone_session.take().and_then(|c| self.sessions.get(&c).copied());
+        let clone_to =
+            r.st.clone_session
+                .take()
+                .and_then(|c| control.sessions.get(&c).copied());
         let mcast = r.st.slots[s.mcast_grp as usize] as u16;
         let spec = r.st.slots[s.egress_spec as usize] as u16;
         let decision = if mcast != 0 {
@@ -285,7 +314,8 @@ impl Datapath {
         set(st, s.egress_global_timestamp, u128::from(d.departure_ns / 1000));
         // egress_spec keeps ingress's choice; mark_to_drop in egress sets it to 511.
         set(st, s.egress_spec, u128::from(d.port));
-        let mut r = run::Run::new(self, st, &buf[..*len], d);
+        let control = self.control.load();
+        let mut r = run::Run::new(self, &control, st, &buf[..*len], d);
         r.cursor_to_headers();
         r.control(&self.program.egress);
         if r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT {
@@ -300,9 +330,42 @@ impl Datapath {
     }
 }
 
-/// The local part of a control-plane name (`MyIngress.ipv4_lpm` → `ipv4_lpm`).
-fn short(name: &str) -> &str {
-    name.rsplit('.').next().unwrap_or(name)
+/// The one name among `names` (the `what`s of `owner`) that is `wanted` or ends with
+/// `.wanted`; else what exists.
+fn resolve<'a>(
+    names: impl Iterator<Item = &'a str> + Clone,
+    wanted: &str,
+    what: &str,
+    owner: &str,
+) -> Result<usize, String> {
+    if let Some(i) = names.clone().position(|n| n == wanted) {
+        return Ok(i);
+    }
+    let suffix = format!(".{wanted}");
+    let found: Vec<usize> = names
+        .clone()
+        .enumerate()
+        .filter(|(_, n)| n.ends_with(&suffix))
+        .map(|(i, _)| i)
+        .collect();
+    match found.as_slice() {
+        [i] => Ok(*i),
+        [] => {
+            let known: Vec<&str> = names.collect();
+            Err(format!(
+                "{owner} has no {what} `{wanted}` (it has {})",
+                known.join(", ")
+            ))
+        }
+        many => {
+            let names: Vec<&str> = names.collect();
+            let fits: Vec<&str> = many.iter().map(|&i| names[i]).collect();
+            Err(format!(
+                "`{wanted}` fits more than one {what} of {owner} ({}); write the full name",
+                fits.join(", ")
+            ))
+        }
+    }
 }
 
 impl PacketState {

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::hash::{self, push_bits, read_bits};
 use super::table::TableState;
-use super::{Datapath, Departure, PacketState};
+use super::{ControlPlane, Datapath, Departure, PacketState};
 use crate::ir::{Expr, Extern, HeaderRef, IntlabValue, ListItem, Next, Op, Place, Slot, StackRef, Target};
 use crate::lower::mask;
 
@@ -25,14 +25,28 @@ enum Flow {
 /// A packet running through the program.
 pub(super) struct Run<'a> {
     dp: &'a Datapath,
+    /// The tables as they were when the packet entered this part of the pipeline.
+    control: &'a ControlPlane,
     pub(super) st: &'a mut PacketState,
     packet: &'a [u8],
     env: Departure,
 }
 
 impl<'a> Run<'a> {
-    pub(super) fn new(dp: &'a Datapath, st: &'a mut PacketState, packet: &'a [u8], env: Departure) -> Run<'a> {
-        Run { dp, st, packet, env }
+    pub(super) fn new(
+        dp: &'a Datapath,
+        control: &'a ControlPlane,
+        st: &'a mut PacketState,
+        packet: &'a [u8],
+        env: Departure,
+    ) -> Run<'a> {
+        Run {
+            dp,
+            control,
+            st,
+            packet,
+            env,
+        }
     }
 
     fn slot(&self, s: Slot) -> u128 {
@@ -240,7 +254,7 @@ impl<'a> Run<'a> {
     /// Applies table `t`: returns whether it hit and the action it ran.
     fn apply(&mut self, t: usize) -> (bool, usize) {
         let table = &self.dp.program.tables[t];
-        let state = &self.dp.tables[t];
+        let state = &self.control.tables[t];
         let mut key = std::mem::take(&mut self.st.key);
         key.clear();
         for k in &table.keys {

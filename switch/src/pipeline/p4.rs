@@ -3,6 +3,7 @@
 //! `deq_timedelta` and the timestamps are the schedule's own).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use intlab_p4::{Arrival, Datapath, Decision, Departure, PacketState};
 
@@ -51,7 +52,8 @@ pub enum P4LoadError {
 /// The program of one switch, its tables, and its port numbering.
 #[derive(Debug)]
 pub struct P4Pipeline {
-    datapath: Datapath,
+    /// Shared with the control plane, which edits its tables while frames run.
+    datapath: Arc<Datapath>,
     /// P4 port number → port index.
     to_index: Vec<Option<usize>>,
     /// Port index → P4 port number.
@@ -76,10 +78,10 @@ pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError>
     let mut dp = Datapath::new(loaded.ir, name);
     dp.trace = spec.trace;
     if let Some(r) = &spec.runtime {
-        intlab_p4::runtime_json::apply_file(&mut dp, r)?;
+        intlab_p4::runtime_json::apply_file(&dp, r)?;
     }
     if let Some(c) = &spec.cli {
-        for line in intlab_p4::cli_commands::apply_file(&mut dp, c)? {
+        for line in intlab_p4::cli_commands::apply_file(&dp, c)? {
             tracing::info!(switch = name, "{line}");
         }
     }
@@ -114,14 +116,14 @@ impl P4Pipeline {
             to_p4.push(n);
         }
         Ok(P4Pipeline {
-            datapath,
+            datapath: Arc::new(datapath),
             to_index,
             to_p4,
         })
     }
 
-    /// The program's datapath (tables, registers, counters).
-    pub fn datapath(&self) -> &Datapath {
+    /// The program's datapath (tables, registers, counters), for the control plane.
+    pub fn datapath(&self) -> &Arc<Datapath> {
         &self.datapath
     }
 
@@ -157,14 +159,12 @@ impl P4Pipeline {
         (verdict, r.clone_to.and_then(|p| self.port(p)))
     }
 
-    /// The ports (and replication ids) of multicast group `g`.
-    pub fn group(&self, g: u16) -> impl Iterator<Item = (usize, u16)> + '_ {
-        self.datapath
-            .groups
-            .get(&g)
-            .into_iter()
-            .flatten()
-            .filter_map(|&(p, rid)| Some((self.port(p)?, rid)))
+    /// The ports (and replication ids) of multicast group `g`, into `out` (emptied first).
+    pub fn group(&self, g: u16, out: &mut Vec<(usize, u16)>) {
+        out.clear();
+        let control = self.datapath.control();
+        let replicas = control.groups.get(&g).into_iter().flatten();
+        out.extend(replicas.filter_map(|&(p, rid)| Some((self.port(p)?, rid))));
     }
 
     /// Runs egress and the deparser on a frame that starts transmission on `port`; false if

@@ -1,0 +1,200 @@
+//! The P4 control plane of a lab that is up, over a Unix socket beside its record: the process
+//! holding the lab serves `simple_switch_CLI` commands for its P4 switches ([`serve`]),
+//! and `intlab p4 cli SWITCH` sends them ([`ControlClient`]). A command's change reaches the
+//! switch's packet threads whole (see `intlab_p4::Datapath::edit`); entry handles are kept per
+//! switch across clients, as simple_switch keeps them.
+//!
+//! One request per line, one answer per line, both JSON: `{"switch": "s1", "command": "..."}`
+//! → `{"output": "..."}` or `{"error": "..."}`. An empty command only checks the switch.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use intlab_p4::Datapath;
+use intlab_p4::cli_commands::CliSession;
+use serde::{Deserialize, Serialize};
+
+/// One command for one switch.
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    switch: String,
+    command: String,
+}
+
+/// What a command printed, or why it failed.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Answer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A P4 switch as the control plane sees it.
+struct SwitchControl {
+    name: String,
+    datapath: Arc<Datapath>,
+    session: Mutex<CliSession>,
+}
+
+/// Serves the control plane of `switches` on a Unix socket at `path` (replacing one a killed
+/// holder left) until the process ends, each client on its own thread: clients are few and
+/// mostly idle, so their threads cost nothing that matters.
+pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = UnixListener::bind(path)?;
+    let switches: Arc<Vec<SwitchControl>> = Arc::new(
+        switches
+            .into_iter()
+            .map(|(name, datapath)| SwitchControl {
+                session: Mutex::new(CliSession::for_datapath(&datapath)),
+                name,
+                datapath,
+            })
+            .collect(),
+    );
+    std::thread::Builder::new().name("p4-control".into()).spawn(move || {
+        for client in listener.incoming() {
+            let client = match client {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("control socket: accept failed: {e}");
+                    continue;
+                }
+            };
+            let switches = Arc::clone(&switches);
+            let spawned = std::thread::Builder::new().name("p4-client".into()).spawn(move || {
+                if let Err(e) = answer_client(client, &switches) {
+                    tracing::debug!("control socket client: {e}");
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::warn!("control socket: cannot serve a client: {e}");
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Answers one client's requests until it hangs up.
+fn answer_client(client: UnixStream, switches: &[SwitchControl]) -> io::Result<()> {
+    let mut out = client.try_clone()?;
+    for line in BufReader::new(client).lines() {
+        let answer = match serde_json::from_str::<Request>(&line?) {
+            Ok(r) => run(switches, &r),
+            Err(e) => Answer {
+                error: Some(format!("not a request: {e}")),
+                ..Answer::default()
+            },
+        };
+        let mut text = serde_json::to_string(&answer).map_err(io::Error::other)?;
+        text.push('\n');
+        out.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn run(switches: &[SwitchControl], r: &Request) -> Answer {
+    let Some(sw) = switches.iter().find(|s| s.name == r.switch) else {
+        let names: Vec<&str> = switches.iter().map(|s| s.name.as_str()).collect();
+        let known = match names.is_empty() {
+            true => "none of its switches runs a P4 program".to_owned(),
+            false => format!("P4 switches: {}", names.join(", ")),
+        };
+        return Answer {
+            error: Some(format!("no P4 switch `{}` in this lab ({known})", r.switch)),
+            ..Answer::default()
+        };
+    };
+    if r.command.trim().is_empty() {
+        return Answer::default();
+    }
+    let mut session = sw.session.lock().unwrap_or_else(PoisonError::into_inner);
+    match session.run(&sw.datapath, &r.command) {
+        Ok(output) => Answer {
+            output,
+            ..Answer::default()
+        },
+        Err(e) => Answer {
+            error: Some(e),
+            ..Answer::default()
+        },
+    }
+}
+
+/// Why a command could not be sent or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The socket could not be reached or broke.
+    #[error("control socket {path}: {cause}")]
+    Socket {
+        /// The socket.
+        path: PathBuf,
+        /// What the system said.
+        cause: io::Error,
+    },
+    /// The switch refused the command.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// A connection to a lab's control socket, for one switch.
+#[derive(Debug)]
+pub struct ControlClient {
+    path: PathBuf,
+    switch: String,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl ControlClient {
+    /// Connects to the socket at `path` and checks that the lab has P4 switch `switch`.
+    pub fn connect(path: &Path, switch: &str) -> Result<ControlClient, ControlError> {
+        let fail = |cause| ControlError::Socket {
+            path: path.to_owned(),
+            cause,
+        };
+        let writer = UnixStream::connect(path).map_err(fail)?;
+        let reader = BufReader::new(writer.try_clone().map_err(fail)?);
+        let mut client = ControlClient {
+            path: path.to_owned(),
+            switch: switch.to_owned(),
+            reader,
+            writer,
+        };
+        client.send("")?;
+        Ok(client)
+    }
+
+    /// Runs one command; returns what it printed, if anything.
+    pub fn send(&mut self, command: &str) -> Result<Option<String>, ControlError> {
+        let fail = |cause| ControlError::Socket {
+            path: self.path.clone(),
+            cause,
+        };
+        let request = Request {
+            switch: self.switch.clone(),
+            command: command.to_owned(),
+        };
+        let mut text = serde_json::to_string(&request).map_err(|e| fail(io::Error::other(e)))?;
+        text.push('\n');
+        self.writer.write_all(text.as_bytes()).map_err(fail)?;
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).map_err(fail)? == 0 {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the lab closed the connection (is it going down?)",
+            )));
+        }
+        let answer: Answer = serde_json::from_str(&line).map_err(|e| fail(io::Error::other(e)))?;
+        match answer.error {
+            Some(e) => Err(ControlError::Refused(e)),
+            None => Ok(answer.output),
+        }
+    }
+}
