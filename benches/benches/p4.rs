@@ -113,7 +113,7 @@ impl Stage {
             Mode::P4(p) => matches!(p.ingress(&mut f, 0).0, P4Verdict::Forward(1)),
         };
         assert!(forwarded, "the frame is routed to p2");
-        self.queue.enqueue(f).expect("room");
+        self.queue.enqueue(f, 0).expect("room");
         let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
         let program = match mode {
             Mode::Native(_) => None,

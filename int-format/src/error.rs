@@ -29,6 +29,8 @@ pub enum Layer {
     Cnp,
     /// Invariant CRC trailer.
     Icrc,
+    /// Priority flow control (MAC control) frame.
+    Pfc,
 }
 
 impl fmt::Display for Layer {
@@ -46,6 +48,7 @@ impl fmt::Display for Layer {
             Layer::ImmDt => "ImmDt",
             Layer::Cnp => "CNP",
             Layer::Icrc => "ICRC",
+            Layer::Pfc => "PFC",
         };
         f.write_str(name)
     }

@@ -40,6 +40,8 @@ pub mod ethertype {
     pub const IPV6: u16 = 0x86dd;
     /// 802.1Q VLAN tag.
     pub const VLAN: u16 = 0x8100;
+    /// MAC control (802.3x PAUSE, 802.1Qbb PFC).
+    pub const MAC_CONTROL: u16 = 0x8808;
 }
 
 /// A read/write view of an Ethernet II frame.

@@ -16,6 +16,7 @@ mod field;
 pub mod frame;
 pub mod int;
 pub mod ipv4;
+pub mod pfc;
 pub mod roce;
 pub mod udp;
 

@@ -103,6 +103,12 @@ pub struct PortTotals {
     pub int_malformed: u64,
     /// Largest queue occupancy seen at dequeue (bytes).
     pub queue_max: u64,
+    /// PFC frames received: pauses of this port's transmission (802.1Qbb).
+    #[serde(default)]
+    pub pfc_rx: u64,
+    /// Other MAC control frames received (802.3x PAUSE), dropped unheeded.
+    #[serde(default)]
+    pub mac_control_ignored: u64,
 }
 
 /// Live counters of one port.

@@ -27,6 +27,8 @@ pub struct EgressPort {
     pub red: Option<Red>,
     /// Loss probability.
     pub loss: f64,
+    /// Which of the port's queues a frame joins.
+    pub priorities: crate::tm::PriorityMap,
 }
 
 impl EgressPort {
@@ -40,6 +42,7 @@ impl EgressPort {
             int: spec.int,
             red: spec.ecn.map(Red::new),
             loss: spec.loss,
+            priorities: crate::tm::PriorityMap::default(),
         }
     }
 }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Receiver;
+use int_format::ethernet::ethertype;
+use int_format::pfc::PfcFrame;
 use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
 use intlab_runtime::{Context, Task};
@@ -23,7 +25,7 @@ use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::FrameBuf;
 use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
-use crate::tm::{EgressQueue, Rejected, Until};
+use crate::tm::{EgressQueue, PRIORITIES, Rejected, Until};
 
 /// v1model's `instance_type` of an ingress-to-egress clone.
 const CLONE_I2E: u32 = 1;
@@ -183,6 +185,9 @@ impl Shard {
         if frame.truncated {
             return self.drop_at(s, frame, DropReason::Oversize, false);
         }
+        if frame.len >= 14 && frame.bytes()[12..14] == ethertype::MAC_CONTROL.to_be_bytes() {
+            return self.mac_control(s, frame);
+        }
         let switch = &self.fabric.switches[slot.switch];
         if switch.p4.is_some() {
             return self.ingress_p4(s, frame);
@@ -210,6 +215,30 @@ impl Shard {
             }
             Verdict::Drop(why) => self.drop_at(s, frame, why, false),
         }
+    }
+
+    /// A MAC control frame that arrived at slot `s`: a PFC frame pauses (or resumes) the
+    /// priorities it names on this port's transmitter from its arrival; others (802.3x PAUSE)
+    /// are counted and dropped. Neither is forwarded: they belong to the link.
+    fn mac_control(&mut self, s: usize, frame: FrameBuf) {
+        match PfcFrame::new_checked(frame.bytes()) {
+            Ok(pfc) => {
+                let at_ps = frame.arrival_ns * 1000;
+                // Transmissions due before the pause arrived have started.
+                self.start_due(s, Until::before_ps(at_ps));
+                let slot = &mut self.slots[s];
+                let before = slot.queue.next_event_ns();
+                for p in 0..PRIORITIES {
+                    if let Some(quanta) = pfc.quanta(p) {
+                        slot.queue.pause(p as u8, at_ps, quanta);
+                    }
+                }
+                slot.counters.totals.pfc_rx += 1;
+                self.rearm(s, before);
+            }
+            Err(_) => self.slots[s].counters.totals.mac_control_ignored += 1,
+        }
+        self.fabric.pool.put(frame);
     }
 
     /// Runs a switch's P4 program on frame `frame` arriving at slot `s`.
@@ -260,7 +289,8 @@ impl Shard {
         let before = self.slots[s].queue.next_event_ns();
         let until = self.slots[s].queue.before_arrival_of(&frame);
         self.start_due(s, until);
-        if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame) {
+        let priority = self.slots[s].egress.priorities.of(frame.bytes());
+        if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame, priority) {
             self.drop_at(s, frame, DropReason::BufferFull, true);
         }
         self.rearm(s, before);

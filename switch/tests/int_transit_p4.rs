@@ -172,7 +172,7 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
         let Some(o) = to else { continue };
         let until = ports[o].queue.before_arrival_of(&f);
         start(&mut ports[o], until);
-        ports[o].queue.enqueue(f).expect("the buffer has room");
+        ports[o].queue.enqueue(f, 0).expect("the buffer has room");
     }
     for port in &mut ports {
         start(port, Until::now(u64::MAX / 2000));

@@ -468,6 +468,88 @@ fn bad_frames_are_counted_and_never_fatal() {
 }
 
 #[test]
+fn a_pfc_pause_holds_its_priority_until_an_xon_while_other_priorities_pass() {
+    use int_format::pfc::PfcRepr;
+    use intlab_switch::frame::FramePool;
+    use intlab_switch::port::PacketSocket;
+    let _serial = support::serial();
+    // 10 Mb/s towards h2: a quantum is 51.2 us, so 2000 quanta pause for 102.4 ms.
+    let mut lab = TwoHosts::single("pf", Attach::Veth, true, |s| s.ports[1].rate = Rate(10_000_000));
+    ping(&lab);
+    let rx = udp_in(lab.h(2), addr(2, 9000));
+    let data = udp_in(lab.h(1), addr(1, 41003));
+    let best_effort = udp_in(lab.h(1), addr(1, 41000));
+    set_tos(&data, 26 << 2); // RoCE data's DSCP: priority 3
+    set_tos(&best_effort, 0);
+    let dev = lab.dev[1].clone();
+    let pool = FramePool::new(2048, 4);
+    let mut sock = lab
+        .h(2)
+        .run(move || PacketSocket::open(&dev))
+        .expect("raw socket in h2");
+    let mut send_pause = |quanta: u16| {
+        let mut f = pool.get();
+        let mut q = [None; 8];
+        q[3] = Some(quanta);
+        let repr = PfcRepr {
+            src: host(2).0,
+            quanta: q,
+        };
+        f.len = repr.emit(f.buffer_mut()).expect("room");
+        assert_eq!(sock.send_batch(std::slice::from_ref(&f)).expect("sent"), 1);
+    };
+    // h2 pauses priority 3; then h1 sends five priority-3 and five best-effort datagrams.
+    send_pause(2000);
+    thread::sleep(Duration::from_millis(5));
+    for _ in 0..5 {
+        data.send_to(&[3; 1000], addr(2, 9000)).expect("send");
+        best_effort.send_to(&[0; 1000], addr(2, 9000)).expect("send");
+    }
+    // The best-effort ones arrive during the pause; then an XON releases priority 3.
+    let mut buf = [0u8; 2048];
+    for _ in 0..5 {
+        let n = rx.recv(&mut buf).expect("best effort passes the pause");
+        assert_eq!(
+            buf[..n][0],
+            0,
+            "only best effort gets through while priority 3 is paused"
+        );
+    }
+    thread::sleep(Duration::from_millis(30));
+    send_pause(0);
+    for _ in 0..5 {
+        let n = rx.recv(&mut buf).expect("priority 3 after the XON");
+        assert_eq!(buf[..n][0], 3);
+    }
+    let c = lab.stop().remove(0);
+    assert_eq!(c.ports[1].totals.pfc_rx, 2, "{:?}", c.ports[1].totals);
+    // On the switch's capture of the port: the pause and the XON as they arrived, and when each
+    // datagram started transmission, all on the exact schedule.
+    let frames = inspect(&lab.capture("s1", "p2"));
+    let at = |f: &serde_json::Value| f["timestamp_ns"].as_u64().expect("timestamp");
+    let pauses: Vec<u64> = frames
+        .iter()
+        .filter(|f| f["eth"]["ethertype"] == 0x8808)
+        .map(at)
+        .collect();
+    let [pause, xon] = pauses[..] else {
+        panic!("pause and XON in the capture: {pauses:?}");
+    };
+    let starts = |port: u16| -> Vec<u64> { frames.iter().filter(|f| f["udp"]["src_port"] == port).map(at).collect() };
+    let (held, passed) = (starts(41003), starts(41000));
+    assert_eq!((held.len(), passed.len()), (5, 5), "{held:?} {passed:?}");
+    assert!(xon - pause < 102_400_000, "the XON came before the pause ran out");
+    assert!(
+        passed.iter().all(|&t| t > pause && t < xon),
+        "{passed:?} in ({pause}, {xon})"
+    );
+    assert_eq!(held[0], xon, "priority 3 starts the moment the XON arrives");
+    // Back to back from there: 1042 B at 10 Mb/s apart.
+    let gaps: Vec<u64> = held.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.iter().all(|&g| g == 833_600), "{gaps:?}");
+}
+
+#[test]
 fn bad_configuration_names_file_line_and_field() {
     let dir = support::scratch_dir("cf");
     let path = dir.join("bad.yaml");

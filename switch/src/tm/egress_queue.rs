@@ -1,4 +1,4 @@
-//! One egress port's FIFO on an exact virtual line-rate schedule.
+//! One egress port's queues on an exact virtual line-rate schedule.
 //!
 //! A frame that arrives at `a` starts transmission at `s = max(a, end of the previous frame)`.
 //! Egress (ECN, INT, a P4 program's egress control) runs on it at `s`, as on a switch whose
@@ -8,6 +8,10 @@
 //! they arrived (an INT hop added at egress takes wire time, not buffer space, as in an ASIC).
 //! The schedule is kept in picoseconds so that rounding never adds up. Occupancy, the INT queue
 //! length and txBytes all come from this schedule, never from when a thread happened to wake.
+//!
+//! A port has one FIFO per priority (802.1p, 0 to 7), served in strict priority, highest
+//! first, between frames (a frame in transmission is never cut). A priority paused by PFC
+//! ([`EgressQueue::pause`]) starts nothing until its pause ends; the others go on.
 
 use std::collections::VecDeque;
 
@@ -16,15 +20,47 @@ use crate::units::{Nanos, Rate};
 
 const PS_PER_NS: u64 = 1000;
 
+/// Priorities of a port (802.1p).
+pub const PRIORITIES: usize = 8;
+
 /// A frame in the buffer, not yet started.
 #[derive(Debug)]
 struct Waiting {
     frame: FrameBuf,
     arrival_ps: u64,
-    /// Bytes enqueued on this port up to and including this frame.
+    /// Bytes enqueued in its priority's FIFO up to and including this frame.
     cum_bytes: u64,
-    /// Frames waiting when it arrived.
+    /// Frames waiting (all priorities) when it arrived.
     enq_packets: u32,
+}
+
+/// The FIFO of one priority.
+#[derive(Debug, Default)]
+struct PriorityFifo {
+    waiting: VecDeque<Waiting>,
+    /// Bytes ever enqueued here.
+    enqueued_bytes: u64,
+    /// `cum_bytes` of the last frame started from here.
+    started_cum_bytes: u64,
+    /// PFC: nothing starts before this time (ps).
+    paused_until_ps: u64,
+}
+
+impl PriorityFifo {
+    /// Frames and bytes in it that had arrived by `t_ps`.
+    fn arrived_by(&self, t_ps: u64) -> (usize, u64) {
+        let n = self.waiting.partition_point(|e| e.arrival_ps <= t_ps);
+        let bytes = match n {
+            0 => 0,
+            n => self.waiting[n - 1].cum_bytes - self.started_cum_bytes,
+        };
+        (n, bytes)
+    }
+
+    /// The earliest its head may start, transmitter permitting (ps).
+    fn ready_ps(&self) -> Option<u64> {
+        Some(self.waiting.front()?.arrival_ps.max(self.paused_until_ps))
+    }
 }
 
 /// A frame being transmitted or propagating on the link.
@@ -41,9 +77,11 @@ struct OnWire {
 pub struct Dequeued {
     /// The frame.
     pub frame: FrameBuf,
+    /// Its priority.
+    pub priority: u8,
     /// When its transmission starts (ns): its egress timestamp.
     pub start_ns: u64,
-    /// Bytes queued behind it (arrived, not yet started) when it started.
+    /// Bytes queued behind it (arrived, not yet started; every priority) when it started.
     pub qlen: u64,
     /// Bytes transmitted on the port before it.
     pub tx_bytes_before: u64,
@@ -74,6 +112,11 @@ impl Until {
     pub fn now(now_ns: u64) -> Until {
         Until((now_ns + 1) * PS_PER_NS)
     }
+
+    /// Every start strictly before `t_ps`.
+    pub fn before_ps(t_ps: u64) -> Until {
+        Until(t_ps)
+    }
 }
 
 /// Why a frame was not queued.
@@ -83,10 +126,10 @@ pub enum Rejected {
     BufferFull(FrameBuf),
 }
 
-/// The FIFO of one egress port.
+/// The queues of one egress port.
 #[derive(Debug)]
 pub struct EgressQueue {
-    waiting: VecDeque<Waiting>,
+    fifos: [PriorityFifo; PRIORITIES],
     on_wire: VecDeque<OnWire>,
     rate: Rate,
     delay_ps: u64,
@@ -95,7 +138,8 @@ pub struct EgressQueue {
     tx_end_ps: u64,
     last_arrival_ps: u64,
     enqueued_bytes: u64,
-    started_cum_bytes: u64,
+    started_bytes: u64,
+    waiting: usize,
     tx_bytes: u64,
     /// A frame has been started and not handed back yet.
     starting: bool,
@@ -105,7 +149,7 @@ impl EgressQueue {
     /// A queue draining at `rate` into a link of `delay`, holding at most `buffer` bytes.
     pub fn new(rate: Rate, delay: Nanos, buffer: u64) -> EgressQueue {
         EgressQueue {
-            waiting: VecDeque::with_capacity(1024),
+            fifos: Default::default(),
             on_wire: VecDeque::with_capacity(64),
             rate,
             delay_ps: delay.0 * PS_PER_NS,
@@ -113,7 +157,8 @@ impl EgressQueue {
             tx_end_ps: 0,
             last_arrival_ps: 0,
             enqueued_bytes: 0,
-            started_cum_bytes: 0,
+            started_bytes: 0,
+            waiting: 0,
             tx_bytes: 0,
             starting: false,
         }
@@ -126,7 +171,7 @@ impl EgressQueue {
     /// Bytes in the buffer (arrived, transmission not started). Exact at time `t` once every
     /// frame due to start by `t` has been started.
     pub fn occupancy(&self) -> u64 {
-        self.enqueued_bytes - self.started_cum_bytes
+        self.enqueued_bytes - self.started_bytes
     }
 
     /// The time (ps) a frame arriving now is queued at: its arrival, kept in FIFO order.
@@ -142,9 +187,10 @@ impl EgressQueue {
         Until(self.arrival_ps(frame))
     }
 
-    /// Queues `frame` as arrived at its `arrival_ns` (clamped so arrivals stay in FIFO order).
-    /// Tail-drops when the bytes waiting plus this frame exceed the buffer.
-    pub fn enqueue(&mut self, frame: FrameBuf) -> Result<(), Rejected> {
+    /// Queues `frame` with `priority` (0 to 7) as arrived at its `arrival_ns` (clamped so
+    /// arrivals stay in FIFO order). Tail-drops when the bytes waiting plus this frame exceed
+    /// the buffer.
+    pub fn enqueue(&mut self, frame: FrameBuf, priority: u8) -> Result<(), Rejected> {
         let arrival_ps = self.arrival_ps(&frame);
         let len = frame.len as u64;
         if self.occupancy() + len > self.buffer {
@@ -152,18 +198,41 @@ impl EgressQueue {
         }
         self.last_arrival_ps = arrival_ps;
         self.enqueued_bytes += len;
-        let enq_packets = u32::try_from(self.waiting.len()).unwrap_or(u32::MAX);
-        self.waiting.push_back(Waiting {
+        let enq_packets = u32::try_from(self.waiting).unwrap_or(u32::MAX);
+        self.waiting += 1;
+        let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
+        fifo.enqueued_bytes += len;
+        fifo.waiting.push_back(Waiting {
             frame,
             arrival_ps,
-            cum_bytes: self.enqueued_bytes,
+            cum_bytes: fifo.enqueued_bytes,
             enq_packets,
         });
         Ok(())
     }
 
-    fn next_start_ps(&self) -> Option<u64> {
-        self.waiting.front().map(|w| w.arrival_ps.max(self.tx_end_ps))
+    /// PFC: priority `priority` starts nothing from `at_ps` for `quanta` × 512 bit times at
+    /// the port's rate (a later pause replaces an earlier one; 0 quanta resume at once). Start
+    /// what is due before `at_ps` first ([`Until::before_ps`]): a pause does not reach back.
+    pub fn pause(&mut self, priority: u8, at_ps: u64, quanta: u16) {
+        let until = at_ps + int_format::pfc::pause_ps(quanta, self.rate.bps());
+        self.fifos[usize::from(priority) % PRIORITIES].paused_until_ps = until;
+    }
+
+    /// When priority `priority`'s current pause ends (ps; in the past when it is not paused).
+    pub fn paused_until_ps(&self, priority: u8) -> u64 {
+        self.fifos[usize::from(priority) % PRIORITIES].paused_until_ps
+    }
+
+    /// The next start: its time and priority. The transmitter frees at `tx_end`; at
+    /// `max(tx_end, earliest ready head)` the highest priority whose head is ready goes.
+    fn next_start(&self) -> Option<(u64, usize)> {
+        let earliest = self.fifos.iter().filter_map(PriorityFifo::ready_ps).min()?;
+        let at = earliest.max(self.tx_end_ps);
+        let p = (0..PRIORITIES)
+            .rev()
+            .find(|&p| self.fifos[p].ready_ps().is_some_and(|r| r <= at))?;
+        Some((at, p))
     }
 
     /// When the worker should next look at this queue (ns): the next release, or the earliest
@@ -171,11 +240,10 @@ impl EgressQueue {
     /// unless it shortens the frame).
     pub fn next_event_ns(&self) -> Option<u64> {
         let release = self.on_wire.front().map(|o| o.release_ps);
-        let start = self
-            .waiting
-            .front()
-            .zip(self.next_start_ps())
-            .map(|(w, s)| s + self.serialization_ps(w.frame.len as u64) + self.delay_ps);
+        let start = self.next_start().and_then(|(s, p)| {
+            let head = self.fifos[p].waiting.front()?;
+            Some(s + self.serialization_ps(head.frame.len as u64) + self.delay_ps)
+        });
         let t = match (release, start) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,
@@ -186,22 +254,25 @@ impl EgressQueue {
     /// Takes the next frame out of the buffer if its transmission starts before `until`.
     pub fn start_due(&mut self, until: Until) -> Option<Dequeued> {
         debug_assert!(!self.starting, "the previous frame was not handed back");
-        let start_ps = self.next_start_ps()?;
+        let (start_ps, p) = self.next_start()?;
         if start_ps >= until.0 || self.starting {
             return None;
         }
-        let w = self.waiting.pop_front()?;
-        self.started_cum_bytes = w.cum_bytes;
-        // Frames behind it that had arrived when it started.
-        let behind = self.waiting.partition_point(|e| e.arrival_ps <= start_ps);
-        let qlen = if behind == 0 {
-            0
-        } else {
-            self.waiting[behind - 1].cum_bytes - w.cum_bytes
-        };
+        let fifo = &mut self.fifos[p];
+        let w = fifo.waiting.pop_front()?;
+        fifo.started_cum_bytes = w.cum_bytes;
+        self.started_bytes += w.frame.len as u64;
+        self.waiting -= 1;
+        // Frames of every priority that had arrived when it started.
+        let (behind, qlen) = self
+            .fifos
+            .iter()
+            .map(|f| f.arrived_by(start_ps))
+            .fold((0, 0), |(n, b), (fn_, fb)| (n + fn_, b + fb));
         self.starting = true;
         Some(Dequeued {
             frame: w.frame,
+            priority: p as u8,
             start_ns: start_ps / PS_PER_NS,
             qlen,
             tx_bytes_before: self.tx_bytes,
@@ -256,20 +327,19 @@ impl EgressQueue {
 
     /// Frames held (waiting or on the link).
     pub fn len(&self) -> usize {
-        self.waiting.len() + self.on_wire.len()
+        self.waiting + self.on_wire.len()
     }
 
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.waiting.is_empty() && self.on_wire.is_empty()
+        self.len() == 0
     }
 
-    /// Takes every frame out (at shutdown), oldest first.
+    /// Takes every frame out (at shutdown): those on the link, then each priority's.
     pub fn drain(&mut self) -> impl Iterator<Item = FrameBuf> + '_ {
-        self.on_wire
-            .drain(..)
-            .map(|o| o.frame)
-            .chain(self.waiting.drain(..).map(|w| w.frame))
+        self.waiting = 0;
+        let waiting = self.fifos.iter_mut().flat_map(|f| f.waiting.drain(..).map(|w| w.frame));
+        self.on_wire.drain(..).map(|o| o.frame).chain(waiting)
     }
 
     /// Bytes transmitted so far.
@@ -299,7 +369,7 @@ mod tests {
     fn offer(q: &mut EgressQueue, f: FrameBuf, seen: &mut Vec<Seen>) -> Result<(), Rejected> {
         let until = q.before_arrival_of(&f);
         start_until(q, until, seen, 0);
-        q.enqueue(f)
+        q.enqueue(f, 0)
     }
 
     /// What egress saw of one frame.
@@ -402,7 +472,7 @@ mod tests {
         let mut q = queue(1_000_000, 0);
         let mut seen = vec![];
         for _ in 0..3 {
-            q.enqueue(frame(&pool, 1000, 0)).unwrap();
+            q.enqueue(frame(&pool, 1000, 0), 0).unwrap();
         }
         // Each gains 24 bytes (an INT hop) when it starts: 1024 B take 1.024 ms.
         start_all(&mut q, 10_000_000, &mut seen, 24);
@@ -420,7 +490,7 @@ mod tests {
         let pool = FramePool::new(2048, 16);
         let mut q = queue(1_000_000, 0);
         for _ in 0..3 {
-            q.enqueue(frame(&pool, 1000, 0)).unwrap();
+            q.enqueue(frame(&pool, 1000, 0), 0).unwrap();
         }
         let d = q.start_due(Until::now(0)).unwrap();
         let _lost = q.lose(d);
@@ -440,11 +510,88 @@ mod tests {
         // 64 B at 100 Gb/s = 5.12 ns each; 1000 of them end at exactly 5120 ns.
         let mut q = EgressQueue::new(Rate(100_000_000_000), Nanos(0), u64::MAX);
         for _ in 0..1000 {
-            q.enqueue(frame(&pool, 64, 0)).unwrap();
+            q.enqueue(frame(&pool, 64, 0), 0).unwrap();
         }
         let mut seen = vec![];
         start_all(&mut q, 1_000_000, &mut seen, 0);
         assert_eq!(seen.last().map(|s| s.start_ns), Some(5114)); // 999 × 5.12 = 5114.88 ns
         assert_eq!(q.tx_bytes(), 64_000);
+    }
+
+    /// Frames of priority `p` (each 1000 B, arriving at `at_ns`) queued one after another.
+    fn fill(q: &mut EgressQueue, pool: &FramePool, p: u8, n: usize, at_ns: u64) {
+        for _ in 0..n {
+            q.enqueue(frame(pool, 1000, at_ns), p).unwrap();
+        }
+    }
+
+    /// (start, priority) of every frame started by `now_ns`.
+    fn starts(q: &mut EgressQueue, now_ns: u64) -> Vec<(u64, u8)> {
+        let mut out = vec![];
+        while let Some(d) = q.start_due(Until::now(now_ns)) {
+            out.push((d.start_ns, d.priority));
+            q.send(d);
+        }
+        out
+    }
+
+    #[test]
+    fn the_highest_waiting_priority_goes_next_without_cutting_a_frame() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        fill(&mut q, &pool, 0, 2, 0);
+        // Priority 3 arrives while the first priority-0 frame is on the wire: it waits for
+        // that frame to end, then goes before the other priority-0 frame.
+        fill(&mut q, &pool, 3, 2, 500_000);
+        assert_eq!(
+            starts(&mut q, 10_000_000),
+            vec![(0, 0), (1_000_000, 3), (2_000_000, 3), (3_000_000, 0)]
+        );
+    }
+
+    #[test]
+    fn a_paused_priority_waits_out_its_pause_while_the_others_go_on() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        fill(&mut q, &pool, 3, 3, 0);
+        fill(&mut q, &pool, 0, 1, 0);
+        // The first priority-3 frame starts at 0; a pause for priority 3 arrives at 0.5 ms for
+        // 40 quanta (512 bits each at 8 Mb/s: 2.56 ms). It does not stop the frame on the
+        // wire; priority 0 uses the gap.
+        assert_eq!(starts(&mut q, 499_999), vec![(0, 3)]);
+        q.pause(3, 500_000_000, 40);
+        assert_eq!(q.paused_until_ps(3), 3_060_000_000);
+        assert_eq!(starts(&mut q, 3_059_999), vec![(1_000_000, 0)]);
+        assert_eq!(std::iter::from_fn(|| q.release_due(3_059_999)).count(), 2);
+        assert_eq!(
+            q.next_event_ns(),
+            Some(4_060_000),
+            "the next start is at the pause's end, its release 1 ms later"
+        );
+        assert_eq!(starts(&mut q, 10_000_000), vec![(3_060_000, 3), (4_060_000, 3)]);
+        // A pause of 0 quanta (XON) ends a pause at once.
+        fill(&mut q, &pool, 3, 1, 6_000_000);
+        q.pause(3, 6_000_000_000, 1000);
+        q.pause(3, 6_500_000_000, 0);
+        assert_eq!(starts(&mut q, 10_000_000), vec![(6_500_000, 3)]);
+    }
+
+    #[test]
+    fn queue_length_and_depths_count_every_priority() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        fill(&mut q, &pool, 0, 2, 0);
+        fill(&mut q, &pool, 5, 1, 0);
+        assert_eq!(q.occupancy(), 3000);
+        let d = q.start_due(Until::now(0)).unwrap();
+        assert_eq!((d.priority, d.qlen, d.deq_packets, d.enq_packets), (5, 2000, 2, 2));
+        q.send(d);
+        let d = q.start_due(Until::now(1_000_000)).unwrap();
+        assert_eq!((d.priority, d.qlen, d.deq_packets), (0, 1000, 1));
+        q.send(d);
+        assert_eq!(q.occupancy(), 1000);
+        assert_eq!(q.len(), 3, "one waiting, two on the wire");
+        assert_eq!(q.drain().count(), 3);
+        assert!(q.is_empty());
     }
 }
