@@ -693,7 +693,7 @@ links:
         let e = load_str(&with("{ program: good.p4, runtime: bad.json }"), &scenario).unwrap_err();
         assert!(
             e.to_string()
-                .contains("bad.json: table_entries[0].table: no table `LineIngress.nope`"),
+                .contains("bad.json: table_entries[0].table: the program has no table `LineIngress.nope`"),
             "{e}"
         );
         let e = load_str(&with("{ program: good.p4, ports: { eth1: 511 } }"), &scenario).unwrap_err();
