@@ -224,10 +224,10 @@ impl Shard {
         match PfcFrame::new_checked(frame.bytes()) {
             Ok(pfc) => {
                 let at_ps = frame.arrival_ns * 1000;
+                let before = self.slots[s].queue.next_event_ns();
                 // Transmissions due before the pause arrived have started.
                 self.start_due(s, Until::before_ps(at_ps));
                 let slot = &mut self.slots[s];
-                let before = slot.queue.next_event_ns();
                 for p in 0..PRIORITIES {
                     if let Some(quanta) = pfc.quanta(p) {
                         slot.queue.pause(p as u8, at_ps, quanta);
