@@ -47,6 +47,11 @@ struct PriorityFifo {
 }
 
 impl PriorityFifo {
+    /// Bytes waiting in it.
+    fn bytes(&self) -> u64 {
+        self.enqueued_bytes - self.started_cum_bytes
+    }
+
     /// Frames and bytes in it that had arrived by `t_ps`.
     fn arrived_by(&self, t_ps: u64) -> (usize, u64) {
         let n = self.waiting.partition_point(|e| e.arrival_ps <= t_ps);
@@ -137,9 +142,6 @@ pub struct EgressQueue {
     /// End of the last transmission started.
     tx_end_ps: u64,
     last_arrival_ps: u64,
-    enqueued_bytes: u64,
-    started_bytes: u64,
-    waiting: usize,
     tx_bytes: u64,
     /// A frame has been started and not handed back yet.
     starting: bool,
@@ -156,9 +158,6 @@ impl EgressQueue {
             buffer,
             tx_end_ps: 0,
             last_arrival_ps: 0,
-            enqueued_bytes: 0,
-            started_bytes: 0,
-            waiting: 0,
             tx_bytes: 0,
             starting: false,
         }
@@ -171,7 +170,12 @@ impl EgressQueue {
     /// Bytes in the buffer (arrived, transmission not started). Exact at time `t` once every
     /// frame due to start by `t` has been started.
     pub fn occupancy(&self) -> u64 {
-        self.enqueued_bytes - self.started_bytes
+        self.fifos.iter().map(PriorityFifo::bytes).sum()
+    }
+
+    /// Frames in the buffer, every priority.
+    fn waiting(&self) -> usize {
+        self.fifos.iter().map(|f| f.waiting.len()).sum()
     }
 
     /// The time (ps) a frame arriving now is queued at: its arrival, kept in FIFO order.
@@ -197,9 +201,7 @@ impl EgressQueue {
             return Err(Rejected::BufferFull(frame));
         }
         self.last_arrival_ps = arrival_ps;
-        self.enqueued_bytes += len;
-        let enq_packets = u32::try_from(self.waiting).unwrap_or(u32::MAX);
-        self.waiting += 1;
+        let enq_packets = u32::try_from(self.waiting()).unwrap_or(u32::MAX);
         let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
         fifo.enqueued_bytes += len;
         fifo.waiting.push_back(Waiting {
@@ -261,14 +263,12 @@ impl EgressQueue {
         let fifo = &mut self.fifos[p];
         let w = fifo.waiting.pop_front()?;
         fifo.started_cum_bytes = w.cum_bytes;
-        self.started_bytes += w.frame.len as u64;
-        self.waiting -= 1;
         // Frames of every priority that had arrived when it started.
-        let (behind, qlen) = self
-            .fifos
-            .iter()
-            .map(|f| f.arrived_by(start_ps))
-            .fold((0, 0), |(n, b), (fn_, fb)| (n + fn_, b + fb));
+        let (mut behind, mut qlen) = (0, 0);
+        for (frames, bytes) in self.fifos.iter().map(|f| f.arrived_by(start_ps)) {
+            behind += frames;
+            qlen += bytes;
+        }
         self.starting = true;
         Some(Dequeued {
             frame: w.frame,
@@ -327,7 +327,7 @@ impl EgressQueue {
 
     /// Frames held (waiting or on the link).
     pub fn len(&self) -> usize {
-        self.waiting + self.on_wire.len()
+        self.waiting() + self.on_wire.len()
     }
 
     /// True when nothing is held.
@@ -337,7 +337,6 @@ impl EgressQueue {
 
     /// Takes every frame out (at shutdown): those on the link, then each priority's.
     pub fn drain(&mut self) -> impl Iterator<Item = FrameBuf> + '_ {
-        self.waiting = 0;
         let waiting = self.fifos.iter_mut().flat_map(|f| f.waiting.drain(..).map(|w| w.frame));
         self.on_wire.drain(..).map(|o| o.frame).chain(waiting)
     }
