@@ -151,6 +151,8 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
         poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
         p4: p4_spec(pipeline),
+        mmu: None,
+        pfc: None,
     };
     // The program loads when the switch starts; its runtime file is not needed after that.
     let runtime = spec.p4.as_ref().and_then(|p| p.runtime.clone());

@@ -127,6 +127,36 @@ impl PfcRepr {
     }
 }
 
+/// One priority's pause at a PFC receiver: until when it holds, and how long it has held in
+/// all. Times in any one unit (the switch keeps ps, a host ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PauseState {
+    from: u64,
+    until: u64,
+    /// Time paused by the pauses before the current one.
+    before: u64,
+}
+
+impl PauseState {
+    /// A frame received at `at` pauses until `until` (`at` for an XON), replacing the pause in
+    /// effect.
+    pub fn pause(&mut self, at: u64, until: u64) {
+        self.before = self.total(at);
+        self.from = at;
+        self.until = until;
+    }
+
+    /// When the current pause ends (in the past when none holds).
+    pub fn until(&self) -> u64 {
+        self.until
+    }
+
+    /// Time paused up to `now`, each pause cut short by the next.
+    pub fn total(&self, now: u64) -> u64 {
+        self.before + self.until.min(now).saturating_sub(self.from)
+    }
+}
+
 /// How long `quanta` pause a link of `rate_bps` (ps; 512 bit times each).
 pub fn pause_ps(quanta: u16, rate_bps: u64) -> u64 {
     (u128::from(quanta) * u128::from(BITS_PER_QUANTUM) * 1_000_000_000_000 / u128::from(rate_bps.max(1))) as u64

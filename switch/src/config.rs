@@ -185,6 +185,10 @@ pub struct SwitchSpec {
     pub queue_trace_every: Nanos,
     /// A P4 program that replaces the native pipeline.
     pub p4: Option<P4Spec>,
+    /// One buffer shared by all ports (replaces the ports' `buffer`), if set; PFC implies it.
+    pub mmu: Option<crate::tm::MmuSpec>,
+    /// PFC: lossless priorities, paused upstream instead of dropped.
+    pub pfc: Option<crate::tm::PfcSpec>,
 }
 
 // ---- The YAML form ----
@@ -220,6 +224,10 @@ struct RawSwitch {
     queue_trace_every: Nanos,
     #[serde(default)]
     p4: Option<RawP4>,
+    #[serde(default)]
+    mmu: Option<Spanned<MmuYaml>>,
+    #[serde(default)]
+    pfc: Option<Spanned<PfcYaml>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -314,6 +322,94 @@ impl EcnYaml {
             kmax: self.kmax.0,
             pmax: self.pmax,
         })
+    }
+}
+
+/// A shared buffer as written in YAML (`{ shared: 12MB, alpha: 0.125, reserve: 4KiB }`),
+/// shared by the switch configuration and the lab's topologies.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MmuYaml {
+    /// The whole buffer (default: the sum of the ports' `buffer`).
+    #[serde(default)]
+    pub shared: Option<Bytes>,
+    /// Dynamic threshold factor (default 1/8).
+    #[serde(default)]
+    pub alpha: Option<f64>,
+    /// Reserve per ingress port and priority (default 4 KiB).
+    #[serde(default)]
+    pub reserve: Option<Bytes>,
+}
+
+impl MmuYaml {
+    /// The checked settings, or what is wrong with them.
+    pub fn resolve(&self) -> Result<crate::tm::MmuSpec, String> {
+        let d = crate::tm::MmuSpec::default();
+        let alpha = self.alpha.unwrap_or(d.alpha);
+        if !(alpha > 0.0 && alpha.is_finite()) {
+            return Err(format!("alpha: expected a number above 0, got {alpha}"));
+        }
+        if self.shared.is_some_and(|b| b.0 == 0) {
+            return Err("shared: expected a size above 0".into());
+        }
+        Ok(crate::tm::MmuSpec {
+            shared: self.shared.map(|b| b.0),
+            alpha,
+            reserve: self.reserve.map_or(d.reserve, |b| b.0),
+        })
+    }
+}
+
+/// PFC as written in YAML (`{ enabled: true, priorities: [3], xoff: 100KB, xon: 3KiB,
+/// headroom: 20KB }`; every key optional), shared by the switch configuration and the lab's
+/// topologies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PfcYaml {
+    /// On (default) or off.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Lossless priorities (default [3]).
+    #[serde(default)]
+    pub priorities: Option<Vec<u8>>,
+    /// Static XOFF threshold (default: dynamic).
+    #[serde(default)]
+    pub xoff: Option<Bytes>,
+    /// XON offset below the XOFF threshold (default 3 KiB).
+    #[serde(default)]
+    pub xon: Option<Bytes>,
+    /// Headroom per ingress port (default: from the link).
+    #[serde(default)]
+    pub headroom: Option<Bytes>,
+}
+
+impl PfcYaml {
+    /// The checked settings (`None` when disabled), or what is wrong with them.
+    pub fn resolve(&self) -> Result<Option<crate::tm::PfcSpec>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let d = crate::tm::PfcSpec::default();
+        let priorities = match &self.priorities {
+            None => d.priorities,
+            Some(list) => {
+                let mut mask = 0u8;
+                for &p in list {
+                    if usize::from(p) >= crate::tm::PRIORITIES {
+                        return Err(format!("priorities: {p} is not a priority 0-7"));
+                    }
+                    mask |= 1 << p;
+                }
+                mask
+            }
+        };
+        Ok(Some(crate::tm::PfcSpec {
+            priorities,
+            xoff: self.xoff.map(|b| b.0),
+            xon_offset: self.xon.map_or(d.xon_offset, |b| b.0),
+            headroom: self.headroom.map(|b| b.0),
+            response_ns: d.response_ns,
+        }))
     }
 }
 
@@ -604,6 +700,14 @@ impl Resolver<'_> {
             }
             Some(w) => w.value,
         };
+        let mmu = match &raw.mmu {
+            Some(m) => Some(m.value.resolve().map_err(|e| self.err(m, "mmu".into(), e))?),
+            None => None,
+        };
+        let pfc = match &raw.pfc {
+            Some(p) => p.value.resolve().map_err(|e| self.err(p, "pfc".into(), e))?,
+            None => None,
+        };
         Ok(SwitchSpec {
             name: raw.name,
             node_id: raw.node_id,
@@ -625,6 +729,8 @@ impl Resolver<'_> {
                 cli: p.cli.map(|c| crate::pipeline::relative_to(self.path, &c)),
                 trace: p.trace,
             }),
+            mmu,
+            pfc,
         })
     }
 }

@@ -109,7 +109,18 @@ pub struct PortTotals {
     /// Other MAC control frames received (802.3x PAUSE), dropped unheeded.
     #[serde(default)]
     pub mac_control_ignored: u64,
+    /// PFC frames sent: this port's XOFFs (and their refreshes) and XONs to its upstream.
+    #[serde(default)]
+    pub pfc_tx: u64,
+    /// Per priority: time this port's transmitter was paused by the PFC frames it received (ns).
+    #[serde(default)]
+    pub pfc_paused_ns: [u64; PFC_PRIORITIES],
+    /// Per priority: time this port held its upstream in XOFF, first XOFF to XON (ns).
+    #[serde(default)]
+    pub pfc_xoff_ns: [u64; PFC_PRIORITIES],
 }
+
+const PFC_PRIORITIES: usize = crate::tm::PRIORITIES;
 
 /// Live counters of one port.
 #[derive(Debug)]
@@ -121,6 +132,8 @@ pub struct PortCounters {
     trace: QueueTrace,
     /// How late frames were released against their exact schedule (ns).
     late: Histogram<u64>,
+    /// Per priority: since when this port has held its upstream in XOFF (ns).
+    xoff_since: [Option<u64>; PFC_PRIORITIES],
 }
 
 impl Default for PortCounters {
@@ -134,6 +147,7 @@ impl Default for PortCounters {
                 .unwrap_or_else(|_| Histogram::new(3).expect("3 digits is valid")),
             // Lateness up to about 18 minutes at 2 significant digits.
             late: Histogram::new_with_max(1 << 40, 2).unwrap_or_else(|_| Histogram::new(2).expect("2 digits is valid")),
+            xoff_since: [None; PFC_PRIORITIES],
         }
     }
 }
@@ -169,11 +183,34 @@ impl PortCounters {
         let _counted = self.late.record(late_ns.min(self.late.high()));
     }
 
-    /// A copy for publishing; the queue trace only when `with_trace` (it grows with the run).
-    pub fn snapshot(&self, name: &str, with_trace: bool) -> PortSnapshot {
+    /// Counts a PFC frame this port sent at `at_ns` with `quanta` per priority: an XOFF
+    /// starts (or continues) holding that priority upstream, an XON (0) ends it.
+    pub fn pfc_sent(&mut self, at_ns: u64, quanta: [Option<u16>; PFC_PRIORITIES]) {
+        self.totals.pfc_tx += 1;
+        for (p, q) in quanta.iter().enumerate() {
+            match (q, self.xoff_since[p]) {
+                (Some(0), Some(since)) => {
+                    self.totals.pfc_xoff_ns[p] += at_ns.saturating_sub(since);
+                    self.xoff_since[p] = None;
+                }
+                (Some(q), None) if *q > 0 => self.xoff_since[p] = Some(at_ns),
+                _ => {}
+            }
+        }
+    }
+
+    /// A copy for publishing at `now_ns` (an XOFF still on counts up to then); the queue trace
+    /// only when `with_trace` (it grows with the run).
+    pub fn snapshot(&self, name: &str, with_trace: bool, now_ns: u64) -> PortSnapshot {
+        let mut totals = self.totals;
+        for (p, since) in self.xoff_since.iter().enumerate() {
+            if let Some(since) = since {
+                totals.pfc_xoff_ns[p] += now_ns.saturating_sub(*since);
+            }
+        }
         PortSnapshot {
             name: name.to_owned(),
-            totals: self.totals,
+            totals,
             drops: DropReason::ALL
                 .iter()
                 .map(|d| (d.name().to_owned(), self.drops[d.index()]))

@@ -22,7 +22,7 @@ use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
 use crate::pipeline::{P4Pipeline, Pipeline};
 use crate::port::Port;
 use crate::shard::{PortSlot, Shard};
-use crate::tm::EgressQueue;
+use crate::tm::{EgressQueue, Mmu, MmuSpec, mmu_port};
 
 /// A port's number across the fabric.
 pub type GlobalPort = usize;
@@ -122,8 +122,47 @@ pub(crate) struct SwitchShared {
     pub(crate) pipeline: Pipeline,
     /// The P4 program that replaces `pipeline`, if the switch runs one.
     pub(crate) p4: Option<P4Pipeline>,
+    /// The shared buffer, when the switch has one (its shards lock it per frame in and out).
+    pub(crate) mmu: Option<Mutex<Mmu>>,
+    /// PFC is on: its shards refresh the pauses it sends.
+    pub(crate) pfc: bool,
     pub(crate) published: Mutex<Vec<PortSnapshot>>,
 }
+
+impl SwitchShared {
+    /// Its shared buffer, locked; `None` when its ports have buffers of their own.
+    pub(crate) fn mmu(&self) -> Option<std::sync::MutexGuard<'_, Mmu>> {
+        // A shard that panicked holding it left counts, not broken invariants, behind.
+        self.mmu
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// The shared buffer of switch `spec`, if it has one: its MMU spec, or the defaults when only
+/// PFC is on.
+fn shared_buffer(spec: &SwitchSpec) -> Option<Mmu> {
+    let mmu = spec.mmu.or_else(|| spec.pfc.map(|_| MmuSpec::default()))?;
+    let buffer = mmu
+        .shared
+        .unwrap_or_else(|| spec.ports.iter().map(|p| p.buffer.0).sum());
+    let ports = spec
+        .ports
+        .iter()
+        .map(|p| {
+            mmu_port(
+                p.rate.bps(),
+                p.delay.0,
+                u64::from(p.mtu) + MAX_ETHERNET_HEADER,
+                spec.pfc.as_ref(),
+            )
+        })
+        .collect();
+    Some(Mmu::new(buffer, &mmu, spec.pfc, ports))
+}
+
+/// An Ethernet header with a VLAN tag.
+const MAX_ETHERNET_HEADER: u64 = 18;
 
 /// What the shards of a fabric share.
 pub(crate) struct FabricShared {
@@ -229,6 +268,7 @@ impl Fabric {
         let mut ends: HashMap<crate::port::LinkEnd, GlobalPort> = HashMap::new();
         for (si, spec) in specs.iter().enumerate() {
             base.push(owner.len());
+            let has_mmu = spec.mmu.is_some() || spec.pfc.is_some();
             for (i, p) in spec.ports.iter().enumerate() {
                 let global = owner.len();
                 let w = place(si, i) % workers;
@@ -270,7 +310,8 @@ impl Fabric {
                     index: i,
                     name: p.name.clone(),
                     port,
-                    queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
+                    // A shared buffer admits frames itself.
+                    queue: EgressQueue::new(p.rate, p.delay, if has_mmu { u64::MAX } else { p.buffer.0 }),
                     egress: EgressPort::new(i, spec.node_id, p),
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,
@@ -324,6 +365,8 @@ impl Fabric {
                     node_id: spec.node_id,
                     pipeline: Pipeline::new(spec),
                     p4: programs.next().flatten(),
+                    mmu: shared_buffer(spec).map(Mutex::new),
+                    pfc: spec.pfc.is_some(),
                     published: Mutex::new(
                         spec.ports
                             .iter()

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Receiver;
+use int_format::ethernet::MacAddress;
 use int_format::ethernet::ethertype;
-use int_format::pfc::PfcFrame;
+use int_format::pfc::{PfcFrame, PfcRepr};
 use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
 use intlab_runtime::{Context, Task};
@@ -25,7 +26,7 @@ use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::FrameBuf;
 use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
-use crate::tm::{EgressQueue, PRIORITIES, Rejected, Until};
+use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
 
 /// v1model's `instance_type` of an ingress-to-egress clone.
 const CLONE_I2E: u32 = 1;
@@ -92,6 +93,12 @@ pub struct Shard {
     outbox: Vec<Vec<(usize, Handoff)>>,
     /// The (port, replication id) copies of the multicast frame in hand.
     replicas: Vec<(usize, u16)>,
+    /// PFC frames to send: (switch, what, when in ns, the slot whose queue asked).
+    pfc_due: Vec<(usize, PfcSignal, u64, usize)>,
+    /// Switches with PFC this shard has ports of (it refreshes their pauses).
+    pfc_switches: Vec<usize>,
+    /// A reused list for refreshed pauses.
+    refreshed: Vec<PfcSignal>,
     next_publish: u64,
     publish_seen: u64,
 }
@@ -116,6 +123,10 @@ impl Shard {
         }
         let rx = (0..BATCH).map(|_| fabric.pool.get()).collect();
         let workers = fabric.workers();
+        let mut pfc_switches: Vec<usize> = slots.iter().map(|s| s.switch).collect();
+        pfc_switches.sort_unstable();
+        pfc_switches.dedup();
+        pfc_switches.retain(|&s| fabric.switches[s].pfc);
         Shard {
             worker,
             slots,
@@ -131,6 +142,9 @@ impl Shard {
             tx: Vec::with_capacity(BATCH * 4),
             outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
             replicas: Vec::new(),
+            pfc_due: Vec::new(),
+            pfc_switches,
+            refreshed: Vec::new(),
             next_publish: 0,
             publish_seen: 0,
             fabric,
@@ -185,7 +199,7 @@ impl Shard {
         if frame.truncated {
             return self.drop_at(s, frame, DropReason::Oversize, false);
         }
-        if frame.len >= 14 && frame.bytes()[12..14] == ethertype::MAC_CONTROL.to_be_bytes() {
+        if is_mac_control(&frame) {
             return self.mac_control(s, frame);
         }
         let switch = &self.fabric.switches[slot.switch];
@@ -289,11 +303,86 @@ impl Shard {
         let before = self.slots[s].queue.next_event_ns();
         let until = self.slots[s].queue.before_arrival_of(&frame);
         self.start_due(s, until);
+        if is_mac_control(&frame) {
+            // The switch's own PFC frame: ahead of every queue, in no buffer.
+            self.slots[s].queue.enqueue_control(frame);
+            return self.rearm(s, before);
+        }
         let priority = self.slots[s].egress.priorities.of(frame.bytes());
+        let sw = self.slots[s].switch;
+        let (input, output) = (usize::from(frame.ingress), self.slots[s].index);
+        let (len, at) = (frame.len as u64, frame.arrival_ns);
+        let admission = self.fabric.switches[sw]
+            .mmu()
+            .map(|mut m| m.admit(input, output, priority, len, at));
+        match admission {
+            Some(Admission::Admit(Some(sig))) => self.pfc_due.push((sw, sig, at, s)),
+            Some(Admission::Drop) => {
+                self.drop_at(s, frame, DropReason::BufferFull, true);
+                return self.rearm(s, before);
+            }
+            Some(Admission::Admit(None)) | None => {}
+        }
         if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame, priority) {
             self.drop_at(s, frame, DropReason::BufferFull, true);
         }
         self.rearm(s, before);
+    }
+
+    /// Sends the PFC frames the shared buffers asked for, each on the port whose upstream it
+    /// pauses or resumes (ahead of that port's queues).
+    fn send_pfc(&mut self) {
+        while let Some((sw, sig, at_ns, from)) = self.pfc_due.pop() {
+            let mut frame = self.fabric.pool.get();
+            let mut quanta = [None; PRIORITIES];
+            quanta[usize::from(sig.priority) % PRIORITIES] = Some(if sig.pause { u16::MAX } else { 0 });
+            let node = self.fabric.switches[sw].node_id.to_be_bytes();
+            let port = sig.port.to_be_bytes();
+            let repr = PfcRepr {
+                // Locally administered: the switch's node ID and the port.
+                src: MacAddress([0x02, 0x1c, node[2], node[3], port[6], port[7]]),
+                quanta,
+            };
+            match repr.emit(frame.buffer_mut()) {
+                Ok(len) => frame.len = len,
+                Err(e) => {
+                    tracing::warn!("building a PFC frame: {e}");
+                    self.fabric.pool.put(frame);
+                    continue;
+                }
+            }
+            frame.arrival_ns = at_ns;
+            frame.arrival_known = true;
+            frame.ingress = sig.port as u16;
+            frame.layout = None;
+            let g = self.fabric.base[sw] + sig.port;
+            self.route(from, g, frame);
+        }
+    }
+
+    /// Sends again the XOFFs of this shard's PFC switches that would otherwise run out while
+    /// their ingress is still over its threshold; returns when the next is due.
+    fn refresh_pauses(&mut self, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        for i in 0..self.pfc_switches.len() {
+            let sw = self.pfc_switches[i];
+            let Some(mut mmu) = self.fabric.switches[sw].mmu() else {
+                continue;
+            };
+            mmu.refresh(now, &mut self.refreshed);
+            let due = mmu.next_refresh_ns();
+            drop(mmu);
+            next = match (next, due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let slot = self.slots.iter().position(|s| s.switch == sw).unwrap_or(0);
+            for sig in self.refreshed.drain(..) {
+                self.pfc_due.push((sw, sig, now, slot));
+            }
+        }
+        self.send_pfc();
+        next
     }
 
     /// Puts slot `s`'s next event on the timer if it changed from `before`.
@@ -309,7 +398,27 @@ impl Shard {
     fn start_due(&mut self, s: usize, until: Until) {
         let slot = &mut self.slots[s];
         while let Some(mut d) = slot.queue.start_due(until) {
-            let program = self.fabric.switches[slot.switch].p4.as_ref();
+            if d.mac_control {
+                if let Ok(pfc) = PfcFrame::new_checked(d.frame.bytes()) {
+                    slot.counters
+                        .pfc_sent(d.start_ns, std::array::from_fn(|p| pfc.quanta(p)));
+                }
+                slot.counters.totals.tx_frames += 1;
+                slot.counters.totals.tx_bytes += d.frame.len as u64;
+                if let Some(c) = &mut slot.capture {
+                    c.outbound(d.start_ns, d.frame.bytes());
+                }
+                slot.queue.send(d);
+                continue;
+            }
+            let switch = &self.fabric.switches[slot.switch];
+            if let Some(mut mmu) = switch.mmu() {
+                let input = usize::from(d.frame.ingress);
+                if let Some(sig) = mmu.release(input, slot.index, d.priority, d.frame.len as u64) {
+                    self.pfc_due.push((slot.switch, sig, d.start_ns, s));
+                }
+            }
+            let program = switch.p4.as_ref();
             let fate = egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, program);
             let (at, frame, why) = match fate {
                 Fate::Send => {
@@ -402,6 +511,7 @@ impl Shard {
             }
             self.ingressing = batch;
         }
+        self.send_pfc();
     }
 
     /// Hands every frame for other workers over, waking each of them once.
@@ -422,11 +532,15 @@ impl Shard {
         }
     }
 
-    fn publish(&self, with_trace: bool) {
-        for s in &self.slots {
+    fn publish(&mut self, with_trace: bool) {
+        let now = self.clock.now_ns();
+        for s in &mut self.slots {
+            for p in 0..PRIORITIES {
+                s.counters.totals.pfc_paused_ns[p] = s.queue.paused_ns(p as u8, now);
+            }
             let switch = &self.fabric.switches[s.switch];
             if let Ok(mut p) = switch.published.lock() {
-                p[s.index] = s.counters.snapshot(&s.name, with_trace);
+                p[s.index] = s.counters.snapshot(&s.name, with_trace, now);
             }
         }
     }
@@ -440,6 +554,11 @@ impl Shard {
         }
         None
     }
+}
+
+/// Whether `frame` is a MAC control frame (PFC, PAUSE): it belongs to its link.
+fn is_mac_control(frame: &FrameBuf) -> bool {
+    frame.len >= 14 && frame.bytes()[12..14] == ethertype::MAC_CONTROL.to_be_bytes()
 }
 
 impl Task for Shard {
@@ -485,6 +604,11 @@ impl Task for Shard {
                 _ => break,
             }
         }
+        let refresh = if self.pfc_switches.is_empty() {
+            None
+        } else {
+            self.refresh_pauses(self.clock.now_ns())
+        };
         self.flush_outbox();
         let now = self.clock.now_ns();
         let requested = self.fabric.publish_request.load(Ordering::Acquire);
@@ -500,10 +624,10 @@ impl Task for Shard {
                 self.fabric.publish_acks.fetch_add(1, Ordering::AcqRel);
             }
         }
-        Some(
-            self.next_release()
-                .map_or(self.next_publish, |t| t.min(self.next_publish)),
-        )
+        let next = self
+            .next_release()
+            .map_or(self.next_publish, |t| t.min(self.next_publish));
+        Some(refresh.map_or(next, |r| r.min(next)))
     }
 
     fn stop(&mut self) {

@@ -55,6 +55,9 @@ pub struct EndpointConfig {
     pub timing: SenderTiming,
     /// DSCP of every packet.
     pub dscp: u8,
+    /// Honour PFC: read the pause frames arriving on the host's interface and stop sending
+    /// data while its priority (DSCP / 8) is paused.
+    pub pfc: bool,
     /// INT on data packets.
     pub int_mode: IntMode,
     /// Most switches that may stamp INT.
@@ -92,6 +95,7 @@ impl EndpointConfig {
                 stall_ns: 250_000,
             },
             dscp: 26,
+            pfc: false,
             int_mode: IntMode::Auto,
             hop_limit: 8,
             line_rate_bps,
@@ -152,6 +156,10 @@ pub struct EndpointCounters {
     pub wake_late_p50_ns: u64,
     /// 99th percentile of that lateness (ns).
     pub wake_late_p99_ns: u64,
+    /// PFC frames received (with PFC on).
+    pub pfc_rx: u64,
+    /// Time the NIC spent paused by them (ns).
+    pub pfc_paused_ns: u64,
 }
 
 /// A run of the host that came late by at least `SenderTiming::stall_ns`: the host could not
@@ -243,12 +251,12 @@ impl Endpoint {
     ) -> io::Result<Endpoint> {
         let name = config.name.clone();
         let ip = config.ip;
-        let (int_port, dscp) = (config.int_port, config.dscp);
+        let (int_port, dscp, pfc) = (config.int_port, config.dscp, config.pfc);
         let sockets = std::thread::Builder::new()
             .name(format!("open-{name}"))
             .spawn(move || {
                 enter()?;
-                crate::host::Sockets::open(ip, int_port, dscp)
+                crate::host::Sockets::open(ip, int_port, dscp, pfc)
             })?
             .join()
             .map_err(|_| io::Error::other(format!("endpoint {name}: opening its sockets panicked")))?

@@ -28,6 +28,7 @@ use crate::flow::{
 };
 use crate::nic::Nic;
 use crate::packet::{self, Addressing, Extension};
+use crate::pause::PauseListener;
 use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
 use crate::sender::{SendQp, WIRE_OVERHEAD};
 use crate::socket::{BATCH, ECT0, RawSender, RecvBatch, SendBatch, Socket};
@@ -37,21 +38,29 @@ const RX_BATCHES_PER_RUN: usize = 4;
 /// Tokens of the host's descriptors.
 const ROCE: u32 = 0;
 const INT: u32 = 1;
+const PAUSE: u32 = 2;
 
 /// A host's sockets, opened in its namespace.
 pub(crate) struct Sockets {
     roce: Socket,
     int: Socket,
     raw: RawSender,
+    /// PFC frames, when the host honours them.
+    pause: Option<PauseListener>,
 }
 
 impl Sockets {
     /// Opens them in the calling thread's namespace.
-    pub(crate) fn open(ip: Ipv4Addr, int_port: u16, dscp: u8) -> io::Result<Sockets> {
+    pub(crate) fn open(ip: Ipv4Addr, int_port: u16, dscp: u8, pfc: bool) -> io::Result<Sockets> {
         Ok(Sockets {
             roce: Socket::bind(SocketAddrV4::new(ip, ROCEV2_PORT), dscp)?,
             int: Socket::bind(SocketAddrV4::new(ip, int_port), dscp)?,
             raw: RawSender::open()?,
+            pause: if pfc {
+                Some(PauseListener::open().map_err(|e| io::Error::new(e.kind(), format!("PFC socket: {e}")))?)
+            } else {
+                None
+            },
         })
     }
 }
@@ -242,7 +251,14 @@ impl Host {
             s.queued = true;
             self.nic.ready(i);
         }
-        if let Some(t) = s.qp.next_event_ns() {
+        // A queue pair waiting for the NIC (busy, or paused by PFC) is served when the NIC
+        // frees; only its timers need waking for.
+        let next = if s.queued {
+            s.qp.next_timer_ns()
+        } else {
+            s.qp.next_event_ns()
+        };
+        if let Some(t) = next {
             self.nic.at(t.max(now + 1), i, s.generation);
         }
     }
@@ -258,6 +274,24 @@ impl Host {
         self.finished_records.push(s.qp.finish());
         self.sender_of.insert(id, None);
         self.free_slots.push(i);
+    }
+
+    /// Reads the PFC frames that arrived; one for the host's data priority pauses (or resumes)
+    /// its NIC from when it arrived.
+    fn receive_pauses(&mut self) {
+        let priority = usize::from(self.cfg.dscp >> 3);
+        let Some(listener) = &mut self.sockets.pause else {
+            return;
+        };
+        match listener.read(priority, self.cfg.line_rate_bps, self.clock) {
+            Ok((frames, last)) => {
+                self.counters.pfc_rx += frames as u64;
+                if let Some(p) = last {
+                    self.nic.pause(p.at_ns, p.until_ns);
+                }
+            }
+            Err(e) => self.fail(io::Error::new(e.kind(), format!("reading PFC frames: {e}"))),
+        }
     }
 
     fn receive(&mut self, via_int: bool) {
@@ -609,6 +643,7 @@ impl Host {
             counters: EndpointCounters {
                 wake_late_p50_ns: self.wake_late.value_at_quantile(0.5),
                 wake_late_p99_ns: self.wake_late.value_at_quantile(0.99),
+                pfc_paused_ns: self.nic.paused_ns(self.clock.now_ns()),
                 ..self.counters.clone()
             },
             stalls: std::mem::take(&mut self.stalls),
@@ -622,7 +657,11 @@ impl Task for Host {
     }
 
     fn sources(&self) -> Vec<(RawFd, u32)> {
-        vec![(self.sockets.roce.fd(), ROCE), (self.sockets.int.fd(), INT)]
+        let mut fds = vec![(self.sockets.roce.fd(), ROCE), (self.sockets.int.fd(), INT)];
+        if let Some(p) = &self.sockets.pause {
+            fds.push((p.fd(), PAUSE));
+        }
+        fds
     }
 
     fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
@@ -645,7 +684,10 @@ impl Task for Host {
             }
         }
         for &token in cx.ready {
-            self.receive(token == INT);
+            match token {
+                PAUSE => self.receive_pauses(),
+                _ => self.receive(token == INT),
+            }
         }
         self.flush_control();
         let now = cx.now();

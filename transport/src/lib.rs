@@ -11,6 +11,7 @@ pub mod flow;
 mod host;
 pub mod nic;
 pub mod packet;
+pub mod pause;
 pub mod receiver;
 pub mod sender;
 pub mod socket;

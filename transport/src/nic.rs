@@ -7,6 +7,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use int_format::pfc::PauseState;
+
 /// The scheduler's state. Queue pairs are named by their slot in the host.
 #[derive(Debug, Default)]
 pub struct Nic {
@@ -17,6 +19,8 @@ pub struct Nic {
     timers: BinaryHeap<Reverse<(u64, usize, u64)>>,
     /// When the NIC finishes sending what it was last given (ns).
     free_ns: u64,
+    /// PFC: the host's data priority is paused until its end (ns).
+    pause: PauseState,
 }
 
 impl Nic {
@@ -34,11 +38,24 @@ impl Nic {
     /// `burst_credit_ns` of time it sat idle: a late wake-up sends what was due, but an idle NIC
     /// banks nothing).
     pub fn next_to_serve(&mut self, now: u64, burst_credit_ns: u64) -> Option<usize> {
-        self.free_ns = self.free_ns.max(now.saturating_sub(burst_credit_ns));
-        if self.free_ns > now {
+        // Nor does a paused one: it sends at its line rate from the pause's end.
+        let floor = now.saturating_sub(burst_credit_ns).max(self.pause.until().min(now));
+        self.free_ns = self.free_ns.max(floor);
+        if self.free_ns > now || self.pause.until() > now {
             return None;
         }
         self.ready.pop_front()
+    }
+
+    /// PFC: a pause frame received at `at_ns` stops the NIC until `until_ns` (`at_ns`: resume),
+    /// replacing the pause in effect. A frame in transmission is not cut.
+    pub fn pause(&mut self, at_ns: u64, until_ns: u64) {
+        self.pause.pause(at_ns, until_ns);
+    }
+
+    /// Time the NIC has spent paused up to `now` (ns).
+    pub fn paused_ns(&self, now: u64) -> u64 {
+        self.pause.total(now)
     }
 
     /// The NIC sent `wire_bytes` at `bps`.
@@ -61,7 +78,7 @@ impl Nic {
     /// pairs wait to send (stale timers included: they cost a spurious run, not a missed one).
     pub fn next_deadline(&self) -> Option<u64> {
         let timer = self.timers.peek().map(|Reverse((t, _, _))| *t);
-        let nic = (!self.ready.is_empty()).then_some(self.free_ns);
+        let nic = (!self.ready.is_empty()).then_some(self.free_ns.max(self.pause.until()));
         [timer, nic].into_iter().flatten().min()
     }
 
@@ -108,6 +125,27 @@ mod tests {
         assert_eq!(n.due(45), Some((7, 0)), "not on top when pruned; the host skips it");
         assert_eq!(n.due(45), None);
         assert_eq!(n.due(50), Some((7, 1)));
+    }
+
+    #[test]
+    fn a_paused_nic_serves_nobody_until_the_pause_ends_or_is_lifted() {
+        let mut n = Nic::default();
+        n.ready(1);
+        n.pause(1_000, 5_000);
+        assert_eq!(n.next_to_serve(4_999, 100_000), None, "paused");
+        assert_eq!(n.next_deadline(), Some(5_000));
+        // Nothing banked while paused: one frame at 5,000, the next a serialization later.
+        assert_eq!(n.next_to_serve(5_000, 100_000), Some(1));
+        n.sent(125, 1_000_000_000);
+        n.ready(1);
+        assert_eq!(n.next_to_serve(5_500, 100_000), None);
+        assert_eq!(n.next_deadline(), Some(6_000));
+        // A new pause, lifted early by an XON.
+        n.pause(7_000, 100_000);
+        assert_eq!(n.next_to_serve(8_000, 100_000), None);
+        n.pause(9_000, 9_000);
+        assert_eq!(n.next_to_serve(9_000, 100_000), Some(1));
+        assert_eq!(n.paused_ns(20_000), 4_000 + 2_000);
     }
 
     #[test]

@@ -311,10 +311,16 @@ impl SendQp {
         }
         let send =
             (self.nxt < self.packets && self.window_allows()).then_some(self.next_send_ns.max(self.spec.start_ns));
-        [send, self.rto_deadline, self.cc.next_timer_ns()]
-            .into_iter()
-            .flatten()
-            .min()
+        [send, self.next_timer_ns()].into_iter().flatten().min()
+    }
+
+    /// Its next timer (retransmission, controller), leaving out when it may next send: for a
+    /// queue pair already waiting for the NIC, which wakes the host itself when it frees.
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        if self.is_done() {
+            return None;
+        }
+        [self.rto_deadline, self.cc.next_timer_ns()].into_iter().flatten().min()
     }
 
     fn sample(&mut self, now: u64, qlen_bytes: Option<u64>, rtt_ns: Option<u64>) {

@@ -87,6 +87,15 @@ pub fn packet(device: &str) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// A non-blocking AF_PACKET socket that receives the frames of EtherType `ethertype` arriving
+/// on any interface of the calling thread's namespace, each with the kernel's receive time.
+pub fn packet_ethertype(ethertype: u16) -> io::Result<OwnedFd> {
+    let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(ethertype.to_be()))?;
+    set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    Ok(fd)
+}
+
 /// A non-blocking send-only raw IPv4 socket: what is sent on it carries its own IPv4 header
 /// (IPPROTO_RAW; the kernel fills in the header checksum only, and receives nothing on it).
 pub fn raw_ipv4_sender() -> io::Result<OwnedFd> {

@@ -11,9 +11,13 @@
 //!
 //! A port has one FIFO per priority (802.1p, 0 to 7), served in strict priority, highest
 //! first, between frames (a frame in transmission is never cut). A priority paused by PFC
-//! ([`EgressQueue::pause`]) starts nothing until its pause ends; the others go on.
+//! ([`EgressQueue::pause`]) starts nothing until its pause ends; the others go on. MAC control
+//! frames the switch sends (its PFC pauses) have a lane of their own ahead of every priority:
+//! they take the transmitter at the next frame boundary, are never paused and take no buffer.
 
 use std::collections::VecDeque;
+
+use int_format::pfc::PauseState;
 
 use crate::frame::FrameBuf;
 use crate::units::{Nanos, Rate};
@@ -22,6 +26,8 @@ const PS_PER_NS: u64 = 1000;
 
 /// Priorities of a port (802.1p).
 pub const PRIORITIES: usize = 8;
+/// The lane of MAC control frames, after the priorities' FIFOs.
+const CONTROL: usize = PRIORITIES;
 
 /// A frame in the buffer, not yet started.
 #[derive(Debug)]
@@ -42,8 +48,8 @@ struct PriorityFifo {
     enqueued_bytes: u64,
     /// `cum_bytes` of the last frame started from here.
     started_cum_bytes: u64,
-    /// PFC: nothing starts before this time (ps).
-    paused_until_ps: u64,
+    /// PFC: nothing starts before its end (ps).
+    pause: PauseState,
 }
 
 impl PriorityFifo {
@@ -64,7 +70,7 @@ impl PriorityFifo {
 
     /// The earliest its head may start, transmitter permitting (ps).
     fn ready_ps(&self) -> Option<u64> {
-        Some(self.waiting.front()?.arrival_ps.max(self.paused_until_ps))
+        Some(self.waiting.front()?.arrival_ps.max(self.pause.until()))
     }
 }
 
@@ -84,6 +90,8 @@ pub struct Dequeued {
     pub frame: FrameBuf,
     /// Its priority.
     pub priority: u8,
+    /// A MAC control frame of the switch's own (a PFC pause): no egress processing, no buffer.
+    pub mac_control: bool,
     /// When its transmission starts (ns): its egress timestamp.
     pub start_ns: u64,
     /// Bytes queued behind it (arrived, not yet started; every priority) when it started.
@@ -134,7 +142,8 @@ pub enum Rejected {
 /// The queues of one egress port.
 #[derive(Debug)]
 pub struct EgressQueue {
-    fifos: [PriorityFifo; PRIORITIES],
+    /// One per priority, then the MAC control lane.
+    fifos: [PriorityFifo; PRIORITIES + 1],
     on_wire: VecDeque<OnWire>,
     rate: Rate,
     delay_ps: u64,
@@ -170,12 +179,12 @@ impl EgressQueue {
     /// Bytes in the buffer (arrived, transmission not started). Exact at time `t` once every
     /// frame due to start by `t` has been started.
     pub fn occupancy(&self) -> u64 {
-        self.fifos.iter().map(PriorityFifo::bytes).sum()
+        self.fifos[..PRIORITIES].iter().map(PriorityFifo::bytes).sum()
     }
 
     /// Frames in the buffer, every priority.
     fn waiting(&self) -> usize {
-        self.fifos.iter().map(|f| f.waiting.len()).sum()
+        self.fifos[..PRIORITIES].iter().map(|f| f.waiting.len()).sum()
     }
 
     /// The time (ps) a frame arriving now is queued at: its arrival, kept in FIFO order.
@@ -213,25 +222,51 @@ impl EgressQueue {
         Ok(())
     }
 
+    /// Queues a MAC control frame of the switch's own (a PFC pause) in the lane ahead of every
+    /// priority: it goes at the next frame boundary from its arrival, paused by nothing, and
+    /// takes no buffer space.
+    pub fn enqueue_control(&mut self, frame: FrameBuf) {
+        let lane = &mut self.fifos[CONTROL];
+        // In order within its lane only: a pause does not wait for data stamped after it.
+        let last = lane.waiting.back().map_or(0, |w| w.arrival_ps);
+        let arrival_ps = (frame.arrival_ns * PS_PER_NS).max(last);
+        lane.enqueued_bytes += frame.len as u64;
+        lane.waiting.push_back(Waiting {
+            frame,
+            arrival_ps,
+            cum_bytes: lane.enqueued_bytes,
+            enq_packets: 0,
+        });
+    }
+
     /// PFC: priority `priority` starts nothing from `at_ps` for `quanta` × 512 bit times at
     /// the port's rate (a later pause replaces an earlier one; 0 quanta resume at once). Start
     /// what is due before `at_ps` first ([`Until::before_ps`]): a pause does not reach back.
     pub fn pause(&mut self, priority: u8, at_ps: u64, quanta: u16) {
         let until = at_ps + int_format::pfc::pause_ps(quanta, self.rate.bps());
-        self.fifos[usize::from(priority) % PRIORITIES].paused_until_ps = until;
+        self.fifos[usize::from(priority) % PRIORITIES].pause.pause(at_ps, until);
+    }
+
+    /// Time priority `priority` has spent paused up to `now_ns` (ns).
+    pub fn paused_ns(&self, priority: u8, now_ns: u64) -> u64 {
+        self.fifos[usize::from(priority) % PRIORITIES]
+            .pause
+            .total(now_ns * PS_PER_NS)
+            / PS_PER_NS
     }
 
     /// When priority `priority`'s current pause ends (ps; in the past when it is not paused).
     pub fn paused_until_ps(&self, priority: u8) -> u64 {
-        self.fifos[usize::from(priority) % PRIORITIES].paused_until_ps
+        self.fifos[usize::from(priority) % PRIORITIES].pause.until()
     }
 
-    /// The next start: its time and priority. The transmitter frees at `tx_end`; at
-    /// `max(tx_end, earliest ready head)` the highest priority whose head is ready goes.
+    /// The next start: its time and lane. The transmitter frees at `tx_end`; at
+    /// `max(tx_end, earliest ready head)` the control lane, else the highest priority whose
+    /// head is ready, goes.
     fn next_start(&self) -> Option<(u64, usize)> {
         let earliest = self.fifos.iter().filter_map(PriorityFifo::ready_ps).min()?;
         let at = earliest.max(self.tx_end_ps);
-        let p = (0..PRIORITIES)
+        let p = (0..=CONTROL)
             .rev()
             .find(|&p| self.fifos[p].ready_ps().is_some_and(|r| r <= at))?;
         Some((at, p))
@@ -265,7 +300,7 @@ impl EgressQueue {
         fifo.started_cum_bytes = w.cum_bytes;
         // Frames of every priority that had arrived when it started.
         let (mut behind, mut qlen) = (0, 0);
-        for (frames, bytes) in self.fifos.iter().map(|f| f.arrived_by(start_ps)) {
+        for (frames, bytes) in self.fifos[..PRIORITIES].iter().map(|f| f.arrived_by(start_ps)) {
             behind += frames;
             qlen += bytes;
         }
@@ -273,6 +308,7 @@ impl EgressQueue {
         Some(Dequeued {
             frame: w.frame,
             priority: p as u8,
+            mac_control: p == CONTROL,
             start_ns: start_ps / PS_PER_NS,
             qlen,
             tx_bytes_before: self.tx_bytes,
@@ -327,7 +363,7 @@ impl EgressQueue {
 
     /// Frames held (waiting or on the link).
     pub fn len(&self) -> usize {
-        self.waiting() + self.on_wire.len()
+        self.fifos.iter().map(|f| f.waiting.len()).sum::<usize>() + self.on_wire.len()
     }
 
     /// True when nothing is held.

@@ -248,6 +248,19 @@ impl Quantiles {
     }
 }
 
+/// What PFC did in a run (times in scenario units, summed over ports and priorities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PfcSummary {
+    /// PFC frames the switches sent (XOFFs, their refreshes, XONs).
+    pub frames: u64,
+    /// Time the switches' ingress ports held their upstream in XOFF (the bottleneck's pushback).
+    pub xoff_ns: u64,
+    /// Time the hosts' NICs were paused.
+    pub host_paused_ns: u64,
+    /// Time the switches' transmitters were paused (pauses spreading upstream).
+    pub switch_paused_ns: u64,
+}
+
 /// The numbers of the summary table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -289,6 +302,8 @@ pub struct Summary {
     pub bottleneck_rate_bps: Option<(u64, u64)>,
     /// Frames dropped by every switch.
     pub drops: u64,
+    /// PFC's work, when the fabric has it.
+    pub pfc: Option<PfcSummary>,
     /// Frames marked CE by every switch.
     pub ecn_marks: u64,
     /// Packets retransmitted.
@@ -729,6 +744,15 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
             max: p.totals.queue_max as f64,
         }),
         drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.total_drops()).sum(),
+        pfc: t.pfc.map(|_| {
+            let ports = || switches.iter().flat_map(|sw| &sw.ports);
+            PfcSummary {
+                frames: ports().map(|p| p.totals.pfc_tx).sum(),
+                xoff_ns: time.span(ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
+                host_paused_ns: time.span(hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
+                switch_paused_ns: time.span(ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
+            }
+        }),
         ecn_marks: switches
             .iter()
             .flat_map(|sw| &sw.ports)

@@ -143,6 +143,16 @@ pub fn summary_table(s: &Summary) -> String {
         "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
         s.drops, s.ecn_marks, s.retransmissions, s.timeouts, s.cnps
     );
+    if let Some(p) = &s.pfc {
+        let _ = writeln!(
+            out,
+            "  PFC: {} pause frames; upstream held in XOFF {} in all; paused: hosts {}, switch ports {}",
+            p.frames,
+            time(p.xoff_ns as f64),
+            time(p.host_paused_ns as f64),
+            time(p.switch_paused_ns as f64)
+        );
+    }
     if s.content_errors + s.bad_icrc > 0 {
         let _ = writeln!(
             out,

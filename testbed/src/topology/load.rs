@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use int_format::ethernet::MacAddress;
-use intlab_switch::config::EcnYaml;
+use intlab_switch::config::{EcnYaml, MmuYaml, PfcYaml};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
 use serde::Deserialize;
@@ -59,6 +59,10 @@ struct RawTopology {
     links: Vec<Spanned<RawLink>>,
     #[serde(default)]
     routes: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    mmu: Option<Spanned<MmuYaml>>,
+    #[serde(default)]
+    pfc: Option<Spanned<PfcYaml>>,
     // The run's keys, checked by `crate::scenario`.
     #[serde(default)]
     controller: Option<Spanned<ControllerConfig>>,
@@ -436,6 +440,8 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         nodes: nodes.clone(),
         links: links.clone(),
         routes: routes.clone(),
+        mmu: None,
+        pfc: None,
     };
     if let Some((k, cycle)) = super::routing::first_loop(&partial) {
         let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].name.as_str()).collect();
@@ -459,11 +465,21 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         runtime: raw.runtime,
         sweep: raw.sweep,
     };
+    let mmu = match &raw.mmu {
+        Some(m) => Some(m.value.resolve().map_err(|e| err(&m.referenced, format!("mmu: {e}")))?),
+        None => None,
+    };
+    let pfc = match &raw.pfc {
+        Some(p) => p.value.resolve().map_err(|e| err(&p.referenced, format!("pfc: {e}")))?,
+        None => None,
+    };
     let topology = Topology {
         name: raw.name.value,
         nodes,
         links,
         routes,
+        mmu,
+        pfc,
     };
     Ok((topology, run))
 }

@@ -147,6 +147,10 @@ pub struct Topology {
     pub links: Vec<Link>,
     /// Routes given in the file, replacing the computed ones.
     pub routes: Vec<RouteOverride>,
+    /// Every switch's shared buffer, when set (`mmu:`; PFC implies one).
+    pub mmu: Option<intlab_switch::tm::MmuSpec>,
+    /// PFC on every switch and host, when on (`pfc:`).
+    pub pfc: Option<intlab_switch::tm::PfcSpec>,
 }
 
 /// The next hops one switch uses towards one host, given instead of computed.

@@ -101,6 +101,8 @@ pub fn switch_spec(
         poll: intlab_runtime::PollMode::default(),
         queue_trace_every: intlab_switch::units::Nanos(0),
         p4: None,
+        mmu: None,
+        pfc: None,
     }
 }
 
