@@ -304,14 +304,18 @@ impl Fabric {
                     }
                     _ => None,
                 };
+                // A shared buffer admits frames itself, and frees space as they start.
+                let mut queue = EgressQueue::new(p.rate, p.delay, if has_mmu { u64::MAX } else { p.buffer.0 });
+                if has_mmu {
+                    queue.wake_at_starts();
+                }
                 slots[w].push(PortSlot {
                     global,
                     switch: si,
                     index: i,
                     name: p.name.clone(),
                     port,
-                    // A shared buffer admits frames itself.
-                    queue: EgressQueue::new(p.rate, p.delay, if has_mmu { u64::MAX } else { p.buffer.0 }),
+                    queue,
                     egress: EgressPort::new(i, spec.node_id, p),
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,

@@ -154,6 +154,8 @@ pub struct EgressQueue {
     tx_bytes: u64,
     /// A frame has been started and not handed back yet.
     starting: bool,
+    /// Wake the worker at each start, not only at releases (see [`EgressQueue::wake_at_starts`]).
+    wake_at_starts: bool,
 }
 
 impl EgressQueue {
@@ -169,7 +171,15 @@ impl EgressQueue {
             last_arrival_ps: 0,
             tx_bytes: 0,
             starting: false,
+            wake_at_starts: false,
         }
+    }
+
+    /// Makes [`EgressQueue::next_event_ns`] the next start when it comes before the next
+    /// release: for a shared buffer, where a frame leaving frees space (and may end a pause)
+    /// when it starts, not a link's delay later.
+    pub fn wake_at_starts(&mut self) {
+        self.wake_at_starts = true;
     }
 
     fn serialization_ps(&self, bytes: u64) -> u64 {
@@ -278,6 +288,9 @@ impl EgressQueue {
     pub fn next_event_ns(&self) -> Option<u64> {
         let release = self.on_wire.front().map(|o| o.release_ps);
         let start = self.next_start().and_then(|(s, p)| {
+            if self.wake_at_starts {
+                return Some(s);
+            }
             let head = self.fifos[p].waiting.front()?;
             Some(s + self.serialization_ps(head.frame.len as u64) + self.delay_ps)
         });
