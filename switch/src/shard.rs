@@ -69,6 +69,18 @@ pub struct PortSlot {
     pub link_delay_ns: u64,
 }
 
+impl PortSlot {
+    /// Puts `d` on the wire: counted, captured, on its way to the far end.
+    fn transmit(&mut self, d: crate::tm::Dequeued) {
+        self.counters.totals.tx_frames += 1;
+        self.counters.totals.tx_bytes += d.frame.len as u64;
+        if let Some(c) = &mut self.capture {
+            c.outbound(d.start_ns, d.frame.bytes());
+        }
+        self.queue.send(d);
+    }
+}
+
 /// One worker's ports.
 pub struct Shard {
     worker: usize,
@@ -403,12 +415,7 @@ impl Shard {
                     slot.counters
                         .pfc_sent(d.start_ns, std::array::from_fn(|p| pfc.quanta(p)));
                 }
-                slot.counters.totals.tx_frames += 1;
-                slot.counters.totals.tx_bytes += d.frame.len as u64;
-                if let Some(c) = &mut slot.capture {
-                    c.outbound(d.start_ns, d.frame.bytes());
-                }
-                slot.queue.send(d);
+                slot.transmit(d);
                 continue;
             }
             let switch = &self.fabric.switches[slot.switch];
@@ -422,12 +429,7 @@ impl Shard {
             let fate = egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, program);
             let (at, frame, why) = match fate {
                 Fate::Send => {
-                    slot.counters.totals.tx_frames += 1;
-                    slot.counters.totals.tx_bytes += d.frame.len as u64;
-                    if let Some(c) = &mut slot.capture {
-                        c.outbound(d.start_ns, d.frame.bytes());
-                    }
-                    slot.queue.send(d);
+                    slot.transmit(d);
                     continue;
                 }
                 Fate::Lost => (d.start_ns, slot.queue.lose(d), DropReason::InjectedLoss),
