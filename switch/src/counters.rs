@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::queue_trace::{QueuePoint, QueueTrace};
+use crate::tm::PRIORITIES;
 
 /// Why a frame was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,13 +115,11 @@ pub struct PortTotals {
     pub pfc_tx: u64,
     /// Per priority: time this port's transmitter was paused by the PFC frames it received (ns).
     #[serde(default)]
-    pub pfc_paused_ns: [u64; PFC_PRIORITIES],
+    pub pfc_paused_ns: [u64; PRIORITIES],
     /// Per priority: time this port held its upstream in XOFF, first XOFF to XON (ns).
     #[serde(default)]
-    pub pfc_xoff_ns: [u64; PFC_PRIORITIES],
+    pub pfc_xoff_ns: [u64; PRIORITIES],
 }
-
-const PFC_PRIORITIES: usize = crate::tm::PRIORITIES;
 
 /// Live counters of one port.
 #[derive(Debug)]
@@ -133,7 +132,7 @@ pub struct PortCounters {
     /// How late frames were released against their exact schedule (ns).
     late: Histogram<u64>,
     /// Per priority: since when this port has held its upstream in XOFF (ns).
-    xoff_since: [Option<u64>; PFC_PRIORITIES],
+    xoff_since: [Option<u64>; PRIORITIES],
 }
 
 impl Default for PortCounters {
@@ -147,7 +146,7 @@ impl Default for PortCounters {
                 .unwrap_or_else(|_| Histogram::new(3).expect("3 digits is valid")),
             // Lateness up to about 18 minutes at 2 significant digits.
             late: Histogram::new_with_max(1 << 40, 2).unwrap_or_else(|_| Histogram::new(2).expect("2 digits is valid")),
-            xoff_since: [None; PFC_PRIORITIES],
+            xoff_since: [None; PRIORITIES],
         }
     }
 }
@@ -185,7 +184,7 @@ impl PortCounters {
 
     /// Counts a PFC frame this port sent at `at_ns` with `quanta` per priority: an XOFF
     /// starts (or continues) holding that priority upstream, an XON (0) ends it.
-    pub fn pfc_sent(&mut self, at_ns: u64, quanta: [Option<u16>; PFC_PRIORITIES]) {
+    pub fn pfc_sent(&mut self, at_ns: u64, quanta: [Option<u16>; PRIORITIES]) {
         self.totals.pfc_tx += 1;
         for (p, q) in quanta.iter().enumerate() {
             match (q, self.xoff_since[p]) {

@@ -262,13 +262,15 @@ impl Fabric {
                 })?;
             }
         }
+        // Built once: whether a switch has one also decides its ports' own buffers.
+        let mmus: Vec<Option<Mmu>> = specs.iter().map(shared_buffer).collect();
         let mut base = Vec::new();
         let mut owner = Vec::new();
         let mut slots: Vec<Vec<PortSlot>> = (0..workers).map(|_| Vec::new()).collect();
         let mut ends: HashMap<crate::port::LinkEnd, GlobalPort> = HashMap::new();
         for (si, spec) in specs.iter().enumerate() {
             base.push(owner.len());
-            let has_mmu = spec.mmu.is_some() || spec.pfc.is_some();
+            let has_mmu = mmus[si].is_some();
             for (i, p) in spec.ports.iter().enumerate() {
                 let global = owner.len();
                 let w = place(si, i) % workers;
@@ -361,6 +363,7 @@ impl Fabric {
             programs.push(p4);
         }
         let mut programs = programs.into_iter();
+        let mut mmus = mmus.into_iter();
         let shared = Arc::new(FabricShared {
             switches: specs
                 .iter()
@@ -369,7 +372,7 @@ impl Fabric {
                     node_id: spec.node_id,
                     pipeline: Pipeline::new(spec),
                     p4: programs.next().flatten(),
-                    mmu: shared_buffer(spec).map(Mutex::new),
+                    mmu: mmus.next().flatten().map(Mutex::new),
                     pfc: spec.pfc.is_some(),
                     published: Mutex::new(
                         spec.ports

@@ -107,8 +107,9 @@ pub struct Shard {
     replicas: Vec<(usize, u16)>,
     /// PFC frames to send: (switch, what, when in ns, the slot whose queue asked).
     pfc_due: Vec<(usize, PfcSignal, u64, usize)>,
-    /// Switches with PFC this shard has ports of (it refreshes their pauses).
-    pfc_switches: Vec<usize>,
+    /// (switch, one of its slots here) for each switch with PFC this shard has ports of: it
+    /// refreshes their pauses.
+    pfc_switches: Vec<(usize, usize)>,
     /// A reused list for refreshed pauses.
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
@@ -135,10 +136,12 @@ impl Shard {
         }
         let rx = (0..BATCH).map(|_| fabric.pool.get()).collect();
         let workers = fabric.workers();
-        let mut pfc_switches: Vec<usize> = slots.iter().map(|s| s.switch).collect();
-        pfc_switches.sort_unstable();
-        pfc_switches.dedup();
-        pfc_switches.retain(|&s| fabric.switches[s].pfc);
+        let mut pfc_switches: Vec<(usize, usize)> = Vec::new();
+        for (i, s) in slots.iter().enumerate() {
+            if fabric.switches[s.switch].pfc && !pfc_switches.iter().any(|&(sw, _)| sw == s.switch) {
+                pfc_switches.push((s.switch, i));
+            }
+        }
         Shard {
             worker,
             slots,
@@ -375,20 +378,15 @@ impl Shard {
     /// Sends again the XOFFs of this shard's PFC switches that would otherwise run out while
     /// their ingress is still over its threshold; returns when the next is due.
     fn refresh_pauses(&mut self, now: u64) -> Option<u64> {
-        let mut next: Option<u64> = None;
+        let mut next = None;
         for i in 0..self.pfc_switches.len() {
-            let sw = self.pfc_switches[i];
+            let (sw, slot) = self.pfc_switches[i];
             let Some(mut mmu) = self.fabric.switches[sw].mmu() else {
                 continue;
             };
-            mmu.refresh(now, &mut self.refreshed);
-            let due = mmu.next_refresh_ns();
+            let due = mmu.refresh(now, &mut self.refreshed);
             drop(mmu);
-            next = match (next, due) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let slot = self.slots.iter().position(|s| s.switch == sw).unwrap_or(0);
+            next = [next, due].into_iter().flatten().min();
             for sig in self.refreshed.drain(..) {
                 self.pfc_due.push((sw, sig, now, slot));
             }

@@ -241,30 +241,24 @@ impl Mmu {
     }
 
     /// The XOFFs to send again at `now_ns` because half of the last one's pause has passed
-    /// with the ingress still over its threshold (a pause must not run out while it is).
-    pub fn refresh(&mut self, now_ns: u64, out: &mut Vec<PfcSignal>) {
+    /// with the ingress still over its threshold (a pause must not run out while it is);
+    /// returns when the next such refresh is due, found in the same pass.
+    pub fn refresh(&mut self, now_ns: u64, out: &mut Vec<PfcSignal>) -> Option<u64> {
+        let mut next = None;
         for (port, uses) in self.ingress.iter_mut().enumerate() {
             let half = self.ports[port].pause_ns / 2;
             for (p, u) in uses.iter_mut().enumerate() {
-                if let Some(sent) = u.xoff_sent_ns.filter(|&s| now_ns >= s + half) {
-                    u.xoff_sent_ns = Some(now_ns.max(sent));
+                let Some(mut sent) = u.xoff_sent_ns else { continue };
+                if now_ns >= sent + half {
+                    sent = now_ns;
+                    u.xoff_sent_ns = Some(sent);
                     out.push(PfcSignal {
                         port,
                         priority: p as u8,
                         pause: true,
                     });
                 }
-            }
-        }
-    }
-
-    /// When [`Mmu::refresh`] next has something to send (ns).
-    pub fn next_refresh_ns(&self) -> Option<u64> {
-        let mut next: Option<u64> = None;
-        for (port, uses) in self.ingress.iter().enumerate() {
-            let half = self.ports[port].pause_ns / 2;
-            for due in uses.iter().filter_map(|u| u.xoff_sent_ns.map(|s| s + half)) {
-                next = Some(next.map_or(due, |n| n.min(due)));
+                next = [next, Some(sent + half)].into_iter().flatten().min();
             }
         }
         next
@@ -380,13 +374,11 @@ mod tests {
         while m.admit(0, 1, 3, 1000, at) == Admission::Admit(None) {
             at += 1;
         }
-        assert_eq!(m.next_refresh_ns(), Some(at + 500_000));
         let mut out = vec![];
-        m.refresh(at + 499_999, &mut out);
+        assert_eq!(m.refresh(at + 499_999, &mut out), Some(at + 500_000));
         assert!(out.is_empty());
-        m.refresh(at + 500_000, &mut out);
+        assert_eq!(m.refresh(at + 500_000, &mut out), Some(at + 1_000_000));
         assert_eq!(out.len(), 1);
-        assert_eq!(m.next_refresh_ns(), Some(at + 1_000_000));
     }
 
     #[test]
