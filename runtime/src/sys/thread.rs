@@ -11,3 +11,35 @@ pub fn precise_timers() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The CPUs the calling thread may run on, in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data, zero is an empty set; the call fills the live set of the
+    // size passed.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        set
+    };
+    // SAFETY: CPU_ISSET reads the live set at an index below CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Binds the calling thread to CPU `cpu`: the scheduler no longer moves it.
+pub fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data, zero is an empty set; CPU_SET writes one bit of it (the
+    // libc macro bounds-checks), and the call reads the live set of the size passed.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

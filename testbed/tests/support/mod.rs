@@ -426,8 +426,13 @@ pub fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<St
 /// Runs `s` through the lab quietly, with namespaces and results (under the target's scratch
 /// space) named after `tag`; prints the summary and returns the results.
 pub fn run_scenario(tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab_testbed::results::Results {
+    run_scenario_in(&scratch_dir(tag), tag, s)
+}
+
+/// [`run_scenario`] with the results folder `out`.
+fn run_scenario_in(out: &Path, tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab_testbed::results::Results {
     let opts = intlab_testbed::run::RunOptions {
-        out: scratch_dir(tag),
+        out: out.to_owned(),
         capture: false,
         tag: tag.into(),
         force: false,
@@ -476,6 +481,20 @@ pub fn run_all_kept_up(
     max_steal: f64,
     pause: std::time::Duration,
 ) -> Vec<intlab_testbed::results::Results> {
+    run_all_kept_up_in_dirs(tag, set, dilations, max_steal, pause)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
+}
+
+/// [`run_all_kept_up`], each run with its results folder (captures, CSVs).
+pub fn run_all_kept_up_in_dirs(
+    tag: &str,
+    set: &[intlab_testbed::scenario::Scenario],
+    dilations: &[f64],
+    max_steal: f64,
+    pause: std::time::Duration,
+) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
     let mut log = Vec::new();
     for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
@@ -490,11 +509,14 @@ pub fn run_all_kept_up(
                     dilation_auto: false,
                     ..s.clone()
                 };
-                run_scenario(&format!("{tag}{attempt}{k}"), &s)
+                let tag = format!("{tag}{attempt}{k}");
+                let out = scratch_dir(&tag);
+                let r = run_scenario_in(&out, &tag, &s);
+                (out, r)
             })
             .collect();
-        let all = runs.iter().all(|r| kept_up(r, max_steal));
-        for r in &runs {
+        let all = runs.iter().all(|(_, r)| kept_up(r, max_steal));
+        for (_, r) in &runs {
             let line = format!("attempt {attempt}: {}", timing_figures(r));
             eprintln!("{line}{}", if all { "" } else { " (attempt void)" });
             log.push(line);
