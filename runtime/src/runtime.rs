@@ -41,11 +41,11 @@ pub fn cores() -> usize {
 /// The CPU each of `workers` workers is bound to: one each while there are enough, none when
 /// there are more workers than CPUs (the scheduler shares them out).
 ///
-/// Left to itself, the scheduler puts a worker woken by another (a frame handed over) on the
-/// waker's CPU, so both workers of a two-core machine often shared one core while the other
-/// idled: a worker polling for a deadline then lost its core for 150-250 us at a time. On a
-/// PFC incast (testbed/tests/pfc.rs) at dilation 20 that held switch releases 12 % of an RTT
-/// late at p99 in every run; bound, 1.2-2.0 %.
+/// Unbound, a worker polling for a deadline lost its core for 150-250 us at a time with no
+/// other task of the lab running, most likely because the scheduler moves a worker woken by
+/// the other (a frame handed over) next to its waker, so both share one core while the other
+/// idles. On a PFC incast (testbed/tests/pfc.rs) at dilation 20 that held switch releases 12 %
+/// of an RTT late at p99 in every run; bound, 1.1-2.0 %.
 fn placement(workers: usize) -> io::Result<Vec<usize>> {
     let cpus = crate::sys::thread::allowed_cpus()?;
     if workers > cpus.len() {
