@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Receiver;
-use int_format::ethernet::MacAddress;
-use int_format::ethernet::ethertype;
+use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
 use int_format::pfc::{PfcFrame, PfcRepr};
 use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
@@ -558,7 +557,7 @@ impl Shard {
 
 /// Whether `frame` is a MAC control frame (PFC, PAUSE): it belongs to its link.
 fn is_mac_control(frame: &FrameBuf) -> bool {
-    frame.len >= 14 && frame.bytes()[12..14] == ethertype::MAC_CONTROL.to_be_bytes()
+    EthernetFrame::new_checked(frame.bytes()).is_ok_and(|e| e.ethertype() == ethertype::MAC_CONTROL)
 }
 
 impl Task for Shard {

@@ -24,8 +24,8 @@ use crate::units::{Nanos, Rate};
 
 const PS_PER_NS: u64 = 1000;
 
-/// Priorities of a port (802.1p).
-pub const PRIORITIES: usize = 8;
+/// Priorities of a port (802.1p): those a PFC frame addresses.
+pub use int_format::pfc::PRIORITIES;
 /// The lane of MAC control frames, after the priorities' FIFOs.
 const CONTROL: usize = PRIORITIES;
 
