@@ -129,6 +129,8 @@ pub struct Lab {
     pub sw: Option<Namespace>,
     /// The hosts' interface names.
     pub dev: Vec<String>,
+    /// The switch ends of the veth pairs (veth labs), host i's at `i - 1`.
+    pub switch_dev: Vec<String>,
     /// Capture folder, when captures are on.
     pub captures: Option<PathBuf>,
 }
@@ -189,6 +191,7 @@ impl Lab {
             hosts,
             sw,
             dev: host_dev.clone(),
+            switch_dev: if attach == Attach::Veth { sw_dev } else { Vec::new() },
             captures,
         };
         lab.start(vec![spec]);
@@ -238,6 +241,7 @@ impl Lab {
             hosts: vec![h1, h2],
             sw: None,
             dev: host_dev.to_vec(),
+            switch_dev: Vec::new(),
             captures,
         };
         lab.start(vec![s1, s2]);
