@@ -161,6 +161,7 @@ impl PortCapture {
             DropReason::TtlExpired => "dropped: ttl_expired",
             DropReason::P4Drop => "dropped: p4_drop",
             DropReason::P4NoPort => "dropped: p4_no_port",
+            DropReason::PfcWatchdog => "dropped: pfc_watchdog",
         };
         self.write(t_ns, frame, if outbound { OUTBOUND } else { INBOUND }, Some(comment));
     }

@@ -381,6 +381,43 @@ pub struct PfcYaml {
     /// Headroom per ingress port (default: from the link).
     #[serde(default)]
     pub headroom: Option<Bytes>,
+    /// The PFC watchdog (default: on, 200 ms / 200 ms).
+    #[serde(default)]
+    pub watchdog: Option<WatchdogYaml>,
+}
+
+/// The PFC watchdog as written in YAML (`{ enabled: true, detect: 200ms, restore: 200ms }`;
+/// every key optional).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchdogYaml {
+    /// On (default) or off.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// How long a frame waits under an unbroken pause before the watchdog trips.
+    #[serde(default)]
+    pub detect: Option<Nanos>,
+    /// How long after the last pause the priority is restored.
+    #[serde(default)]
+    pub restore: Option<Nanos>,
+}
+
+impl WatchdogYaml {
+    /// The checked settings (`None` when disabled), or what is wrong with them.
+    pub fn resolve(&self) -> Result<Option<crate::tm::PfcWatchdog>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let d = crate::tm::PfcWatchdog::default();
+        let detect = self.detect.map_or(d.detect_ns, |t| t.0);
+        if detect == 0 {
+            return Err("watchdog: detect: expected a time above 0".into());
+        }
+        Ok(Some(crate::tm::PfcWatchdog {
+            detect_ns: detect,
+            restore_ns: self.restore.map_or(d.restore_ns, |t| t.0),
+        }))
+    }
 }
 
 impl PfcYaml {
@@ -409,6 +446,10 @@ impl PfcYaml {
             xon_offset: self.xon.map_or(d.xon_offset, |b| b.0),
             headroom: self.headroom.map(|b| b.0),
             response_ns: d.response_ns,
+            watchdog: match &self.watchdog {
+                Some(w) => w.resolve()?,
+                None => d.watchdog,
+            },
         }))
     }
 }

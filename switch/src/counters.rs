@@ -37,11 +37,13 @@ pub enum DropReason {
     P4Drop,
     /// The P4 program sent it to a port number no port of the switch has.
     P4NoPort,
+    /// Its priority was in a pause storm: the PFC watchdog drops it.
+    PfcWatchdog,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Runt,
         DropReason::Malformed,
         DropReason::NonIpv4,
@@ -55,6 +57,7 @@ impl DropReason {
         DropReason::TtlExpired,
         DropReason::P4Drop,
         DropReason::P4NoPort,
+        DropReason::PfcWatchdog,
     ];
 
     /// Snake-case name used in counter files and capture comments.
@@ -73,6 +76,7 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::P4Drop => "p4_drop",
             DropReason::P4NoPort => "p4_no_port",
+            DropReason::PfcWatchdog => "pfc_watchdog",
         }
     }
 
@@ -119,6 +123,9 @@ pub struct PortTotals {
     /// Per priority: time this port held its upstream in XOFF, first XOFF to XON (ns).
     #[serde(default)]
     pub pfc_xoff_ns: [u64; PRIORITIES],
+    /// Pause storms the PFC watchdog declared on this port's transmitter.
+    #[serde(default)]
+    pub pfc_watchdog_trips: u64,
 }
 
 /// Live counters of one port.

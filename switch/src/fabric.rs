@@ -311,6 +311,9 @@ impl Fabric {
                 if has_mmu {
                     queue.wake_at_starts();
                 }
+                if let Some(w) = spec.pfc.and_then(|p| p.watchdog) {
+                    queue.watch_for_storms(w);
+                }
                 slots[w].push(PortSlot {
                     global,
                     switch: si,

@@ -422,15 +422,24 @@ impl Shard {
                     self.pfc_due.push((slot.switch, sig, d.start_ns, s));
                 }
             }
-            let program = switch.p4.as_ref();
-            let fate = egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng, program);
-            let (at, frame, why) = match fate {
-                Fate::Send => {
-                    slot.transmit(d);
-                    continue;
+            // A priority in a pause storm goes nowhere: its frames leave the buffer unsent.
+            let (at, frame, why) = if d.stormed {
+                (d.start_ns, slot.queue.discard(d), DropReason::PfcWatchdog)
+            } else {
+                match egress::process(
+                    &mut d,
+                    &slot.egress,
+                    &mut slot.counters,
+                    &mut self.rng,
+                    switch.p4.as_ref(),
+                ) {
+                    Fate::Send => {
+                        slot.transmit(d);
+                        continue;
+                    }
+                    Fate::Lost => (d.start_ns, slot.queue.lose(d), DropReason::InjectedLoss),
+                    Fate::Dropped => (d.start_ns, slot.queue.discard(d), DropReason::P4Drop),
                 }
-                Fate::Lost => (d.start_ns, slot.queue.lose(d), DropReason::InjectedLoss),
-                Fate::Dropped => (d.start_ns, slot.queue.discard(d), DropReason::P4Drop),
             };
             slot.counters.drop(why);
             if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
@@ -537,6 +546,7 @@ impl Shard {
             for p in 0..PRIORITIES {
                 s.counters.totals.pfc_paused_ns[p] = s.queue.paused_ns(p as u8, now);
             }
+            s.counters.totals.pfc_watchdog_trips = s.queue.watchdog_trips();
             let switch = &self.fabric.switches[s.switch];
             if let Ok(mut p) = switch.published.lock() {
                 p[s.index] = s.counters.snapshot(&s.name, with_trace, now);

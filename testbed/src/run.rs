@@ -106,12 +106,18 @@ const START_MARGIN_NS: u64 = 20_000_000;
 /// How long the data path check waits for every flow's probes at least (real time).
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
-/// The topology as the lab runs it under dilation `d`: rates / d, delays × d.
+/// The topology as the lab runs it under dilation `d`: rates / d, delays and the PFC
+/// watchdog's times × d.
 pub fn dilate(t: &Topology, d: f64) -> Topology {
     let mut t = t.clone();
+    let stretch = |ns: u64| (ns as f64 * d).round() as u64;
     for l in &mut t.links {
         l.props.rate = Rate(((l.props.rate.bps() as f64 / d).round() as u64).max(1));
-        l.props.delay = Nanos((l.props.delay.0 as f64 * d).round() as u64);
+        l.props.delay = Nanos(stretch(l.props.delay.0));
+    }
+    if let Some(w) = t.pfc.as_mut().and_then(|p| p.watchdog.as_mut()) {
+        w.detect_ns = stretch(w.detect_ns);
+        w.restore_ns = stretch(w.restore_ns);
     }
     t
 }
@@ -387,4 +393,30 @@ pub fn run_series(
         out.push(run(s, &opts, stop, progress).map_err(|e| (label.clone(), e))?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dilation_slows_the_links_and_stretches_delays_and_the_watchdog() {
+        let text = "\
+name: d
+pfc: { watchdog: { detect: 2ms, restore: 3ms } }
+nodes:
+  s1: { kind: switch }
+  h1: { kind: host }
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+    rate: 10Gbps
+    delay: 2us
+";
+        let t = crate::topology::load_str(text, std::path::Path::new("d.yaml")).expect("valid");
+        let d = dilate(&t, 10.0);
+        assert_eq!(d.links[0].props.rate, Rate(1_000_000_000));
+        assert_eq!(d.links[0].props.delay, Nanos(20_000));
+        let w = d.pfc.and_then(|p| p.watchdog).expect("the watchdog");
+        assert_eq!((w.detect_ns, w.restore_ns), (20_000_000, 30_000_000));
+    }
 }

@@ -1,18 +1,26 @@
 //! PFC through the lab: line-rate senders into one port, with a shared buffer too small for
 //! them. With PFC the fabric is lossless and every pause is a real frame on the wire, decoded by
 //! tshark's own dissector, counted alike by the switch that sent it and the host that obeyed
-//! it; without PFC the same buffer drops. And a host alone, paused by frames a test writes on
-//! its link, measured from the switch's capture of what it sent. Run as root (scripts/test).
+//! it; without PFC the same buffer drops. A host alone, paused by frames a test writes on its
+//! link, measured from the switch's capture of what it sent. And a pause storm from a receiver
+//! that stopped reading, which freezes its sender's other flow unless the PFC watchdog steps
+//! in. Run as root (scripts/test).
 
 mod support;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use int_format::ethernet::MacAddress;
 use int_format::pfc::{PRIORITIES, PfcRepr, pause_ps};
+use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::socket;
+use intlab_switch::DropReason;
+use intlab_switch::tm::{MmuSpec, PfcSpec, PfcWatchdog};
+use intlab_testbed::netns::Namespace;
 use intlab_testbed::scenario::{Overrides, Scenario};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::{Endpoint, EndpointConfig};
@@ -121,21 +129,19 @@ fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
     }
 }
 
-/// Writes PFC frames onto h1's link from the switch's end, as the switch would, without the
-/// switch knowing (its socket on that end does not see what others send there).
+/// Writes PFC frames onto a link from one of its ends, unknown to whatever else uses that end
+/// (sockets there do not see what others send).
 struct PauseInjector {
     fd: OwnedFd,
 }
 
 impl PauseInjector {
-    fn open(lab: &Lab) -> PauseInjector {
-        let dev = lab.switch_dev[0].clone();
-        let fd = lab
-            .sw
-            .as_ref()
-            .expect("a veth lab")
+    /// On interface `dev` of namespace `ns`.
+    fn open(ns: &Namespace, dev: &str) -> PauseInjector {
+        let dev = dev.to_owned();
+        let fd = ns
             .run(move || socket::packet(&dev))
-            .expect("a packet socket on the switch's end of h1's link");
+            .expect("a packet socket on the link");
         PauseInjector { fd }
     }
 
@@ -197,7 +203,8 @@ fn a_host_stops_the_paused_priority_for_the_time_the_pause_asks() {
     const DATA: usize = 3;
     let ms = 1_000_000u128;
     let mut lab = Lab::single("ph", Attach::Veth, true, |_| {});
-    let inject = PauseInjector::open(&lab);
+    // From the switch's end of h1's link, as the switch would.
+    let inject = PauseInjector::open(lab.sw.as_ref().expect("a veth lab"), &lab.switch_dev[0]);
     let mut c1 = EndpointConfig::new("h1", host(1).1, NIC_BPS, 200_000);
     c1.pfc = true;
     let h1 = Endpoint::start(c1, lab.runtime(), 0, lab.h(1).enter()).expect("h1 starts");
@@ -315,5 +322,205 @@ fn a_host_stops_the_paused_priority_for_the_time_the_pause_asks() {
         "h1 counted {} us paused, the frames asked {} us",
         counted / 1000,
         expected / 1000
+    );
+}
+
+/// A NIC whose receiver stopped reading: it pauses its link's priority 3 again and again.
+struct PauseStorm {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl PauseStorm {
+    /// Starts one from `dev` of `ns`, a pause of 65535 quanta every 2 ms.
+    fn start(ns: &Namespace, dev: &str) -> PauseStorm {
+        let inject = PauseInjector::open(ns, dev);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut sent = 0;
+            while !flag.load(Ordering::Relaxed) {
+                inject.send(only(3, u16::MAX));
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            sent
+        });
+        PauseStorm {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Ends it; returns the pauses sent.
+    fn stop(&mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().expect("the storm thread"))
+    }
+}
+
+impl Drop for PauseStorm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What the storm run saw.
+struct StormRun {
+    /// Flow B (h1 to h3) was complete when the storm ended.
+    b_done_in_storm: bool,
+    /// How long the storm lasted (ns).
+    storm_ns: u64,
+    /// Flows' completion times (A, B; ns from when h1 was given them).
+    fct_ns: [u64; 2],
+    /// Both flows arrived intact.
+    intact: bool,
+    /// The stormed port's (s1 to h2) watchdog trips and drops, and every port's drops.
+    trips: u64,
+    watchdog_drops: u64,
+    drops: u64,
+    /// h1's time paused (ns).
+    h1_paused_ns: u64,
+}
+
+/// h1 sends flow A to h2 and flow B to h3 through one PFC switch with a shared buffer, while
+/// h2's NIC storms its link with pauses (its receiver stopped reading): A's frames pile up on
+/// the port to h2, their ingress from h1 crosses XOFF, and h1, paused, stops B too. The storm
+/// lasts until B is complete or `storm_for` has passed.
+fn storm_run(tag: &str, watchdog: Option<PfcWatchdog>, storm_for: Duration) -> StormRun {
+    const NIC_BPS: u64 = 200_000_000;
+    const SIZE: u64 = 2_000_000;
+    let mut lab = Lab::star(tag, 3, Attach::Veth, false, |s| {
+        s.mmu = Some(MmuSpec {
+            shared: Some(300_000),
+            ..MmuSpec::default()
+        });
+        s.pfc = Some(PfcSpec {
+            headroom: Some(64_000),
+            watchdog,
+            ..PfcSpec::default()
+        });
+    });
+    let mut storm = PauseStorm::start(lab.h(2), &lab.dev[1]);
+    let start = |i: u8, bps: u64, pfc: bool, worker: usize| {
+        let mut c = EndpointConfig::new(&format!("h{i}"), host(i).1, bps, 200_000);
+        c.pfc = pfc;
+        Endpoint::start(c, lab.runtime(), worker, lab.h(usize::from(i)).enter()).expect("endpoint starts")
+    };
+    let (h1, h2, h3) = (
+        start(1, NIC_BPS, true, 0),
+        start(2, 1_000_000_000, false, 1),
+        start(3, 1_000_000_000, false, 1),
+    );
+    let flow = |id: u32, dst: u8| FlowSpec {
+        id,
+        src: host(1).1,
+        dst: host(dst).1,
+        size: SIZE,
+        start_ns: 0,
+        kind: MessageKind::Write,
+    };
+    let path = FlowPath {
+        base_rtt_ns: 200_000,
+        fabric_rtt_ns: 200_000,
+        hops: 1,
+    };
+    let (a, b) = (flow(1, 2), flow(2, 3));
+    h2.expect(a).expect("h2 runs");
+    h3.expect(b).expect("h3 runs");
+    let began = Clock::get().now_ns();
+    h1.send(a, ControllerConfig::LineRate, path).expect("h1 runs");
+    h1.send(b, ControllerConfig::LineRate, path).expect("h1 runs");
+    let t = Instant::now();
+    while h3.finished() < 1 && t.elapsed() < storm_for {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let b_done_in_storm = h3.finished() >= 1;
+    let storm_ns = Clock::get().now_ns() - began;
+    let pauses = storm.stop();
+    // With the storm over, the watchdog restores the port and A is sent again.
+    let t = Instant::now();
+    while (h2.finished() < 1 || h3.finished() < 1) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sw = lab.stop().remove(0);
+    let (r1, r2, r3) = (
+        h1.report().expect("h1 report"),
+        h2.report().expect("h2 report"),
+        h3.report().expect("h3 report"),
+    );
+    // The flows start as h1 gets them, on the process's clock.
+    let fct = |id: u32| {
+        r1.sent
+            .iter()
+            .find(|f| f.id == id)
+            .and_then(|f| f.end_ns)
+            .map_or(u64::MAX, |end| end.saturating_sub(began))
+    };
+    let stormed = &sw.ports[1];
+    let run = StormRun {
+        b_done_in_storm,
+        storm_ns,
+        fct_ns: [fct(1), fct(2)],
+        intact: r2.received.first().is_some_and(|f| f.bytes_ok == SIZE)
+            && r3.received.first().is_some_and(|f| f.bytes_ok == SIZE),
+        trips: stormed.totals.pfc_watchdog_trips,
+        watchdog_drops: stormed.drops_for(DropReason::PfcWatchdog),
+        drops: sw.ports.iter().map(|p| p.total_drops()).sum(),
+        h1_paused_ns: r1.counters.pfc_paused_ns,
+    };
+    eprintln!(
+        "{tag}: storm of {pauses} pauses over {} ms; B done in it: {}; FCT A {} ms, B {} ms; \
+         watchdog {} trips, {} drops; drops {}; h1 paused {} ms; s1 to h2 paused {} ms",
+        run.storm_ns / 1_000_000,
+        run.b_done_in_storm,
+        run.fct_ns[0] / 1_000_000,
+        run.fct_ns[1] / 1_000_000,
+        run.trips,
+        run.watchdog_drops,
+        run.drops,
+        run.h1_paused_ns / 1_000_000,
+        stormed.totals.pfc_paused_ns[3] / 1_000_000
+    );
+    run
+}
+
+#[test]
+fn a_pause_storm_freezes_the_senders_other_flow_until_the_watchdog_trips() {
+    support::require_root();
+    let _serial = support::serial();
+    // Without a watchdog, 400 ms of storm: B cannot finish in it (it would take 80 ms at h1's
+    // line rate), nothing is dropped, and both flows finish once it ends.
+    let frozen = storm_run("pn", None, Duration::from_millis(400));
+    assert!(
+        !frozen.b_done_in_storm,
+        "B finished during the storm without a watchdog"
+    );
+    assert!(frozen.intact, "both flows complete after the storm");
+    assert_eq!((frozen.trips, frozen.drops), (0, 0), "lossless and no watchdog");
+    assert!(
+        frozen.h1_paused_ns > 300_000_000,
+        "h1 held by the pauses spreading to it"
+    );
+
+    // With a watchdog of 20 ms / 20 ms, the storm goes on until B is done (5 s at most).
+    let watchdog = PfcWatchdog {
+        detect_ns: 20_000_000,
+        restore_ns: 20_000_000,
+    };
+    let rescued = storm_run("pw", Some(watchdog), Duration::from_secs(5));
+    assert!(rescued.b_done_in_storm, "B finished while the storm went on");
+    assert!(
+        rescued.fct_ns[1] < frozen.fct_ns[1],
+        "B was quicker with the watchdog: {} ms against {} ms",
+        rescued.fct_ns[1] / 1_000_000,
+        frozen.fct_ns[1] / 1_000_000
+    );
+    assert_eq!(rescued.trips, 1, "one storm, declared once");
+    assert!(rescued.watchdog_drops > 0, "the stormed priority's frames were dropped");
+    assert_eq!(rescued.drops, rescued.watchdog_drops, "the watchdog's drops only");
+    assert!(
+        rescued.intact,
+        "A too, resent once the storm ended and the port was restored"
     );
 }

@@ -14,11 +14,14 @@
 //! ([`EgressQueue::pause`]) starts nothing until its pause ends; the others go on. MAC control
 //! frames the switch sends (its PFC pauses) have a lane of their own ahead of every priority:
 //! they take the transmitter at the next frame boundary, are never paused and take no buffer.
+//! With a PFC watchdog, a priority held by a pause storm is let go and its frames dropped
+//! ([`Dequeued::stormed`]) until the storm has passed.
 
 use std::collections::VecDeque;
 
 use int_format::pfc::PauseState;
 
+use super::pfc_watchdog::{PfcWatchdog, StormEvent, StormState};
 use crate::frame::FrameBuf;
 use crate::units::{Nanos, Rate};
 
@@ -48,8 +51,10 @@ struct PriorityFifo {
     enqueued_bytes: u64,
     /// `cum_bytes` of the last frame started from here.
     started_cum_bytes: u64,
-    /// PFC: nothing starts before its end (ps).
+    /// PFC: nothing starts before its end (ps), unless the watchdog let the priority go.
     pause: PauseState,
+    /// The PFC watchdog's view of it.
+    storm: StormState,
 }
 
 impl PriorityFifo {
@@ -70,7 +75,8 @@ impl PriorityFifo {
 
     /// The earliest its head may start, transmitter permitting (ps).
     fn ready_ps(&self) -> Option<u64> {
-        Some(self.waiting.front()?.arrival_ps.max(self.pause.until()))
+        let arrival = self.waiting.front()?.arrival_ps;
+        Some(arrival.max(self.storm.stormed_since().unwrap_or(self.pause.until())))
     }
 }
 
@@ -92,6 +98,8 @@ pub struct Dequeued {
     pub priority: u8,
     /// A MAC control frame of the switch's own (a PFC pause): no egress processing, no buffer.
     pub mac_control: bool,
+    /// Its priority is in a pause storm: the PFC watchdog drops it.
+    pub stormed: bool,
     /// When its transmission starts (ns): its egress timestamp.
     pub start_ns: u64,
     /// Bytes queued behind it (arrived, not yet started; every priority) when it started.
@@ -156,6 +164,10 @@ pub struct EgressQueue {
     starting: bool,
     /// Wake the worker at each start, not only at releases (see [`EgressQueue::wake_at_starts`]).
     wake_at_starts: bool,
+    /// The PFC watchdog's limits (`None`: pauses hold however long they last).
+    watchdog: Option<PfcWatchdog>,
+    /// Storms the watchdog declared.
+    watchdog_trips: u64,
 }
 
 impl EgressQueue {
@@ -172,6 +184,56 @@ impl EgressQueue {
             tx_bytes: 0,
             starting: false,
             wake_at_starts: false,
+            watchdog: None,
+            watchdog_trips: 0,
+        }
+    }
+
+    /// Watches the priorities for pause storms with `w`.
+    pub fn watch_for_storms(&mut self, w: PfcWatchdog) {
+        // A detection time of 0 would trip and restore at one instant for ever.
+        self.watchdog = Some(PfcWatchdog {
+            detect_ns: w.detect_ns.max(1),
+            ..w
+        });
+    }
+
+    /// Pause storms the watchdog has declared.
+    pub fn watchdog_trips(&self) -> u64 {
+        self.watchdog_trips
+    }
+
+    /// The watchdog's next event on any priority: its time (ps), priority and what it is.
+    fn next_storm_event(&self) -> Option<(u64, usize, StormEvent)> {
+        let w = self.watchdog.as_ref()?;
+        self.fifos[..PRIORITIES]
+            .iter()
+            .enumerate()
+            .filter_map(|(p, f)| {
+                let e = f
+                    .storm
+                    .next(w, f.pause.until(), f.waiting.front().map(|x| x.arrival_ps))?;
+                Some((e.at(), p, e))
+            })
+            .min_by_key(|e| e.0)
+    }
+
+    /// Carries out the watchdog's events due before `until` that come before the next start.
+    /// A trip goes before a start at its instant (the frame it frees is dropped); a restore
+    /// after one (what was due in the storm is dropped).
+    fn watch(&mut self, until: Until) {
+        while let Some((t, p, e)) = self.next_storm_event() {
+            let start_first = self.next_start().is_some_and(|(s, _)| match e {
+                StormEvent::Trip(_) => s < t,
+                StormEvent::Restore(_) => s <= t,
+            });
+            if t >= until.0 || start_first {
+                return;
+            }
+            self.fifos[p].storm.apply(e);
+            if matches!(e, StormEvent::Trip(_)) {
+                self.watchdog_trips += 1;
+            }
         }
     }
 
@@ -254,7 +316,10 @@ impl EgressQueue {
     /// what is due before `at_ps` first ([`Until::before_ps`]): a pause does not reach back.
     pub fn pause(&mut self, priority: u8, at_ps: u64, quanta: u16) {
         let until = at_ps + int_format::pfc::pause_ps(quanta, self.rate.bps());
-        self.fifos[usize::from(priority) % PRIORITIES].pause.pause(at_ps, until);
+        let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
+        let held = fifo.pause.until() > at_ps;
+        fifo.storm.on_pause(at_ps, quanta, held);
+        fifo.pause.pause(at_ps, until);
     }
 
     /// Time priority `priority` has spent paused up to `now_ns` (ns).
@@ -294,21 +359,21 @@ impl EgressQueue {
             let head = self.fifos[p].waiting.front()?;
             Some(s + self.serialization_ps(head.frame.len as u64) + self.delay_ps)
         });
-        let t = match (release, start) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
+        let storm = self.next_storm_event().map(|e| e.0);
+        let t = [release, start, storm].into_iter().flatten().min()?;
         Some(t.div_ceil(PS_PER_NS))
     }
 
     /// Takes the next frame out of the buffer if its transmission starts before `until`.
     pub fn start_due(&mut self, until: Until) -> Option<Dequeued> {
         debug_assert!(!self.starting, "the previous frame was not handed back");
+        self.watch(until);
         let (start_ps, p) = self.next_start()?;
         if start_ps >= until.0 || self.starting {
             return None;
         }
         let fifo = &mut self.fifos[p];
+        let stormed = fifo.storm.stormed();
         let w = fifo.waiting.pop_front()?;
         fifo.started_cum_bytes = w.cum_bytes;
         // Frames of every priority that had arrived when it started.
@@ -322,6 +387,7 @@ impl EgressQueue {
             frame: w.frame,
             priority: p as u8,
             mac_control: p == CONTROL,
+            stormed,
             start_ns: start_ps / PS_PER_NS,
             qlen,
             tx_bytes_before: self.tx_bytes,
@@ -622,6 +688,68 @@ mod tests {
         q.pause(3, 6_000_000_000, 1000);
         q.pause(3, 6_500_000_000, 0);
         assert_eq!(starts(&mut q, 10_000_000), vec![(6_500_000, 3)]);
+    }
+
+    /// (start, dropped by the watchdog) of every frame started by `now_ns`.
+    fn starts_or_storm_drops(q: &mut EgressQueue, now_ns: u64) -> Vec<(u64, bool)> {
+        let mut out = vec![];
+        while let Some(d) = q.start_due(Until::now(now_ns)) {
+            out.push((d.start_ns, d.stormed));
+            if d.stormed {
+                q.discard(d);
+            } else {
+                q.send(d);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_watchdog_drops_a_stormed_priority_until_its_pauses_stop() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        q.watch_for_storms(PfcWatchdog {
+            detect_ns: 10_000_000,
+            restore_ns: 5_000_000,
+        });
+        // The longest pause (4.19 s at 8 Mb/s) at 0, sent again at 8 ms; two frames wait
+        // from 1 ms.
+        q.pause(3, 0, u16::MAX);
+        q.pause(3, 8_000_000_000, u16::MAX);
+        fill(&mut q, &pool, 3, 2, 1_000_000);
+        assert_eq!(q.next_event_ns(), Some(11_000_000), "the trip");
+        assert_eq!(starts_or_storm_drops(&mut q, 10_999_999), vec![]);
+        // Tripped: both leave unsent at once (a drop takes no wire time).
+        assert_eq!(
+            starts_or_storm_drops(&mut q, 11_000_000),
+            vec![(11_000_000, true), (11_000_000, true)]
+        );
+        assert_eq!(q.watchdog_trips(), 1);
+        // The storm goes on: pauses keep coming, and so do drops.
+        q.pause(3, 12_000_000_000, u16::MAX);
+        fill(&mut q, &pool, 3, 1, 14_000_000);
+        assert_eq!(starts_or_storm_drops(&mut q, 14_000_000), vec![(14_000_000, true)]);
+        assert_eq!(
+            q.next_event_ns(),
+            Some(17_000_000),
+            "restored 5 ms after the last pause"
+        );
+        // Restored: the pause of 12 ms holds again, until an XON lifts it.
+        fill(&mut q, &pool, 3, 1, 18_000_000);
+        assert_eq!(starts_or_storm_drops(&mut q, 19_999_999), vec![]);
+        q.pause(3, 20_000_000_000, 0);
+        assert_eq!(starts_or_storm_drops(&mut q, 20_000_000), vec![(20_000_000, false)]);
+        assert_eq!(q.watchdog_trips(), 1);
+    }
+
+    #[test]
+    fn without_a_watchdog_a_pause_storm_holds_for_ever() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        q.pause(3, 0, u16::MAX);
+        fill(&mut q, &pool, 3, 1, 1_000_000);
+        assert_eq!(starts_or_storm_drops(&mut q, 4_000_000_000), vec![]);
+        assert_eq!(q.watchdog_trips(), 0);
     }
 
     #[test]

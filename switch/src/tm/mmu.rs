@@ -54,6 +54,8 @@ pub struct PfcSpec {
     /// ASIC's is under a microsecond; an emulated host's is its wake-up lateness and its NIC
     /// model's burst credit, which the lab sets.
     pub response_ns: u64,
+    /// The PFC watchdog on every port (default: on, SONiC's and Junos' 200 ms / 200 ms).
+    pub watchdog: Option<super::PfcWatchdog>,
 }
 
 impl Default for PfcSpec {
@@ -64,6 +66,7 @@ impl Default for PfcSpec {
             xon_offset: 3 * 1024,
             headroom: None,
             response_ns: 0,
+            watchdog: Some(super::PfcWatchdog::default()),
         }
     }
 }

@@ -259,6 +259,10 @@ pub struct PfcSummary {
     pub host_paused_ns: u64,
     /// Time the switches' transmitters were paused (pauses spreading upstream).
     pub switch_paused_ns: u64,
+    /// Pause storms the switches' PFC watchdogs declared.
+    pub watchdog_trips: u64,
+    /// Frames the watchdogs dropped.
+    pub watchdog_drops: u64,
 }
 
 /// The numbers of the summary table.
@@ -751,6 +755,10 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 xoff_ns: time.span(ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
                 host_paused_ns: time.span(hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
                 switch_paused_ns: time.span(ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
+                watchdog_trips: ports().map(|p| p.totals.pfc_watchdog_trips).sum(),
+                watchdog_drops: ports()
+                    .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
+                    .sum(),
             }
         }),
         ecn_marks: switches

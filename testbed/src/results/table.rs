@@ -152,6 +152,13 @@ pub fn summary_table(s: &Summary) -> String {
             time(p.host_paused_ns as f64),
             time(p.switch_paused_ns as f64)
         );
+        if p.watchdog_trips > 0 {
+            let _ = writeln!(
+                out,
+                "  PFC WATCHDOG: {} pause storms declared, {} frames dropped",
+                p.watchdog_trips, p.watchdog_drops
+            );
+        }
     }
     if s.content_errors + s.bad_icrc > 0 {
         let _ = writeln!(

@@ -749,6 +749,27 @@ links:
         assert!(e.message.contains("outside the lab"), "{e}");
     }
 
+    #[test]
+    fn the_pfc_watchdog_is_on_by_default_and_its_keys_are_checked_where_written() {
+        let with = |pfc: &str| INCAST.replace("nodes:", &format!("pfc: {pfc}\nnodes:"));
+        let watchdog = |pfc: &str| load(&with(pfc)).unwrap().pfc.expect("PFC on").watchdog;
+        let default = intlab_switch::tm::PfcWatchdog::default();
+        assert_eq!(watchdog("{}"), Some(default));
+        assert_eq!(
+            watchdog("{ watchdog: { detect: 5ms } }"),
+            Some(intlab_switch::tm::PfcWatchdog {
+                detect_ns: 5_000_000,
+                ..default
+            })
+        );
+        assert_eq!(watchdog("{ watchdog: { enabled: false } }"), None);
+        let e = error(&with("{ watchdog: { detect: 0ms } }"));
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("detect"), "{e}");
+        let e = error(&with("{ watchdog: { restor: 1ms } }"));
+        assert!(e.message.contains("restor"), "{e}");
+    }
+
     /// The tutorials' way of addressing a host: its own subnet, MAC, gateway and ARP entry.
     const TUTORIAL_HOST: &str = "h3: { kind: host, address: 198.18.3.3/24, mac: \"08:00:00:00:03:33\", \
         gateway: 198.18.3.30, arp: { 198.18.3.30: \"08:00:00:00:02:00\" } }";
