@@ -4,7 +4,8 @@
 //! it; without PFC the same buffer drops. A host alone, paused by frames a test writes on its
 //! link, measured from the switch's capture of what it sent. And a pause storm from a receiver
 //! that stopped reading, which freezes its sender's other flow unless the PFC watchdog steps
-//! in. Run as root (scripts/test).
+//! in. And head-of-line blocking: pauses slow a flow that only shares an upstream link with an
+//! incast. Run as root (scripts/test).
 
 mod support;
 
@@ -127,6 +128,90 @@ fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
     for port in &ports[..3] {
         assert!(port.totals.pfc_xoff_ns[3] > 0, "{}: held in XOFF", port.name);
     }
+}
+
+/// An incast h1, h2 -> h4 behind s2, and a victim h3 -> h5 whose only shared link with it is
+/// s1 -> s2 (400 Mb/s: room for all three at 100 Mb/s). Without PFC, s2 drops the incast at
+/// the port to h4 and the victim goes its own way; with PFC, s2 pauses the whole link from s1
+/// for the incast, the victim's frames included.
+fn head_of_line(fabric: &str) -> String {
+    format!(
+        "\
+name: pfc-victim
+defaults:
+  link: {{ rate: 100Mbps, delay: 20us }}
+{fabric}
+nodes:
+  s1: {{ kind: switch }}
+  s2: {{ kind: switch }}
+  h1: {{ kind: host }}
+  h2: {{ kind: host }}
+  h3: {{ kind: host }}
+  h4: {{ kind: host }}
+  h5: {{ kind: host }}
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
+  - endpoints: [\"s1:eth3\", \"h3:eth0\"]
+  - endpoints: [\"s1:eth4\", \"s2:eth1\"]
+    rate: 400Mbps
+  - endpoints: [\"s2:eth2\", \"h4:eth0\"]
+  - endpoints: [\"s2:eth3\", \"h5:eth0\"]
+controller: {{ name: line_rate }}
+workload:
+  flows:
+    - {{ src: h1, dst: h4, size: 1MB }}
+    - {{ src: h2, dst: h4, size: 1MB }}
+    - {{ src: h3, dst: h5, size: 500KB }}
+"
+    )
+}
+
+#[test]
+fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
+    support::require_root();
+    let _serial = support::serial();
+    let set: Vec<Scenario> = [("hol-off", ""), ("hol-on", "\npfc: {}")]
+        .iter()
+        .map(|(name, pfc)| {
+            let text = head_of_line(&format!("mmu: {{ shared: 300KB }}{pfc}"));
+            Scenario::from_text(&text, Path::new(&format!("{name}.yaml")), &Overrides::default()).expect("valid")
+        })
+        .collect();
+    let runs = support::run_all_kept_up("hol", &set, &DILATIONS, MAX_STEAL, Duration::from_secs(2));
+    // The victim's goodput over its line rate (100 Mb/s), and the slowdown it says.
+    let victim = |r: &intlab_testbed::results::Results| {
+        let f = r.flows.iter().find(|f| f.src == "h3").expect("the victim");
+        assert_eq!(f.bytes_received, f.size, "the victim arrived whole");
+        let fct = f.fct_ns.expect("the victim completed");
+        (f.size as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6, f.slowdown.expect("a slowdown"))
+    };
+    let ((off, off_slowdown), (on, on_slowdown)) = (victim(&runs[0]), victim(&runs[1]));
+    eprintln!(
+        "victim goodput: PFC off {:.1} % of its line rate (slowdown {off_slowdown:.2}), on {:.1} % (slowdown {on_slowdown:.2})",
+        off * 100.0,
+        on * 100.0
+    );
+    let incast_pause = runs[1].switches.iter().find(|s| s.switch == "s1").map(|s| {
+        s.ports
+            .iter()
+            .find(|p| p.name == "eth4")
+            .map_or(0, |p| p.totals.pfc_paused_ns[3])
+    });
+    eprintln!(
+        "s1's port to s2 paused {:.1} ms",
+        incast_pause.unwrap_or(0) as f64 / runs[1].summary.dilation / 1e6
+    );
+    assert!(runs[0].summary.drops > 0, "without PFC the incast overflows s2's buffer");
+    assert_eq!(runs[1].summary.drops, 0, "with PFC nothing is dropped");
+    assert!(incast_pause.is_some_and(|ns| ns > 0), "s2 paused the link from s1");
+    assert!(off > 0.8, "without PFC the victim runs near its line rate");
+    assert!(
+        on < 0.75 * off,
+        "with PFC the victim is slowed by pauses meant for the incast: {:.1} % against {:.1} %",
+        on * 100.0,
+        off * 100.0
+    );
 }
 
 /// Writes PFC frames onto a link from one of its ends, unknown to whatever else uses that end
