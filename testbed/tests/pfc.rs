@@ -4,8 +4,9 @@
 //! it; without PFC the same buffer drops. A host alone, paused by frames a test writes on its
 //! link, measured from the switch's capture of what it sent. And a pause storm from a receiver
 //! that stopped reading, which freezes its sender's other flow unless the PFC watchdog steps
-//! in. And head-of-line blocking: pauses slow a flow that only shares an upstream link with an
-//! incast. Run as root (scripts/test).
+//! in. Head-of-line blocking: pauses slow a flow that only shares an upstream link with an
+//! incast. And HPCC pausing far less than DCQCN on one incast, as its paper reports. Run as root
+//! (scripts/test).
 
 mod support;
 
@@ -184,7 +185,10 @@ fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
         let f = r.flows.iter().find(|f| f.src == "h3").expect("the victim");
         assert_eq!(f.bytes_received, f.size, "the victim arrived whole");
         let fct = f.fct_ns.expect("the victim completed");
-        (f.size as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6, f.slowdown.expect("a slowdown"))
+        (
+            f.size as f64 * 8.0 / (fct as f64 * 1e-9) / 100e6,
+            f.slowdown.expect("a slowdown"),
+        )
     };
     let ((off, off_slowdown), (on, on_slowdown)) = (victim(&runs[0]), victim(&runs[1]));
     eprintln!(
@@ -202,7 +206,10 @@ fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
         "s1's port to s2 paused {:.1} ms",
         incast_pause.unwrap_or(0) as f64 / runs[1].summary.dilation / 1e6
     );
-    assert!(runs[0].summary.drops > 0, "without PFC the incast overflows s2's buffer");
+    assert!(
+        runs[0].summary.drops > 0,
+        "without PFC the incast overflows s2's buffer"
+    );
     assert_eq!(runs[1].summary.drops, 0, "with PFC nothing is dropped");
     assert!(incast_pause.is_some_and(|ns| ns > 0), "s2 paused the link from s1");
     assert!(off > 0.8, "without PFC the victim runs near its line rate");
@@ -211,6 +218,53 @@ fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
         "with PFC the victim is slowed by pauses meant for the incast: {:.1} % against {:.1} %",
         on * 100.0,
         off * 100.0
+    );
+}
+
+/// The shipped 4-to-1 incast at datacenter scale (10 Gb/s, 2 us, RED for DCQCN), with a
+/// 400 KB shared buffer and PFC.
+fn dc_incast_with_pfc(controller: &str) -> Scenario {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/incast-4to1-dc.yaml");
+    let text = std::fs::read_to_string(&root).expect("the shipped scenario");
+    let text = format!("{text}\nmmu: {{ shared: 400KB }}\npfc: {{}}\n");
+    let overrides = Overrides {
+        controller: Some(controller.into()),
+        ..Overrides::default()
+    };
+    Scenario::from_text(&text, &root, &overrides).expect("valid")
+}
+
+#[test]
+fn hpcc_pauses_at_most_half_as_long_as_dcqcn_on_the_same_incast() {
+    support::require_root();
+    let _serial = support::serial();
+    let set = [dc_incast_with_pfc("hpcc"), dc_incast_with_pfc("dcqcn")];
+    let runs = support::run_all_kept_up("hvd", &set, &[100.0, 150.0, 200.0], MAX_STEAL, Duration::from_secs(2));
+    let figures = |r: &intlab_testbed::results::Results| {
+        assert_eq!(r.summary.drops, 0, "{}: lossless", r.summary.controller);
+        for f in &r.flows {
+            assert_eq!(
+                f.bytes_received, f.size,
+                "{}: flow {} intact",
+                r.summary.controller, f.id
+            );
+        }
+        r.summary.pfc.expect("PFC figures")
+    };
+    let (hpcc, dcqcn) = (figures(&runs[0]), figures(&runs[1]));
+    eprintln!(
+        "upstream held in XOFF: HPCC {:.3} ms ({} pause frames), DCQCN {:.3} ms ({} pause frames)",
+        hpcc.xoff_ns as f64 / 1e6,
+        hpcc.frames,
+        dcqcn.xoff_ns as f64 / 1e6,
+        dcqcn.frames
+    );
+    assert!(dcqcn.xoff_ns > 0, "DCQCN's incast pauses its senders");
+    assert!(
+        hpcc.xoff_ns * 2 <= dcqcn.xoff_ns,
+        "HPCC paused {} us, DCQCN {} us",
+        hpcc.xoff_ns / 1000,
+        dcqcn.xoff_ns / 1000
     );
 }
 
