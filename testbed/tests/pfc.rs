@@ -268,6 +268,30 @@ fn hpcc_pauses_at_most_half_as_long_as_dcqcn_on_the_same_incast() {
     );
 }
 
+#[test]
+fn a_16_to_1_incast_with_pfc_loses_nothing_under_any_controller() {
+    support::require_root();
+    let _serial = support::serial();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/incast-16to1.yaml");
+    let text = std::fs::read_to_string(&root).expect("the shipped scenario");
+    let text = format!("{text}\nmmu: {{ shared: 4MB }}\npfc: {{}}\n");
+    for cc in ["hpcc", "hpcc++", "dcqcn", "swift", "rlcc", "netscope"] {
+        let overrides = Overrides {
+            controller: Some(cc.into()),
+            ..Overrides::default()
+        };
+        let s = Scenario::from_text(&text, &root, &overrides).expect("valid");
+        // 16 hosts keep up at dilation 200 with the workers bound (12 runs of 14 at once).
+        let r = support::run_kept_up("i16", &s, &[200.0, 200.0, 300.0], MAX_STEAL, Duration::from_secs(2));
+        assert_eq!(r.flows.len(), 16);
+        for f in &r.flows {
+            assert_eq!(f.bytes_received, f.size, "{cc}: flow {} intact", f.id);
+            assert_eq!(f.retransmissions, 0, "{cc}: flow {}: nothing resent", f.id);
+        }
+        assert_eq!(r.summary.drops, 0, "{cc}: lossless");
+    }
+}
+
 /// Writes PFC frames onto a link from one of its ends, unknown to whatever else uses that end
 /// (sockets there do not see what others send).
 struct PauseInjector {
