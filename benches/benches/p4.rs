@@ -94,7 +94,7 @@ impl Stage {
         Stage {
             pool: FramePool::new(2048, 16),
             queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
-            egress: EgressPort::new(1, spec.node_id, p),
+            egress: EgressPort::new(1, spec.node_id, p, spec.priorities.map),
             counters: PortCounters::default(),
             rng: fastrand::Rng::with_seed(1),
             now_ns: 0,

@@ -153,6 +153,7 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
         p4: p4_spec(pipeline),
         mmu: None,
         pfc: None,
+        priorities: Default::default(),
     };
     // The program loads when the switch starts; its runtime file is not needed after that.
     let runtime = spec.p4.as_ref().and_then(|p| p.runtime.clone());

@@ -189,6 +189,8 @@ pub struct SwitchSpec {
     pub mmu: Option<crate::tm::MmuSpec>,
     /// PFC: lossless priorities, paused upstream instead of dropped.
     pub pfc: Option<crate::tm::PfcSpec>,
+    /// Classes: the DSCP → priority map and the choice between priorities.
+    pub priorities: crate::tm::PrioritySpec,
 }
 
 // ---- The YAML form ----
@@ -228,6 +230,8 @@ struct RawSwitch {
     mmu: Option<Spanned<MmuYaml>>,
     #[serde(default)]
     pfc: Option<Spanned<PfcYaml>>,
+    #[serde(default)]
+    priorities: Option<Spanned<PrioritiesYaml>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -451,6 +455,65 @@ impl PfcYaml {
                 None => d.watchdog,
             },
         }))
+    }
+}
+
+/// A switch's classes as written in YAML (`{ dscp: { 26: 3, 48: 6 }, scheduler: dwrr,
+/// weights: [1, 1, 1, 4, 1, 1, 1, 1] }`; every key optional), shared by the switch
+/// configuration and the lab's topologies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrioritiesYaml {
+    /// DSCP → priority for the DSCPs given; the others keep DSCP / 8.
+    #[serde(default)]
+    pub dscp: Option<std::collections::BTreeMap<u8, u8>>,
+    /// `strict` (default) or `dwrr`.
+    #[serde(default)]
+    pub scheduler: Option<SchedulerYaml>,
+    /// DWRR weight of each priority, eight of them (default: all 1).
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+}
+
+/// How a port chooses between priorities, as written in YAML.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerYaml {
+    /// Strict priority.
+    Strict,
+    /// Deficit weighted round robin.
+    Dwrr,
+}
+
+impl PrioritiesYaml {
+    /// The checked settings, or what is wrong with them.
+    pub fn resolve(&self) -> Result<crate::tm::PrioritySpec, String> {
+        let n = crate::tm::PRIORITIES;
+        let mut map = crate::tm::PriorityMap::default();
+        for (&dscp, &priority) in self.dscp.iter().flatten() {
+            if dscp > 63 {
+                return Err(format!("dscp: {dscp} is not a DSCP 0-63"));
+            }
+            if usize::from(priority) >= n {
+                return Err(format!("dscp: {dscp} maps to {priority}, not a priority 0-7"));
+            }
+            map.set(dscp, priority);
+        }
+        let weights = match &self.weights {
+            None => [1; crate::tm::PRIORITIES],
+            Some(w) if w.len() != n || w.contains(&0) => {
+                return Err(format!("weights: expected {n} weights of 1 or more, got {w:?}"));
+            }
+            Some(w) => std::array::from_fn(|p| w[p]),
+        };
+        let scheduler = match self.scheduler.unwrap_or(SchedulerYaml::Strict) {
+            SchedulerYaml::Strict if self.weights.is_some() => {
+                return Err("weights: only for `scheduler: dwrr`".into());
+            }
+            SchedulerYaml::Strict => crate::tm::Scheduler::Strict,
+            SchedulerYaml::Dwrr => crate::tm::Scheduler::Dwrr { weights },
+        };
+        Ok(crate::tm::PrioritySpec { map, scheduler })
     }
 }
 
@@ -749,6 +812,10 @@ impl Resolver<'_> {
             Some(p) => p.value.resolve().map_err(|e| self.err(p, "pfc".into(), e))?,
             None => None,
         };
+        let priorities = match &raw.priorities {
+            Some(p) => p.value.resolve().map_err(|e| self.err(p, "priorities".into(), e))?,
+            None => crate::tm::PrioritySpec::default(),
+        };
         Ok(SwitchSpec {
             name: raw.name,
             node_id: raw.node_id,
@@ -772,6 +839,7 @@ impl Resolver<'_> {
             }),
             mmu,
             pfc,
+            priorities,
         })
     }
 }

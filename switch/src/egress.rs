@@ -33,7 +33,7 @@ pub struct EgressPort {
 
 impl EgressPort {
     /// The egress settings of port `index` of a switch with INT node ID `node_id`.
-    pub fn new(index: usize, node_id: u32, spec: &PortSpec) -> EgressPort {
+    pub fn new(index: usize, node_id: u32, spec: &PortSpec, priorities: crate::tm::PriorityMap) -> EgressPort {
         EgressPort {
             index: index as u16,
             node_id,
@@ -42,7 +42,7 @@ impl EgressPort {
             int: spec.int,
             red: spec.ecn.map(Red::new),
             loss: spec.loss,
-            priorities: crate::tm::PriorityMap::default(),
+            priorities,
         }
     }
 }

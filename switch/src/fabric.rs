@@ -314,6 +314,7 @@ impl Fabric {
                 if let Some(w) = spec.pfc.and_then(|p| p.watchdog) {
                     queue.watch_for_storms(w);
                 }
+                queue.schedule(spec.priorities.scheduler, crate::frame_capacity(spec) as u64);
                 slots[w].push(PortSlot {
                     global,
                     switch: si,
@@ -321,7 +322,7 @@ impl Fabric {
                     name: p.name.clone(),
                     port,
                     queue,
-                    egress: EgressPort::new(i, spec.node_id, p),
+                    egress: EgressPort::new(i, spec.node_id, p, spec.priorities.map),
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,
                     link_rate: p.rate,

@@ -136,7 +136,7 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
         .enumerate()
         .map(|(i, p)| PortState {
             queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
-            egress: EgressPort::new(i, spec.node_id, p),
+            egress: EgressPort::new(i, spec.node_id, p, spec.priorities.map),
             counters: PortCounters::default(),
             out: Vec::new(),
         })

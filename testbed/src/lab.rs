@@ -328,6 +328,7 @@ impl Lab {
                     response_ns: HOST_PFC_RESPONSE_NS,
                     ..p
                 }),
+                priorities: t.priorities,
             });
         }
         let runtime = Runtime::start(&RuntimeConfig {
@@ -383,6 +384,7 @@ impl Lab {
             let tr = &cfg.transport;
             ec.mtu = tr.mtu;
             ec.pfc = t.pfc.is_some();
+            ec.priority = t.priorities.map.of_dscp(ec.dscp);
             ec.ack_every = tr.ack_every;
             ec.cnp_interval_ns = tr.cnp_interval_ns;
             ec.int_mode = tr.int_mode;

@@ -56,8 +56,10 @@ pub struct EndpointConfig {
     /// DSCP of every packet.
     pub dscp: u8,
     /// Honour PFC: read the pause frames arriving on the host's interface and stop sending
-    /// data while its priority (DSCP / 8) is paused.
+    /// data while its priority (`priority`) is paused.
     pub pfc: bool,
+    /// The 802.1p priority its data travels in, as the switches map its DSCP (default DSCP / 8).
+    pub priority: u8,
     /// INT on data packets.
     pub int_mode: IntMode,
     /// Most switches that may stamp INT.
@@ -96,6 +98,7 @@ impl EndpointConfig {
             },
             dscp: 26,
             pfc: false,
+            priority: 26 / 8,
             int_mode: IntMode::Auto,
             hop_limit: 8,
             line_rate_bps,

@@ -279,7 +279,7 @@ impl Host {
     /// Reads the PFC frames that arrived; one for the host's data priority pauses (or resumes)
     /// its NIC from when it arrived.
     fn receive_pauses(&mut self) {
-        let priority = usize::from(self.cfg.dscp >> 3);
+        let priority = usize::from(self.cfg.priority);
         let Some(listener) = &mut self.sockets.pause else {
             return;
         };

@@ -10,7 +10,8 @@
 //! length and txBytes all come from this schedule, never from when a thread happened to wake.
 //!
 //! A port has one FIFO per priority (802.1p, 0 to 7), served in strict priority, highest
-//! first, between frames (a frame in transmission is never cut). A priority paused by PFC
+//! first, or by deficit weighted round robin ([`EgressQueue::schedule`]), between frames (a
+//! frame in transmission is never cut). A priority paused by PFC
 //! ([`EgressQueue::pause`]) starts nothing until its pause ends; the others go on. MAC control
 //! frames the switch sends (its PFC pauses) have a lane of their own ahead of every priority:
 //! they take the transmitter at the next frame boundary, are never paused and take no buffer.
@@ -22,6 +23,7 @@ use std::collections::VecDeque;
 use int_format::pfc::PauseState;
 
 use super::pfc_watchdog::{PfcWatchdog, StormEvent, StormState};
+use super::scheduler::{Dwrr, Scheduler};
 use crate::frame::FrameBuf;
 use crate::units::{Nanos, Rate};
 
@@ -168,6 +170,8 @@ pub struct EgressQueue {
     watchdog: Option<PfcWatchdog>,
     /// Storms the watchdog declared.
     watchdog_trips: u64,
+    /// Round robin between the priorities (`None`: strict priority).
+    dwrr: Option<Dwrr>,
 }
 
 impl EgressQueue {
@@ -186,7 +190,17 @@ impl EgressQueue {
             wake_at_starts: false,
             watchdog: None,
             watchdog_trips: 0,
+            dwrr: None,
         }
+    }
+
+    /// Chooses between the priorities with `scheduler`, for frames of at most `largest_frame`
+    /// bytes (strict priority unless told otherwise).
+    pub fn schedule(&mut self, scheduler: Scheduler, largest_frame: u64) {
+        self.dwrr = match scheduler {
+            Scheduler::Strict => None,
+            Scheduler::Dwrr { weights } => Some(Dwrr::new(weights, largest_frame)),
+        };
     }
 
     /// Watches the priorities for pause storms with `w`.
@@ -336,14 +350,22 @@ impl EgressQueue {
     }
 
     /// The next start: its time and lane. The transmitter frees at `tx_end`; at
-    /// `max(tx_end, earliest ready head)` the control lane, else the highest priority whose
-    /// head is ready, goes.
+    /// `max(tx_end, earliest ready head)` the control lane, else the priority the scheduler
+    /// picks among those whose head is ready, goes.
     fn next_start(&self) -> Option<(u64, usize)> {
         let earliest = self.fifos.iter().filter_map(PriorityFifo::ready_ps).min()?;
         let at = earliest.max(self.tx_end_ps);
-        let p = (0..=CONTROL)
-            .rev()
-            .find(|&p| self.fifos[p].ready_ps().is_some_and(|r| r <= at))?;
+        let ready = |p: usize| self.fifos[p].ready_ps().is_some_and(|r| r <= at);
+        if ready(CONTROL) {
+            return Some((at, CONTROL));
+        }
+        let p = match &self.dwrr {
+            None => (0..PRIORITIES).rev().find(|&p| ready(p))?,
+            Some(d) => d.choose(|p| {
+                let head = self.fifos[p].waiting.front().filter(|_| ready(p))?;
+                Some(head.frame.len as u64)
+            })?,
+        };
         Some((at, p))
     }
 
@@ -376,6 +398,9 @@ impl EgressQueue {
         let stormed = fifo.storm.stormed();
         let w = fifo.waiting.pop_front()?;
         fifo.started_cum_bytes = w.cum_bytes;
+        if let Some(d) = self.dwrr.as_mut().filter(|_| p < CONTROL) {
+            d.sent(p, w.frame.len as u64, fifo.waiting.is_empty());
+        }
         // Frames of every priority that had arrived when it started.
         let (mut behind, mut qlen) = (0, 0);
         for (frames, bytes) in self.fifos[..PRIORITIES].iter().map(|f| f.arrived_by(start_ps)) {
@@ -750,6 +775,24 @@ mod tests {
         fill(&mut q, &pool, 3, 1, 1_000_000);
         assert_eq!(starts_or_storm_drops(&mut q, 4_000_000_000), vec![]);
         assert_eq!(q.watchdog_trips(), 0);
+    }
+
+    #[test]
+    fn with_dwrr_backlogged_priorities_share_the_port_by_weight_and_pauses_still_hold() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        let mut weights = [1; PRIORITIES];
+        weights[0] = 2;
+        q.schedule(Scheduler::Dwrr { weights }, 1000);
+        fill(&mut q, &pool, 0, 4, 0);
+        fill(&mut q, &pool, 3, 4, 0);
+        let order: Vec<u8> = starts(&mut q, 5_999_999).iter().map(|s| s.1).collect();
+        assert_eq!(order, vec![3, 0, 0, 3, 0, 0], "priority 0 twice per round, 3 once");
+        // A paused priority is skipped; the other has the port.
+        q.pause(3, 6_000_000_000, u16::MAX);
+        fill(&mut q, &pool, 0, 2, 6_000_000);
+        let order: Vec<u8> = starts(&mut q, 9_999_999).iter().map(|s| s.1).collect();
+        assert_eq!(order, vec![0, 0]);
     }
 
     #[test]

@@ -3,7 +3,17 @@
 
 use int_format::ethernet::ethertype;
 
-use super::PRIORITIES;
+use super::{PRIORITIES, Scheduler};
+
+/// A switch's classes: which priority a frame travels in, and how its ports choose between
+/// priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PrioritySpec {
+    /// DSCP → priority.
+    pub map: PriorityMap,
+    /// Strict priority (default) or DWRR.
+    pub scheduler: Scheduler,
+}
 
 /// DSCP → priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +33,16 @@ impl Default for PriorityMap {
 }
 
 impl PriorityMap {
+    /// Maps `dscp` (0 to 63) to `priority` (0 to 7); out-of-range values are clamped.
+    pub fn set(&mut self, dscp: u8, priority: u8) {
+        self.by_dscp[usize::from(dscp.min(63))] = priority.min(PRIORITIES as u8 - 1);
+    }
+
+    /// The priority of IP traffic marked `dscp`.
+    pub fn of_dscp(&self, dscp: u8) -> u8 {
+        self.by_dscp[usize::from(dscp.min(63))]
+    }
+
     /// The priority of the Ethernet frame `bytes`.
     pub fn of(&self, bytes: &[u8]) -> u8 {
         let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
@@ -66,5 +86,8 @@ mod tests {
         tagged[14] = 5 << 5;
         assert_eq!(map.of(&tagged), 5, "the PCP");
         assert_eq!(map.of(&[0u8; 10]), 0, "a runt");
+        let mut moved = map;
+        moved.set(26, 5);
+        assert_eq!((moved.of(&ipv4(26)), moved.of_dscp(26), moved.of(&ipv4(48))), (5, 5, 6));
     }
 }

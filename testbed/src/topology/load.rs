@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use int_format::ethernet::MacAddress;
-use intlab_switch::config::{EcnYaml, MmuYaml, PfcYaml};
+use intlab_switch::config::{EcnYaml, MmuYaml, PfcYaml, PrioritiesYaml};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
 use serde::Deserialize;
@@ -63,6 +63,8 @@ struct RawTopology {
     mmu: Option<Spanned<MmuYaml>>,
     #[serde(default)]
     pfc: Option<Spanned<PfcYaml>>,
+    #[serde(default)]
+    priorities: Option<Spanned<PrioritiesYaml>>,
     // The run's keys, checked by `crate::scenario`.
     #[serde(default)]
     controller: Option<Spanned<ControllerConfig>>,
@@ -442,6 +444,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         routes: routes.clone(),
         mmu: None,
         pfc: None,
+        priorities: Default::default(),
     };
     if let Some((k, cycle)) = super::routing::first_loop(&partial) {
         let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].name.as_str()).collect();
@@ -473,6 +476,13 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         Some(p) => p.value.resolve().map_err(|e| err(&p.referenced, format!("pfc: {e}")))?,
         None => None,
     };
+    let priorities = match &raw.priorities {
+        Some(p) => p
+            .value
+            .resolve()
+            .map_err(|e| err(&p.referenced, format!("priorities: {e}")))?,
+        None => Default::default(),
+    };
     let topology = Topology {
         name: raw.name.value,
         nodes,
@@ -480,6 +490,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         routes,
         mmu,
         pfc,
+        priorities,
     };
     Ok((topology, run))
 }
@@ -768,6 +779,33 @@ links:
         assert!(e.message.contains("detect"), "{e}");
         let e = error(&with("{ watchdog: { restor: 1ms } }"));
         assert!(e.message.contains("restor"), "{e}");
+    }
+
+    #[test]
+    fn priorities_map_dscps_and_choose_a_scheduler_checked_where_written() {
+        use intlab_switch::tm::Scheduler;
+        let with = |p: &str| INCAST.replace("nodes:", &format!("priorities: {p}\nnodes:"));
+        let t = load(&with(
+            "{ dscp: { 26: 5 }, scheduler: dwrr, weights: [1, 1, 1, 1, 1, 4, 1, 1] }",
+        ))
+        .unwrap();
+        assert_eq!((t.priorities.map.of_dscp(26), t.priorities.map.of_dscp(48)), (5, 6));
+        let mut weights = [1; 8];
+        weights[5] = 4;
+        assert_eq!(t.priorities.scheduler, Scheduler::Dwrr { weights });
+        assert_eq!(load(INCAST).unwrap().priorities.scheduler, Scheduler::Strict);
+        for (bad, says) in [
+            ("{ dscp: { 64: 1 } }", "not a DSCP"),
+            ("{ dscp: { 26: 8 } }", "not a priority"),
+            ("{ scheduler: dwrr, weights: [1, 2] }", "8 weights"),
+            ("{ scheduler: dwrr, weights: [1, 1, 1, 0, 1, 1, 1, 1] }", "8 weights"),
+            ("{ weights: [1, 1, 1, 1, 1, 1, 1, 1] }", "only for"),
+            ("{ scheduler: wfq }", "wfq"),
+        ] {
+            let e = error(&with(bad));
+            assert_eq!(e.line, 4, "{bad}: {e}");
+            assert!(e.message.contains(says), "{bad}: {e}");
+        }
     }
 
     /// The tutorials' way of addressing a host: its own subnet, MAC, gateway and ARP entry.

@@ -151,6 +151,8 @@ pub struct Topology {
     pub mmu: Option<intlab_switch::tm::MmuSpec>,
     /// PFC on every switch and host, when on (`pfc:`).
     pub pfc: Option<intlab_switch::tm::PfcSpec>,
+    /// Every switch's classes (`priorities:`): DSCP → priority, strict priority or DWRR.
+    pub priorities: intlab_switch::tm::PrioritySpec,
 }
 
 /// The next hops one switch uses towards one host, given instead of computed.

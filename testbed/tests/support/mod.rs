@@ -103,6 +103,7 @@ pub fn switch_spec(
         p4: None,
         mmu: None,
         pfc: None,
+        priorities: Default::default(),
     }
 }
 
