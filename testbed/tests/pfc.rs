@@ -26,32 +26,30 @@ use intlab_testbed::netns::Namespace;
 use intlab_testbed::scenario::{Overrides, Scenario};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::{Endpoint, EndpointConfig};
-use intlab_transport::flow::{FlowPath, FlowSpec, MessageKind};
+use intlab_transport::flow::MessageKind;
 use support::{Attach, Lab, host};
+
+/// A scenario of 100 Mb/s, 20 us links with the `fabric` keys: hosts h1..h`hosts` on switch
+/// s1 (h`i` on s1:eth`i`), then the `rest` (more nodes and links, the run).
+fn scenario_text(name: &str, fabric: &str, hosts: u8, more_nodes: &str, rest: &str) -> String {
+    let nodes: String = (1..=hosts).map(|i| format!("  h{i}: {{ kind: host }}\n")).collect();
+    let links: String = (1..=hosts)
+        .map(|i| format!("  - endpoints: [\"s1:eth{i}\", \"h{i}:eth0\"]\n"))
+        .collect();
+    format!(
+        "name: {name}\ndefaults:\n  link: {{ rate: 100Mbps, delay: 20us }}\n{fabric}\n\
+         nodes:\n  s1: {{ kind: switch }}\n{nodes}{more_nodes}links:\n{links}{rest}"
+    )
+}
 
 /// Three line-rate senders into h4 through one switch whose 300 KB buffer is shared.
 fn incast(fabric: &str) -> String {
-    format!(
-        "\
-name: pfc-incast
-defaults:
-  link: {{ rate: 100Mbps, delay: 20us }}
-{fabric}
-nodes:
-  s1: {{ kind: switch }}
-  h1: {{ kind: host }}
-  h2: {{ kind: host }}
-  h3: {{ kind: host }}
-  h4: {{ kind: host }}
-links:
-  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
-  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
-  - endpoints: [\"s1:eth3\", \"h3:eth0\"]
-  - endpoints: [\"s1:eth4\", \"h4:eth0\"]
-controller: {{ name: line_rate }}
-workload:
-  incast: {{ receiver: h4, size: 1MB }}
-"
+    scenario_text(
+        "pfc-incast",
+        fabric,
+        4,
+        "",
+        "controller: { name: line_rate }\nworkload:\n  incast: { receiver: h4, size: 1MB }\n",
     )
 }
 
@@ -136,35 +134,20 @@ fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
 /// the port to h4 and the victim goes its own way; with PFC, s2 pauses the whole link from s1
 /// for the incast, the victim's frames included.
 fn head_of_line(fabric: &str) -> String {
-    format!(
-        "\
-name: pfc-victim
-defaults:
-  link: {{ rate: 100Mbps, delay: 20us }}
-{fabric}
-nodes:
-  s1: {{ kind: switch }}
-  s2: {{ kind: switch }}
-  h1: {{ kind: host }}
-  h2: {{ kind: host }}
-  h3: {{ kind: host }}
-  h4: {{ kind: host }}
-  h5: {{ kind: host }}
-links:
-  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
-  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
-  - endpoints: [\"s1:eth3\", \"h3:eth0\"]
-  - endpoints: [\"s1:eth4\", \"s2:eth1\"]
-    rate: 400Mbps
-  - endpoints: [\"s2:eth2\", \"h4:eth0\"]
-  - endpoints: [\"s2:eth3\", \"h5:eth0\"]
-controller: {{ name: line_rate }}
-workload:
-  flows:
-    - {{ src: h1, dst: h4, size: 1MB }}
-    - {{ src: h2, dst: h4, size: 1MB }}
-    - {{ src: h3, dst: h5, size: 500KB }}
-"
+    scenario_text(
+        "pfc-victim",
+        fabric,
+        3,
+        "  s2: { kind: switch }\n  h4: { kind: host }\n  h5: { kind: host }\n",
+        "  - endpoints: [\"s1:eth4\", \"s2:eth1\"]\n    rate: 400Mbps\n\
+         \x20 - endpoints: [\"s2:eth2\", \"h4:eth0\"]\n\
+         \x20 - endpoints: [\"s2:eth3\", \"h5:eth0\"]\n\
+         controller: { name: line_rate }\n\
+         workload:\n\
+         \x20 flows:\n\
+         \x20   - { src: h1, dst: h4, size: 1MB }\n\
+         \x20   - { src: h2, dst: h4, size: 1MB }\n\
+         \x20   - { src: h3, dst: h5, size: 500KB }\n",
     )
 }
 
@@ -281,8 +264,17 @@ fn a_16_to_1_incast_with_pfc_loses_nothing_under_any_controller() {
             ..Overrides::default()
         };
         let s = Scenario::from_text(&text, &root, &overrides).expect("valid");
-        // 16 hosts keep up at dilation 200 with the workers bound (12 runs of 14 at once).
-        let r = support::run_kept_up("i16", &s, &[200.0, 200.0, 300.0], MAX_STEAL, Duration::from_secs(2));
+        // 16 hosts keep up at dilation 200 with the workers bound, most of the time (12 runs
+        // of 14 in one session, 6 of 11 in another, where 300 kept up every time). A run the
+        // machine did not keep up with is void: its hosts woke too late for the headroom
+        // (1,474 drops in one such run of Netscope).
+        let r = support::run_kept_up(
+            "i16",
+            &s,
+            &[200.0, 300.0, 300.0, 400.0],
+            MAX_STEAL,
+            Duration::from_secs(2),
+        );
         assert_eq!(r.flows.len(), 16);
         for f in &r.flows {
             assert_eq!(f.bytes_received, f.size, "{cc}: flow {} intact", f.id);
@@ -373,19 +365,8 @@ fn a_host_stops_the_paused_priority_for_the_time_the_pause_asks() {
     let h1 = Endpoint::start(c1, lab.runtime(), 0, lab.h(1).enter()).expect("h1 starts");
     let c2 = EndpointConfig::new("h2", host(2).1, 1_000_000_000, 200_000);
     let h2 = Endpoint::start(c2, lab.runtime(), 1, lab.h(2).enter()).expect("h2 starts");
-    let flow = FlowSpec {
-        id: 1,
-        src: host(1).1,
-        dst: host(2).1,
-        size: 8_000_000,
-        start_ns: 0,
-        kind: MessageKind::Write,
-    };
-    let path = FlowPath {
-        base_rtt_ns: 200_000,
-        fabric_rtt_ns: 200_000,
-        hops: 1,
-    };
+    let flow = support::flow(1, 1, 2, 8_000_000, MessageKind::Write);
+    let path = support::one_switch_path(200_000);
     h2.expect(flow).expect("h2 runs");
     h1.send(flow, ControllerConfig::LineRate, path).expect("h1 runs");
     std::thread::sleep(Duration::from_millis(30));
@@ -575,19 +556,8 @@ fn storm_run(tag: &str, watchdog: Option<PfcWatchdog>, storm_for: Duration) -> S
         start(2, 1_000_000_000, false, 1),
         start(3, 1_000_000_000, false, 1),
     );
-    let flow = |id: u32, dst: u8| FlowSpec {
-        id,
-        src: host(1).1,
-        dst: host(dst).1,
-        size: SIZE,
-        start_ns: 0,
-        kind: MessageKind::Write,
-    };
-    let path = FlowPath {
-        base_rtt_ns: 200_000,
-        fabric_rtt_ns: 200_000,
-        hops: 1,
-    };
+    let flow = |id: u32, dst: u8| support::flow(id, 1, dst, SIZE, MessageKind::Write);
+    let path = support::one_switch_path(200_000);
     let (a, b) = (flow(1, 2), flow(2, 3));
     h2.expect(a).expect("h2 runs");
     h3.expect(b).expect("h3 runs");

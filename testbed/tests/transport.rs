@@ -9,17 +9,8 @@ use std::time::{Duration, Instant};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::{ControllerConfig, HpccConfig};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport};
-use intlab_transport::flow::{FlowPath, FlowSpec, MessageKind};
-use support::{Attach, TwoHosts, host};
-
-/// The one path of these labs: two links through one switch, with base RTT `base_rtt_ns`.
-fn path(base_rtt_ns: u64) -> FlowPath {
-    FlowPath {
-        base_rtt_ns,
-        fabric_rtt_ns: base_rtt_ns,
-        hops: 1,
-    }
-}
+use intlab_transport::flow::MessageKind;
+use support::{Attach, TwoHosts, flow, host, one_switch_path};
 
 /// Waits until `n` flows are finished at `ep`, or `limit` passes.
 fn wait(ep: &Endpoint, n: usize, limit: Duration) -> bool {
@@ -83,16 +74,9 @@ fn write_through(
         s.ports[0].delay = Nanos(200_000);
     });
     let (h1, h2) = endpoints(&lab, 1_000_000_000, base_rtt_ns);
-    let flow = FlowSpec {
-        id: 1,
-        src: host(1).1,
-        dst: host(2).1,
-        size,
-        start_ns: 0,
-        kind: MessageKind::Write,
-    };
+    let flow = flow(1, 1, 2, size, MessageKind::Write);
     h2.expect(flow).expect("h2 runs");
-    h1.send(flow, cc, path(base_rtt_ns)).expect("h1 runs");
+    h1.send(flow, cc, one_switch_path(base_rtt_ns)).expect("h1 runs");
     let ok = wait(&h1, 1, Duration::from_secs(60)) && wait(&h2, 1, Duration::from_secs(5));
     let bottleneck = lab.stop().remove(0).ports.remove(1);
     let (sender, receiver) = (h1.report().expect("h1 report"), h2.report().expect("h2 report"));
@@ -181,17 +165,14 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
         s.ports[1].rate = Rate(200_000_000);
     });
     let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS);
-    let flow = FlowSpec {
-        id: 7,
-        src: host(1).1,
-        dst: host(2).1,
-        size: 1_000_000,
-        start_ns: 0,
-        kind: MessageKind::Send,
-    };
+    let flow = flow(7, 1, 2, 1_000_000, MessageKind::Send);
     h2.expect(flow).expect("h2 runs");
-    h1.send(flow, ControllerConfig::Hpcc(HpccConfig::paper()), path(BASE_RTT_NS))
-        .expect("h1 runs");
+    h1.send(
+        flow,
+        ControllerConfig::Hpcc(HpccConfig::paper()),
+        one_switch_path(BASE_RTT_NS),
+    )
+    .expect("h1 runs");
     let completed = wait(&h1, 1, Duration::from_secs(20));
     lab.stop();
     let (r1, r2) = (h1.report().expect("h1 report"), h2.report().expect("h2 report"));
@@ -239,14 +220,7 @@ fn bad_datagrams_are_counted_and_dropped() {
     let _serial = support::serial();
     let mut lab = TwoHosts::single("tb", Attach::Veth, false, |_| {});
     let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS);
-    let flow = FlowSpec {
-        id: 5,
-        src: host(1).1,
-        dst: host(2).1,
-        size: 10_000,
-        start_ns: 0,
-        kind: MessageKind::Write,
-    };
+    let flow = flow(5, 1, 2, 10_000, MessageKind::Write);
     h2.expect(flow).expect("h2 runs");
     drop(h1);
     let sock = support::udp_in(lab.h(1), std::net::SocketAddr::from((host(1).1, 40000)));

@@ -44,6 +44,33 @@ pub fn stem(tag: &str) -> (String, String) {
     )
 }
 
+/// A message of `size` bytes from host `src` to host `dst`, due at once.
+pub fn flow(
+    id: u32,
+    src: u8,
+    dst: u8,
+    size: u64,
+    kind: intlab_transport::flow::MessageKind,
+) -> intlab_transport::flow::FlowSpec {
+    intlab_transport::flow::FlowSpec {
+        id,
+        src: host(src).1,
+        dst: host(dst).1,
+        size,
+        start_ns: 0,
+        kind,
+    }
+}
+
+/// The path between two hosts of a one-switch lab whose base RTT is `base_rtt_ns`.
+pub fn one_switch_path(base_rtt_ns: u64) -> intlab_transport::flow::FlowPath {
+    intlab_transport::flow::FlowPath {
+        base_rtt_ns,
+        fabric_rtt_ns: base_rtt_ns,
+        hops: 1,
+    }
+}
+
 /// Host `i`'s MAC and address.
 pub fn host(i: u8) -> (MacAddress, Ipv4Addr) {
     (MacAddress([2, 0, 0, 0, 0, i]), Ipv4Addr::new(198, 18, 0, i))
