@@ -117,6 +117,12 @@ pub struct PortTotals {
     /// PFC frames sent: this port's XOFFs (and their refreshes) and XONs to its upstream.
     #[serde(default)]
     pub pfc_tx: u64,
+    /// Per priority: PFC frames received that named it (pause or resume).
+    #[serde(default)]
+    pub pfc_rx_priority: [u64; PRIORITIES],
+    /// Per priority: PFC frames sent that named it (XOFF, refresh or XON).
+    #[serde(default)]
+    pub pfc_tx_priority: [u64; PRIORITIES],
     /// Per priority: time this port's transmitter was paused by the PFC frames it received (ns).
     #[serde(default)]
     pub pfc_paused_ns: [u64; PRIORITIES],
@@ -194,6 +200,7 @@ impl PortCounters {
     pub fn pfc_sent(&mut self, at_ns: u64, quanta: [Option<u16>; PRIORITIES]) {
         self.totals.pfc_tx += 1;
         for (p, q) in quanta.iter().enumerate() {
+            self.totals.pfc_tx_priority[p] += u64::from(q.is_some());
             match (q, self.xoff_since[p]) {
                 (Some(0), Some(since)) => {
                     self.totals.pfc_xoff_ns[p] += at_ns.saturating_sub(since);

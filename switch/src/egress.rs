@@ -72,8 +72,9 @@ pub fn process(
         Some(p) if !p.egress(d, port) => return Fate::Dropped,
         Some(_) => {}
         None => {
+            // On the frame's own queue, as the ns-3 HPCC switch marks (per port and priority).
             if let Some(red) = &port.red {
-                mark_ecn(&mut d.frame, red, d.qlen, rng, counters);
+                mark_ecn(&mut d.frame, red, d.priority_qlen, rng, counters);
             }
             if port.int {
                 stamp_int(d, port, counters);

@@ -259,6 +259,7 @@ impl Shard {
                 for p in 0..PRIORITIES {
                     if let Some(quanta) = pfc.quanta(p) {
                         slot.queue.pause(p as u8, at_ps, quanta);
+                        slot.counters.totals.pfc_rx_priority[p] += 1;
                     }
                 }
                 slot.counters.totals.pfc_rx += 1;

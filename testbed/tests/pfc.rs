@@ -101,6 +101,13 @@ fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
             .map(|h| h.counters.pfc_rx)
             .expect("the host's counters");
         assert_eq!(rx, port.totals.pfc_tx, "{host} heard every pause {} sent", port.name);
+        let mut by_priority = [0; 8];
+        by_priority[3] = port.totals.pfc_tx;
+        assert_eq!(
+            port.totals.pfc_tx_priority, by_priority,
+            "{}: priority 3's only",
+            port.name
+        );
         // Outbound frames only: the switch's own pauses.
         let rows = support::tshark_fields(
             &captures.join(format!("s1-{}.pcapng", port.name)),

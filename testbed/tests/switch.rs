@@ -523,6 +523,7 @@ fn a_pfc_pause_holds_its_priority_until_an_xon_while_other_priorities_pass() {
     }
     let c = lab.stop().remove(0);
     assert_eq!(c.ports[1].totals.pfc_rx, 2, "{:?}", c.ports[1].totals);
+    assert_eq!(c.ports[1].totals.pfc_rx_priority, [0, 0, 0, 2, 0, 0, 0, 0]);
     // On the switch's capture of the port: the pause and the XON as they arrived, and when each
     // datagram started transmission, all on the exact schedule.
     let frames = inspect(&lab.capture("s1", "p2"));
@@ -547,6 +548,55 @@ fn a_pfc_pause_holds_its_priority_until_an_xon_while_other_priorities_pass() {
     // Back to back from there: 1042 B at 10 Mb/s apart.
     let gaps: Vec<u64> = held.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(gaps.iter().all(|&g| g == 833_600), "{gaps:?}");
+}
+
+#[test]
+fn ecn_marks_on_the_frames_own_priority_queue() {
+    let _serial = support::serial();
+    // Above Kmax RED marks always; at 10 Mb/s a burst of 40 datagrams stays queued.
+    let mut lab = TwoHosts::single("eq", Attach::Veth, false, |s| {
+        s.ports[1].rate = Rate(10_000_000);
+        s.ports[1].ecn = Some(EcnSpec {
+            kmin: 5_000,
+            kmax: 10_000,
+            pmax: 1.0,
+        });
+    });
+    ping(&lab);
+    let rx = udp_in(lab.h(2), addr(2, 9000));
+    let backlog = udp_in(lab.h(1), addr(1, 41000));
+    let roce = udp_in(lab.h(1), addr(1, 41003));
+    let ect_best_effort = udp_in(lab.h(1), addr(1, 41004));
+    set_tos(&backlog, 0);
+    set_tos(&roce, (26 << 2) | 0x02); // priority 3, ECT(0)
+    set_tos(&ect_best_effort, 0x02); // priority 0, ECT(0)
+    let mut buf = [0u8; 2048];
+    // RED marks on the bytes queued behind a frame as it starts: five ECT datagrams, then 40
+    // best-effort ones right behind them; all but the first start with the backlog queued.
+    let mut ahead_of_backlog = |sock: &std::net::UdpSocket| {
+        for _ in 0..5 {
+            sock.send_to(&[1; 1000], addr(2, 9000)).expect("send");
+        }
+        for _ in 0..40 {
+            backlog.send_to(&[0; 1000], addr(2, 9000)).expect("send");
+        }
+        for _ in 0..45 {
+            rx.recv(&mut buf).expect("every datagram arrives");
+        }
+    };
+    // In priority 3, their own queue holds at most the other four: not marked, although the
+    // port holds 40 KB.
+    ahead_of_backlog(&roce);
+    let marks = |lab: &TwoHosts| lab.counters_now()[0].ports[1].totals.ecn_marks;
+    assert_eq!(marks(&lab), 0, "priority 3 marked for priority 0's queue");
+    // The same in priority 0, the backlog in their own queue: marked.
+    ahead_of_backlog(&ect_best_effort);
+    let marked = marks(&lab);
+    lab.stop();
+    assert!(
+        marked >= 3,
+        "ECT frames ahead of 40 KB of their own queue: {marked} marked"
+    );
 }
 
 #[test]

@@ -106,6 +106,8 @@ pub struct Dequeued {
     pub start_ns: u64,
     /// Bytes queued behind it (arrived, not yet started; every priority) when it started.
     pub qlen: u64,
+    /// Bytes queued behind it in its own priority's FIFO when it started (what ECN marks on).
+    pub priority_qlen: u64,
     /// Bytes transmitted on the port before it.
     pub tx_bytes_before: u64,
     /// When it was queued (ns; its arrival, kept in FIFO order).
@@ -402,10 +404,17 @@ impl EgressQueue {
             d.sent(p, w.frame.len as u64, fifo.waiting.is_empty());
         }
         // Frames of every priority that had arrived when it started.
-        let (mut behind, mut qlen) = (0, 0);
-        for (frames, bytes) in self.fifos[..PRIORITIES].iter().map(|f| f.arrived_by(start_ps)) {
+        let (mut behind, mut qlen, mut priority_qlen) = (0, 0, 0);
+        for (q, (frames, bytes)) in self.fifos[..PRIORITIES]
+            .iter()
+            .map(|f| f.arrived_by(start_ps))
+            .enumerate()
+        {
             behind += frames;
             qlen += bytes;
+            if q == p {
+                priority_qlen = bytes;
+            }
         }
         self.starting = true;
         Some(Dequeued {
@@ -415,6 +424,7 @@ impl EgressQueue {
             stormed,
             start_ns: start_ps / PS_PER_NS,
             qlen,
+            priority_qlen,
             tx_bytes_before: self.tx_bytes,
             enqueued_ns: w.arrival_ps / PS_PER_NS,
             enq_packets: w.enq_packets,
@@ -804,9 +814,11 @@ mod tests {
         assert_eq!(q.occupancy(), 3000);
         let d = q.start_due(Until::now(0)).unwrap();
         assert_eq!((d.priority, d.qlen, d.deq_packets, d.enq_packets), (5, 2000, 2, 2));
+        assert_eq!(d.priority_qlen, 0, "nothing behind it in priority 5");
         q.send(d);
         let d = q.start_due(Until::now(1_000_000)).unwrap();
         assert_eq!((d.priority, d.qlen, d.deq_packets), (0, 1000, 1));
+        assert_eq!(d.priority_qlen, 1000);
         q.send(d);
         assert_eq!(q.occupancy(), 1000);
         assert_eq!(q.len(), 3, "one waiting, two on the wire");
