@@ -90,6 +90,8 @@ pub struct TransportSettings {
     pub ack_every: u32,
     /// Shortest time between CNPs of one QP (ns).
     pub cnp_interval_ns: u64,
+    /// DSCP of CNPs.
+    pub cnp_dscp: u8,
     /// When data carries INT.
     pub int_mode: IntMode,
     /// Spacing of the per-flow time series (ns; 0: none).
@@ -115,6 +117,7 @@ impl Default for TransportSettings {
             mtu: 1024,
             ack_every: 1,
             cnp_interval_ns: 50_000,
+            cnp_dscp: 48,
             int_mode: IntMode::Auto,
             sample_every_ns: 0,
         }
@@ -387,6 +390,7 @@ impl Lab {
             ec.priority = t.priorities.map.of_dscp(ec.dscp);
             ec.ack_every = tr.ack_every;
             ec.cnp_interval_ns = tr.cnp_interval_ns;
+            ec.cnp_dscp = tr.cnp_dscp;
             ec.int_mode = tr.int_mode;
             ec.timing.sample_every_ns = tr.sample_every_ns;
             // A full buffer is no loss: the RTO outlasts the longest queue a port can hold. Its

@@ -128,17 +128,19 @@ fn roce_mtus_2048_and_4096_carry_messages_intact() {
 }
 
 /// Without congestion control two senders overflow the receiver's port; RED marks CE there,
-/// the receiver answers with CNPs at most one per QP per `cnp_interval`, and the senders count
-/// them.
+/// the receiver answers with CNPs at most one per QP per `cnp_interval`, in their own class
+/// (DSCP 48) on the wire, and the senders count them.
 #[test]
 fn ce_marks_come_back_as_rate_limited_cnps() {
     support::require_root();
     let _serial = support::serial();
     let text = format!(
-        "{TWO_TO_ONE}controller: {{ name: line_rate }}\nworkload:\n  incast: {{ receiver: h3, size: 2MB }}\ntransport: {{ cnp_interval: 1ms }}\n"
+        "{TWO_TO_ONE}controller: {{ name: line_rate }}\nworkload:\n  incast: {{ receiver: h3, size: 2MB }}\ntransport: {{ cnp_interval: 1ms }}\ncapture: true\n"
     )
     .replace("buffer: 1MB }", "buffer: 1MB, ecn: { kmin: 5KB, kmax: 10KB, pmax: 1.0 } }");
-    let r = run_text("cnp", &text);
+    let s = Scenario::from_text(&text, Path::new("cnp.yaml"), &Overrides::default()).expect("valid");
+    let out = support::scratch_dir("cnp");
+    let r = support::run_scenario_in(&out, "cnp", &s);
     let receiver = r.hosts.iter().find(|h| h.host == "h3").expect("receiver counters");
     let marks = r.summary.ecn_marks;
     let cnps_sent = receiver.counters.cnps_sent;
@@ -166,6 +168,19 @@ fn ce_marks_come_back_as_rate_limited_cnps() {
         assert!(f.cnps <= ms, "flow {}: {} CNPs in {ms} ms", f.id, f.cnps);
     }
     assert!(cnps_sent < marks, "CNPs are rate limited, not one per mark");
+    // On the wire, as h3's switch port received them: RoCE CNPs (opcode 0x81) at DSCP 48.
+    let cnps = support::tshark_fields(
+        &out.join("capture").join("s1-eth3.pcapng"),
+        &["-Y", "infiniband.bth.opcode == 129 && frame.p2p_dir == 1"],
+        &["ip.dsfield.dscp"],
+    );
+    assert!(
+        !cnps.is_empty() && cnps.len() as u64 <= cnps_sent,
+        "{} CNPs captured",
+        cnps.len()
+    );
+    let dscps: std::collections::BTreeSet<&str> = cnps.iter().map(|row| row[0].as_str()).collect();
+    assert_eq!(dscps, ["48"].into(), "the CNPs' DSCPs");
 }
 
 /// DCQCN against no congestion control on the same 2-to-1 with RED marking: DCQCN's CNP-driven

@@ -53,8 +53,12 @@ pub struct EndpointConfig {
     pub cnp_interval_ns: u64,
     /// Sender timers.
     pub timing: SenderTiming,
-    /// DSCP of every packet.
+    /// DSCP of data, ACKs and NAKs.
     pub dscp: u8,
+    /// DSCP of CNPs: a class of their own, so they overtake the data they report on and no
+    /// pause of the data's priority holds them (default 48, priority 6: NVIDIA ConnectX's
+    /// `cnp_dscp` and `cnp_802p_prio` defaults).
+    pub cnp_dscp: u8,
     /// Honour PFC: read the pause frames arriving on the host's interface and stop sending
     /// data while its priority (`priority`) is paused.
     pub pfc: bool,
@@ -75,7 +79,7 @@ pub struct EndpointConfig {
 
 impl EndpointConfig {
     /// Defaults: MTU 1024, ACK per packet, CNPs at most every 50 us, RTO 16 base RTTs and at
-    /// least 16 ms, doubling up to 64 times, DSCP 26, INT when the controller
+    /// least 16 ms, doubling up to 64 times, DSCP 26 (CNPs 48), INT when the controller
     /// needs it, hop limit 8, wake-ups 250 us late counted as stalls (several times the usual
     /// 20-70 us on the reference machine). The RTO must outlast the longest RTT a queue can cause: at
     /// emulation rates a few tens of KB queued are milliseconds, and a 4 ms RTO fired without
@@ -97,6 +101,7 @@ impl EndpointConfig {
                 stall_ns: 250_000,
             },
             dscp: 26,
+            cnp_dscp: 48,
             pfc: false,
             priority: 26 / 8,
             int_mode: IntMode::Auto,

@@ -446,6 +446,10 @@ impl Host {
         };
         let dst = SocketAddrV4::new(to, ROCEV2_PORT);
         for reply in [replies.ack, replies.cnp].into_iter().flatten() {
+            if reply == Reply::Cnp {
+                self.send_cnp(qp, &a);
+                continue;
+            }
             if self.control.is_full() {
                 self.flush_control();
             }
@@ -468,15 +472,29 @@ impl Host {
                     };
                     (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), &[])
                 }
-                Reply::Cnp => {
-                    self.counters.cnps_sent += 1;
-                    (BthRepr::new(Opcode::Cnp, qp, 0), Extension::Cnp, &[])
-                }
+                Reply::Cnp => continue,
             };
             match packet::write(self.control.slot(), &a, None, &bth, ext, payload) {
                 Ok(n) => self.control.commit(n, dst),
                 Err(e) => self.fail(io::Error::other(format!("building a reply: {e}"))),
             }
+        }
+    }
+
+    /// Queues a CNP for `qp` with addressing `a`, in the CNPs' own class: the kernel socket
+    /// sends with one TOS, so it goes out through the raw socket with an IPv4 header of its own.
+    fn send_cnp(&mut self, qp: u32, a: &Addressing) {
+        if self.data.is_full() {
+            self.flush_data();
+        }
+        let bth = BthRepr::new(Opcode::Cnp, qp, 0);
+        let tos = self.cfg.cnp_dscp << 2;
+        match packet::write_ipv4(self.data.slot(), a, ROCEV2_PORT, tos, None, &bth, Extension::Cnp, &[]) {
+            Ok(n) => {
+                self.counters.cnps_sent += 1;
+                self.data.commit(n, SocketAddrV4::new(a.dst, 0));
+            }
+            Err(e) => self.fail(io::Error::other(format!("building a CNP: {e}"))),
         }
     }
 

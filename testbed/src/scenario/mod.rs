@@ -270,6 +270,15 @@ impl Checker<'_> {
             if let Some(c) = t.value.cnp_interval {
                 transport.cnp_interval_ns = c.0;
             }
+            if let Some(d) = &t.value.cnp_dscp {
+                if d.value > 63 {
+                    return Err(self.err(
+                        &d.referenced,
+                        format!("transport.cnp_dscp: expected a DSCP 0-63, got {}", d.value),
+                    ));
+                }
+                transport.cnp_dscp = d.value;
+            }
             if let Some(i) = t.value.int {
                 transport.int_mode = i;
             }
@@ -647,6 +656,8 @@ links:
         assert_eq!(e.line, 15);
         let e = error(&format!("{w}transport: {{ ack_every: 0 }}\n"));
         assert!(e.message.contains("ack_every: expected at least 1"), "{e}");
+        let e = error(&format!("{w}transport: {{ cnp_dscp: 64 }}\n"));
+        assert!(e.message.contains("cnp_dscp: expected a DSCP 0-63, got 64"), "{e}");
         let e = error("workload:\n  incast: { senders: [h1, h1], receiver: h3, size: 1KB }\n");
         assert!(e.message.contains("`h1` is listed twice"), "{e}");
         let e = error("workload:\n  incast: { senders: [h1, h3], receiver: h3, size: 1KB }\n");

@@ -195,5 +195,7 @@ pub(crate) struct RawTransport {
     #[serde(default)]
     pub cnp_interval: Option<Nanos>,
     #[serde(default)]
+    pub cnp_dscp: Option<Spanned<u8>>,
+    #[serde(default)]
     pub int: Option<IntMode>,
 }

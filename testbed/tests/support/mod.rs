@@ -462,7 +462,11 @@ pub fn run_scenario(tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab
 }
 
 /// [`run_scenario`] with the results folder `out`.
-fn run_scenario_in(out: &Path, tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab_testbed::results::Results {
+pub fn run_scenario_in(
+    out: &Path,
+    tag: &str,
+    s: &intlab_testbed::scenario::Scenario,
+) -> intlab_testbed::results::Results {
     let opts = intlab_testbed::run::RunOptions {
         out: out.to_owned(),
         capture: false,
