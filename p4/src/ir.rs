@@ -272,6 +272,10 @@ pub enum Expr {
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Bits `lo .. lo + width`.
     Slice(Box<Expr>, u16, u16),
+    /// Bits `lo .. lo + width` of a slot: the commonest slice (`hdr.f[3:3]`) as one node.
+    SlotBits(Slot, u16, u16),
+    /// A binary operator (not `&&` or `||`) with a constant right operand, as one node.
+    BinaryConst(Binary, Box<Expr>, u128, u16, bool),
     /// `a ++ b`, b of `width` bits.
     Concat(Box<Expr>, Box<Expr>, u16),
     /// A value of `from` bits, sign-extended (if `signed`) and cut to `to` bits.

@@ -22,6 +22,7 @@ pub fn unary(op: Unary, v: u128, w: u16) -> u128 {
 }
 
 /// A binary operator other than `&&` and `||` (which short-circuit where they are evaluated).
+#[inline]
 pub fn binary(op: Binary, a: u128, b: u128, w: u16, is_signed: bool) -> u128 {
     let m = mask(w);
     match op {
@@ -94,6 +95,7 @@ pub fn constant(e: &Expr) -> u128 {
         Expr::Unary(op, a, w) => unary(*op, constant(a), *w),
         Expr::Binary(op, a, b, w, s) => binary(*op, constant(a), constant(b), *w, *s),
         Expr::Slice(a, lo, w) => (constant(a) >> lo) & mask(*w),
+        Expr::BinaryConst(op, a, c, w, s) => binary(*op, constant(a), *c, *w, *s),
         Expr::Concat(a, b, wb) => (constant(a) << wb) | constant(b),
         Expr::Cast(a, from, to, s) => cast(constant(a), *from, *to, *s),
         _ => 0,

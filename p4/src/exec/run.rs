@@ -138,6 +138,11 @@ impl<'a> Run<'a> {
 
     fn op(&mut self, op: &Op) -> Flow {
         match op {
+            // The commonest statement, without `set`'s walk over the kinds of place.
+            Op::Set(Place::Slot(s, w), e) => {
+                let v = self.eval(e);
+                self.st.slots[*s as usize] = v & mask(*w);
+            }
             Op::Set(p, e) => {
                 let v = self.eval(e);
                 self.set(p, v);
@@ -208,11 +213,11 @@ impl<'a> Run<'a> {
                 if let Some(b) = self.header_base(h)
                     && self.slot(b) != 0
                 {
-                    let mut bits = self.st.out.len() * 8;
-                    for (i, (_, w)) in self.dp.program.headers[*t].fields.iter().enumerate() {
-                        let v = self.st.slots[b as usize + 1 + i];
-                        push_bits(&mut self.st.out, &mut bits, v, *w);
-                    }
+                    let header = &self.dp.program.headers[*t];
+                    let first = b as usize + 1;
+                    let values = &self.st.slots[first..first + header.fields.len()];
+                    let widths = header.fields.iter().map(|f| f.1);
+                    hash::push_header(&mut self.st.out, values, widths, header.bits() as usize / 8);
                 }
             }
             Op::PushFront(s, n) => self.push_front(s, *n),
@@ -241,13 +246,22 @@ impl<'a> Run<'a> {
         if self.st.cursor + bits > self.packet.len() * 8 {
             return self.fail("PacketTooShort");
         }
-        let mut at = self.st.cursor;
+        let at = self.st.cursor;
         self.st.slots[base as usize] = 1;
-        for (i, (_, w)) in header.fields.iter().enumerate() {
-            self.st.slots[base as usize + 1 + i] = read_bits(self.packet, at, *w);
-            at += usize::from(*w);
+        let first = base as usize + 1;
+        let values = &mut self.st.slots[first..first + header.fields.len()];
+        let widths = header.fields.iter().map(|f| f.1);
+        if at.is_multiple_of(8) {
+            hash::read_header(&self.packet[at / 8..(at + bits) / 8], values, widths);
+        } else {
+            // After an `advance` by bits that are not whole bytes.
+            let mut bit = at;
+            for (v, w) in values.iter_mut().zip(widths) {
+                *v = read_bits(self.packet, bit, w);
+                bit += usize::from(w);
+            }
         }
-        self.st.cursor = at;
+        self.st.cursor = at + bits;
         Flow::Next
     }
 
@@ -399,6 +413,11 @@ impl<'a> Run<'a> {
                 }
             }
             Expr::Slice(a, lo, w) => (self.eval(a) >> lo) & mask(*w),
+            Expr::SlotBits(s, lo, w) => (self.slot(*s) >> lo) & mask(*w),
+            Expr::BinaryConst(op, a, c, w, s) => {
+                let a = self.eval(a);
+                ops::binary(*op, a, *c, *w, *s)
+            }
             Expr::Concat(a, b, wb) => {
                 let a = self.eval(a);
                 (a << wb) | self.eval(b)
@@ -412,23 +431,32 @@ impl<'a> Run<'a> {
                 None => 0,
             },
             Expr::Apply(t, hit) => u128::from(self.apply(*t).0 == *hit),
-            Expr::Lookahead(w) => {
-                if self.st.cursor + usize::from(*w) > self.packet.len() * 8 {
-                    0
-                } else {
-                    read_bits(self.packet, self.st.cursor, *w)
-                }
-            }
-            Expr::Intlab(v) => u128::from(match v {
-                IntlabValue::QueueBytes => self.env.queue_bytes.min(u64::from(u32::MAX)),
-                IntlabValue::TxBytes => self.env.tx_bytes,
-                IntlabValue::DepartureNs => self.env.departure_ns,
-                IntlabValue::ArrivalNs => self.env.arrival_ns,
-                IntlabValue::LineRateKbps => u64::from(self.env.rate_kbps),
-                IntlabValue::NodeId => u64::from(self.env.node_id),
-                IntlabValue::Mtu => u64::from(self.env.mtu),
-            }),
+            Expr::Lookahead(w) => self.lookahead(*w),
+            Expr::Intlab(v) => self.intlab(*v),
         }
+    }
+
+    // Rare values out of `eval`'s body, so that its frame (set up at every node) stays small.
+    #[inline(never)]
+    fn lookahead(&self, w: u16) -> u128 {
+        if self.st.cursor + usize::from(w) > self.packet.len() * 8 {
+            0
+        } else {
+            read_bits(self.packet, self.st.cursor, w)
+        }
+    }
+
+    #[inline(never)]
+    fn intlab(&self, v: IntlabValue) -> u128 {
+        u128::from(match v {
+            IntlabValue::QueueBytes => self.env.queue_bytes.min(u64::from(u32::MAX)),
+            IntlabValue::TxBytes => self.env.tx_bytes,
+            IntlabValue::DepartureNs => self.env.departure_ns,
+            IntlabValue::ArrivalNs => self.env.arrival_ns,
+            IntlabValue::LineRateKbps => u64::from(self.env.rate_kbps),
+            IntlabValue::NodeId => u64::from(self.env.node_id),
+            IntlabValue::Mtu => u64::from(self.env.mtu),
+        })
     }
 
     /// Packs a field list into `st.list` (BMv2's layout) and returns it.

@@ -63,13 +63,13 @@ impl Lowerer<'_> {
                             "next" => Ok(Loc::Next(stack)),
                             "last" => Ok(Loc::Element(
                                 stack,
-                                Expr::Binary(
+                                fold(Expr::Binary(
                                     Binary::Sub,
                                     Box::new(Expr::Slot(s)),
                                     Box::new(Expr::Const(1)),
                                     32,
                                     false,
-                                ),
+                                )),
                             )),
                             _ => self.err(e.pos, format!("a header stack has no `{f}` here")),
                         }
@@ -252,13 +252,13 @@ impl Lowerer<'_> {
             match f {
                 "size" => return Ok((Expr::Const(u128::from(n)), Ty::Bits(32, false))),
                 "lastIndex" => {
-                    let v = Expr::Binary(
+                    let v = fold(Expr::Binary(
                         Binary::Sub,
                         Box::new(Expr::Slot(s)),
                         Box::new(Expr::Const(1)),
                         32,
                         false,
-                    );
+                    ));
                     return Ok((v, Ty::Bits(32, false)));
                 }
                 _ => {}
@@ -386,8 +386,34 @@ fn masked(v: Expr, m: u128) -> Expr {
     }
 }
 
-/// Folds an expression whose operands are constants.
+/// Folds an expression whose operands are constants, and gives the shapes packets evaluate
+/// most a node of their own: each node costs a dispatch per packet, so the fewer the faster.
 pub(super) fn fold(e: Expr) -> Expr {
+    match constant_folded(e) {
+        // Values are kept masked to their width, so widening an unsigned one changes nothing.
+        Expr::Cast(a, from, to, signed) if to >= from && (!signed || to == from) => *a,
+        Expr::Slice(a, lo, w) => match *a {
+            Expr::Slot(s) => Expr::SlotBits(s, lo, w),
+            a => Expr::Slice(Box::new(a), lo, w),
+        },
+        Expr::Binary(op, a, b, w, s) if !matches!(op, Binary::LogicalAnd | Binary::LogicalOr) => match (*a, *b) {
+            (a, Expr::Const(c)) => Expr::BinaryConst(op, Box::new(a), c, w, s),
+            (Expr::Const(c), b) if commutes(op) => Expr::BinaryConst(op, Box::new(b), c, w, s),
+            (a, b) => Expr::Binary(op, Box::new(a), Box::new(b), w, s),
+        },
+        e => e,
+    }
+}
+
+/// `a op b == b op a` at any width and signedness.
+fn commutes(op: Binary) -> bool {
+    matches!(
+        op,
+        Binary::Add | Binary::Mul | Binary::AddSat | Binary::And | Binary::Or | Binary::Xor | Binary::Eq | Binary::Ne
+    )
+}
+
+fn constant_folded(e: Expr) -> Expr {
     let all_const = match &e {
         Expr::Unary(_, a, _) | Expr::Slice(a, _, _) | Expr::Cast(a, _, _, _) => matches!(**a, Expr::Const(_)),
         Expr::Binary(_, a, b, _, _) | Expr::Concat(a, b, _) => {
