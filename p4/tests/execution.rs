@@ -383,3 +383,28 @@ fn control_plane_edits_apply_whole_while_frames_run_on_other_threads() {
         Decision::Drop
     );
 }
+
+#[test]
+fn operators_and_casts_give_their_values_at_their_widths_and_signedness() {
+    let dp = datapath("arith.p4", "{}");
+    let mut st = dp.packet_state();
+    // a = 0xf6 (-10 as int<8>), b = 3.
+    let mut frame = vec![0x02, 0, 0, 0, 0, 0xaa, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, 0xf6, 0x03];
+    frame.extend_from_slice(&[0x5a; 8]);
+    let (decision, out) = forward(&dp, &mut st, &frame, 0, Departure::default());
+    assert_eq!(decision, Decision::Unicast(1));
+    assert_eq!(&out[..16], &frame[..16], "ethernet and operands as they came");
+    let r = &out[16..29];
+    assert_eq!(&r[0..2], &[0x00, 0xf6], "bit<8> widened to bit<16>: zeros above");
+    assert_eq!(&r[2..4], &[0xff, 0xf6], "int<8> widened to int<16>: the sign extends");
+    assert_eq!(r[4], 7, "10 - b: a constant on the left stays on the left");
+    assert_eq!(r[5], 6, "2 * b");
+    assert_eq!(r[6], 0, "3 |-| 5 saturates at 0");
+    assert_eq!(r[7], 0xff, "0xf6 |+| 20 saturates at 0xff");
+    assert_eq!(r[8], 0xfb, "-10 >> 1 as int<8> is -5");
+    assert_eq!(r[9], 1, "-10 < 3 as int<8>");
+    assert_eq!(r[10], 0, "246 > 3 as bit<8>");
+    assert_eq!(r[11], 0xf3, "a[7:4] ++ b[3:0]");
+    assert_eq!(r[12], 0x6f, "(bit<4>) a = 6; 6 |+| 9 saturates at 0xf");
+    assert_eq!(&out[29..], &frame[16..], "the payload follows the new header");
+}
