@@ -37,6 +37,19 @@ pub struct Program {
     pub errors: Vec<String>,
     /// Where standard_metadata's fields live.
     pub std: StdSlots,
+    /// The user metadata (`meta`): first slot and slot count.
+    pub meta: (Slot, u32),
+    /// The `@field_list(N)` annotations on the user metadata's fields.
+    pub field_lists: Vec<FieldList>,
+}
+
+/// The user metadata fields one `@field_list(N)` index names: what a clone keeps of them.
+#[derive(Debug, Clone)]
+pub struct FieldList {
+    /// N.
+    pub index: u128,
+    /// Each field's slots: first and count.
+    pub fields: Vec<(Slot, u32)>,
 }
 
 /// A header type.
@@ -422,8 +435,13 @@ pub enum Extern {
     RegisterWrite(usize, Expr, Expr),
     /// `counter.count(index)`.
     Count(usize, Expr),
-    /// `clone(type, session)` and `clone_preserving_field_list`.
-    Clone(bool, Expr),
+    /// `clone(I2E, session)` and `clone_preserving_field_list(I2E, session, list)`.
+    Clone {
+        /// The clone session.
+        session: Expr,
+        /// The `@field_list` index whose user metadata the clone keeps, if any.
+        field_list: Option<u128>,
+    },
     /// `truncate(length)`.
     Truncate(Expr),
     /// `log_msg(format, args)`.

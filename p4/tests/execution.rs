@@ -408,3 +408,64 @@ fn operators_and_casts_give_their_values_at_their_widths_and_signedness() {
     assert_eq!(r[12], 0x6f, "(bit<4>) a = 6; 6 |+| 9 saturates at 0xf");
     assert_eq!(&out[29..], &frame[16..], "the payload follows the new header");
 }
+
+/// A UDP header to `port` (no checksum) and 8 bytes.
+fn udp_to(port: u16) -> Vec<u8> {
+    let mut u = vec![0x04, 0xd2];
+    u.extend_from_slice(&port.to_be_bytes());
+    u.extend_from_slice(&[0, 16, 0, 0]);
+    u.extend_from_slice(&[0x5a; 8]);
+    u
+}
+
+#[test]
+fn an_ingress_clone_is_the_frame_as_it_arrived_keeping_only_its_field_list() {
+    let dp = datapath(
+        "mirror.p4",
+        r#"{ "clone_session_entries": [
+              { "clone_session_id": 5, "replicas": [ { "egress_port": 3, "instance": 1 } ] } ] }"#,
+    );
+    for (port, kept) in [(7001u16, 0u8), (7002, 0xaa)] {
+        let frame = ipv4([198, 18, 0, 1], [198, 18, 0, 2], 17, 0, &udp_to(port));
+        let (mut st, mut buf, mut len) = (dp.packet_state(), vec![0u8; 2048], frame.len());
+        buf[..len].copy_from_slice(&frame);
+        let r = dp.ingress(&mut st, &mut buf, &mut len, Arrival { port: 1, now_ns: 1_000 });
+        assert_eq!((r.decision, r.clone_to), (Decision::Unicast(2), Some(3)), "port {port}");
+        let (mut cst, mut cbuf, mut clen) = (dp.packet_state(), vec![0u8; 2048], 0);
+        assert!(dp.ingress_clone(&st, &mut cst, &mut cbuf, &mut clen));
+        assert_eq!(&cbuf[..clen], &frame[..], "the clone starts as the frame arrived");
+        let at = |p: u16| Departure {
+            port: p,
+            ..Departure::default()
+        };
+        assert!(dp.egress(&mut st, &mut buf, &mut len, at(2)));
+        assert!(dp.egress(&mut cst, &mut cbuf, &mut clen, at(3)));
+        let (original, clone) = (&buf[..len], &cbuf[..clen]);
+        // TOS = instance_type, identification = kept ++ not_kept, TTL at 22.
+        assert_eq!(
+            (original[15], original[22]),
+            (0, 7),
+            "the original: normal, ingress's TTL"
+        );
+        assert_eq!(&original[18..20], &[0xaa, 0xbb], "the original keeps all its metadata");
+        assert_eq!(
+            (clone[15], clone[22]),
+            (1, 64),
+            "the clone: instance_type 1, the TTL it came with"
+        );
+        assert_eq!(
+            &clone[18..20],
+            &[kept, 0],
+            "port {port}: only the field list's metadata is kept"
+        );
+        for f in [original, clone] {
+            assert_eq!(checksum(&f[14..34]), 0, "a good IPv4 checksum");
+        }
+    }
+    // Without a clone, no copy is asked for.
+    let frame = ipv4([198, 18, 0, 1], [198, 18, 0, 2], 17, 0, &udp_to(9));
+    let (mut st, mut buf, mut len) = (dp.packet_state(), vec![0u8; 2048], frame.len());
+    buf[..len].copy_from_slice(&frame);
+    let r = dp.ingress(&mut st, &mut buf, &mut len, Arrival { port: 1, now_ns: 1_000 });
+    assert_eq!((r.decision, r.clone_to), (Decision::Unicast(2), None));
+}

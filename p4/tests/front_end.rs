@@ -182,6 +182,36 @@ fn unsupported_constructs_are_refused_by_name_at_their_place() {
 }
 
 #[test]
+fn clones_other_than_ingress_to_egress_are_refused_where_they_are_asked_for() {
+    let mirror = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/mirror.p4"))
+        .expect("test program");
+    let cases = [
+        (
+            "clone(CloneType.I2E, 5);",
+            "clone(CloneType.E2E, 5);",
+            "CloneType.E2E (a clone of the frame leaving egress) is not supported",
+        ),
+        (
+            "clone(CloneType.I2E, 5);",
+            "clone3(CloneType.I2E, 5, { meta.kept });",
+            "clone3 is not supported",
+        ),
+        (
+            "hdr.ipv4.tos = (bit<8>) std.instance_type;",
+            "clone(CloneType.I2E, 5);",
+            "clone in the egress control",
+        ),
+    ];
+    for (from, to, expected) in cases {
+        assert!(mirror.contains(from), "{from}");
+        let e = refusal(&mirror.replacen(from, to, 1)).to_string();
+        let line = mirror.lines().position(|l| l.contains(from)).expect("found") + 1;
+        assert!(e.contains(&format!("bad.p4:{line}:")), "{e}");
+        assert!(e.contains(expected), "{e}");
+    }
+}
+
+#[test]
 fn the_built_in_includes_parse_on_their_own() {
     let e = refusal("#include <intlab.p4>\n");
     // Everything in them parsed; what is missing is the program's own `main`.

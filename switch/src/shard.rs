@@ -27,11 +27,6 @@ use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
 use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
 
-/// v1model's `instance_type` of an ingress-to-egress clone.
-const CLONE_I2E: u32 = 1;
-/// v1model's `instance_type` of a multicast replica.
-const REPLICA: u32 = 5;
-
 /// Counters are published this often (lab clock, ns).
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
 /// Batches read from one port per run: a port that never runs dry must not starve the
@@ -280,14 +275,19 @@ impl Shard {
         }
         let base = self.fabric.base[sw];
         if let Some(c) = clone_to {
-            self.route(s, base + c, self.copy_of(&frame, 0, CLONE_I2E));
+            let mut copy = self.fabric.pool.get();
+            if p4.clone_of(&frame, &mut copy) {
+                self.route(s, base + c, copy);
+            } else {
+                self.drop_at(s, copy, DropReason::P4Drop, false);
+            }
         }
         match verdict {
             P4Verdict::Forward(p) => self.route(s, base + p, frame),
             P4Verdict::Multicast(_) => {
                 let replicas = std::mem::take(&mut self.replicas);
                 for &(p, rid) in &replicas {
-                    let copy = self.copy_of(&frame, rid, REPLICA);
+                    let copy = self.replica_of(&frame, rid);
                     self.route(s, base + p, copy);
                 }
                 self.replicas = replicas;
@@ -298,11 +298,11 @@ impl Shard {
         }
     }
 
-    /// A copy of `frame` and its P4 state, as a replica or clone.
-    fn copy_of(&self, frame: &FrameBuf, rid: u16, instance_type: u32) -> FrameBuf {
+    /// A copy of `frame` and its P4 state, as multicast replica `rid`.
+    fn replica_of(&self, frame: &FrameBuf, rid: u16) -> FrameBuf {
         let mut copy = self.fabric.pool.get();
         copy.copy_from(frame);
-        crate::pipeline::copy_state(frame, &mut copy, rid, instance_type);
+        crate::pipeline::copy_state(frame, &mut copy, rid, intlab_p4::INSTANCE_REPLICATION);
         copy
     }
 

@@ -677,3 +677,85 @@ fn bad_configuration_names_file_line_and_field() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The UDP datagrams from `from` in a capture: (destination port, source port, TOS,
+/// identification, TTL), in capture order.
+fn udp_from(pcap: &std::path::Path, from: std::net::Ipv4Addr) -> Vec<(u16, u16, u8, u16, u8)> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
+    let mut reader = PcapNgReader::new(file).expect("a pcapng file");
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let Block::EnhancedPacket(p) = block.expect("a good block") else {
+            continue;
+        };
+        let f = &p.data;
+        let be16 = |i: usize| u16::from_be_bytes([f[i], f[i + 1]]);
+        if f.len() >= 42 && be16(12) == 0x0800 && f[23] == 17 && f[26..30] == from.octets() {
+            out.push((be16(36), be16(34), f[15], be16(18), f[22]));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_p4_program_multicasts_and_clones_real_frames_as_bmv2_would() {
+    let _serial = support::serial();
+    let runtime = support::scratch_dir("p4mirror-runtime").join("runtime.json");
+    std::fs::write(
+        &runtime,
+        r#"{ "multicast_group_entries": [ { "multicast_group_id": 3,
+               "replicas": [ { "egress_port": 2, "instance": 20 }, { "egress_port": 3, "instance": 30 } ] } ],
+             "clone_session_entries": [ { "clone_session_id": 5,
+               "replicas": [ { "egress_port": 3, "instance": 1 } ] } ] }"#,
+    )
+    .expect("runtime file");
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/../p4/tests/programs/mirror.p4");
+    let mut lab = support::Lab::star("p4mc", 3, Attach::Veth, true, |s| {
+        for (i, p) in s.ports.iter_mut().enumerate() {
+            p.p4_port = i as u16 + 1;
+        }
+        s.p4 = Some(intlab_switch::config::P4Spec {
+            program: program.into(),
+            runtime: Some(runtime.clone()),
+            cli: None,
+            trace: false,
+        });
+    });
+    // The program answers no ARP: h1 knows h2's MAC.
+    lab.h(1).neighbor(&lab.dev[0], host(2).1, host(2).0).expect("neighbour");
+    let tx = udp_in(lab.h(1), addr(1, 40000));
+    let rx: Vec<_> = [7000, 7001, 7002].map(|p| udp_in(lab.h(2), addr(2, p))).into();
+    const N: usize = 20;
+    let mut buf = [0u8; 2048];
+    for (i, port) in [7000u16, 7001, 7002].into_iter().enumerate() {
+        for _ in 0..N {
+            tx.send_to(&[0x5a; 100], addr(2, port)).expect("send");
+            // What reaches h2's socket: the replica (source port = its rid 20) or the original.
+            let (n, src) = rx[i].recv_from(&mut buf).expect("h2 gets every datagram");
+            assert_eq!(n, 100);
+            assert_eq!(src.port(), if port == 7000 { 20 } else { 0 }, "to {port}");
+        }
+    }
+    lab.stop();
+    let to_h2 = udp_from(&lab.capture("s1", "p2"), host(1).1);
+    let to_h3 = udp_from(&lab.capture("s1", "p3"), host(1).1);
+    let count = |frames: &[(u16, u16, u8, u16, u8)], want: (u16, u16, u8, u16, u8)| {
+        frames.iter().filter(|f| **f == want).count()
+    };
+    // (to port, rid, instance_type, kept ++ not_kept metadata, TTL)
+    assert_eq!(to_h2.len(), 3 * N, "h2's port: {to_h2:?}");
+    assert_eq!(count(&to_h2, (7000, 20, 5, 0xaabb, 7)), N, "replica 20: {to_h2:?}");
+    assert_eq!(count(&to_h2, (7001, 0, 0, 0xaabb, 7)), N, "originals: {to_h2:?}");
+    assert_eq!(count(&to_h2, (7002, 0, 0, 0xaabb, 7)), N, "originals: {to_h2:?}");
+    assert_eq!(to_h3.len(), 3 * N, "h3's port: {to_h3:?}");
+    assert_eq!(count(&to_h3, (7000, 30, 5, 0xaabb, 7)), N, "replica 30: {to_h3:?}");
+    // Clones: the frame as it arrived (TTL 64), metadata reset but for the field list.
+    assert_eq!(count(&to_h3, (7001, 0, 1, 0x0000, 64)), N, "clones: {to_h3:?}");
+    assert_eq!(
+        count(&to_h3, (7002, 0, 1, 0xaa00, 64)),
+        N,
+        "clones keeping a field list: {to_h3:?}"
+    );
+    std::fs::remove_dir_all(runtime.parent().expect("a folder")).expect("scratch folder removed");
+}

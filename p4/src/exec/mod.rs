@@ -20,6 +20,12 @@ pub use control_plane::ControlPlane;
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
 pub const DROP_PORT: u16 = 511;
 
+/// BMv2's `instance_type` of an ingress-to-egress clone.
+pub const INSTANCE_INGRESS_CLONE: u32 = 1;
+
+/// BMv2's `instance_type` of a multicast replica.
+pub const INSTANCE_REPLICATION: u32 = 5;
+
 /// A program with its tables and extern state.
 #[derive(Debug)]
 pub struct Datapath {
@@ -51,6 +57,10 @@ pub struct PacketState {
     key: Vec<u128>,
     scratch: Vec<u128>,
     clone_session: Option<u32>,
+    /// The `@field_list` a clone keeps (`clone_preserving_field_list`).
+    clone_field_list: Option<u128>,
+    /// The frame as it arrived, kept when ingress asked for a clone: BMv2 clones that.
+    original: Vec<u8>,
     truncate: Option<usize>,
     random: u64,
     rid: u16,
@@ -266,6 +276,11 @@ impl Datapath {
             r.st.clone_session
                 .take()
                 .and_then(|c| control.sessions.get(&c).copied());
+        if clone_to.is_some() {
+            // The deparser below rewrites the frame; the clone starts from it as it arrived.
+            r.st.original.clear();
+            r.st.original.extend_from_slice(&buf[..*len]);
+        }
         let mcast = r.st.slots[s.mcast_grp as usize] as u16;
         let spec = r.st.slots[s.egress_spec as usize] as u16;
         let decision = if mcast != 0 {
@@ -278,7 +293,7 @@ impl Datapath {
         if self.trace {
             tracing::debug!(target: "p4", switch = %self.name, "ingress decided {decision:?}");
         }
-        if decision != Decision::Drop || clone_to.is_some() {
+        if decision != Decision::Drop {
             r.deparse();
             if st.write_headers(buf, len).is_none() {
                 tracing::debug!(target: "p4", switch = %self.name, "frame grew past its buffer: dropped");
@@ -289,6 +304,41 @@ impl Datapath {
             }
         }
         IngressResult { decision, clone_to }
+    }
+
+    /// Makes the ingress-to-egress clone of a frame whose ingress (state `from`) asked for one, as
+    /// BMv2's simple_switch makes it: the frame as it arrived (into `buf[..*len]`), parsed again
+    /// (parser and verify checksum), its metadata reset but for the user metadata fields of the
+    /// field list the clone named, `instance_type` 1. False if the frame does not fit `buf`.
+    pub fn ingress_clone(&self, from: &PacketState, st: &mut PacketState, buf: &mut [u8], len: &mut usize) -> bool {
+        let original = &from.original;
+        let Some(room) = buf.get_mut(..original.len()) else {
+            return false;
+        };
+        room.copy_from_slice(original);
+        *len = original.len();
+        st.reset(self.program.slots);
+        let s = self.program.std;
+        for slot in [s.ingress_port, s.ingress_global_timestamp] {
+            st.slots[slot as usize] = from.slots[slot as usize];
+        }
+        st.slots[s.packet_length as usize] = *len as u128;
+        let control = self.control.load();
+        let env = Departure::default();
+        let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
+        r.parse();
+        r.control(&self.program.verify);
+        let kept = self
+            .program
+            .field_lists
+            .iter()
+            .find(|l| Some(l.index) == from.clone_field_list);
+        for &(first, n) in kept.map(|l| l.fields.as_slice()).unwrap_or_default() {
+            let range = first as usize..(first + n) as usize;
+            st.slots[range.clone()].copy_from_slice(&from.slots[range]);
+        }
+        st.mark_copy(0, INSTANCE_INGRESS_CLONE);
+        true
     }
 
     /// Runs egress, compute checksum and the deparser on a frame that starts transmission;
@@ -375,6 +425,7 @@ impl PacketState {
         self.header_bytes = 0;
         self.cursor = 0;
         self.clone_session = None;
+        self.clone_field_list = None;
         self.truncate = None;
     }
 

@@ -541,8 +541,9 @@ impl<'a> Run<'a> {
                     cell[1].fetch_add(bytes, Ordering::Relaxed);
                 }
             }
-            Extern::Clone(_, session) => {
+            Extern::Clone { session, field_list } => {
                 self.st.clone_session = Some(self.eval(session) as u32);
+                self.st.clone_field_list = *field_list;
             }
             Extern::Truncate(n) => self.st.truncate = Some(self.eval(n) as usize),
             Extern::Log(fmt, values) => {

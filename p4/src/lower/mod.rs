@@ -90,6 +90,8 @@ struct Lowerer<'a> {
     scopes: Vec<HashMap<String, Binding>>,
     /// The control being lowered (for control-plane names).
     control: String,
+    /// The name of the program's egress control.
+    egress: String,
     /// Slots of the pipeline's shared `hdr`, `meta` and `standard_metadata`.
     shared: [(Slot, Ty); 3],
     out: ir::Program,
@@ -107,6 +109,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program> {
         action_ids: HashMap::new(),
         scopes: vec![HashMap::new()],
         control: String::new(),
+        egress: String::new(),
         shared: [(0, Ty::Bool), (0, Ty::Bool), (0, Ty::Bool)],
         out: ir::Program::default(),
     };
@@ -118,6 +121,11 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program> {
 impl<'a> Lowerer<'a> {
     fn err<T>(&self, pos: Pos, m: impl Into<String>) -> Result<T> {
         Err(P4Error::new(self.map, pos, m))
+    }
+
+    /// Whether the statements being lowered belong to the egress control.
+    fn in_egress(&self) -> bool {
+        !self.egress.is_empty() && self.control == self.egress
     }
 
     fn declarations(&mut self, program: &'a ast::Program) -> Result<()> {
@@ -309,10 +317,15 @@ impl<'a> Lowerer<'a> {
         let Decl::Parser(parser) = blocks[0] else {
             unreachable!("checked")
         };
+        if let Decl::Control(k) = blocks[3] {
+            self.egress = k.name.clone();
+        }
         let hdr = self.ty(&parser.params[1].ty, parser.params[1].pos)?;
         let meta = self.ty(&parser.params[2].ty, parser.params[2].pos)?;
         let std = self.ty(&parser.params[3].ty, parser.params[3].pos)?;
         let (h, m, s) = (self.alloc(&hdr), self.alloc(&meta), self.alloc(&std));
+        self.out.meta = (m, self.size(&meta));
+        self.out.field_lists = self.field_lists(m, &meta)?;
         self.shared = [(h, hdr), (m, meta), (s, std.clone())];
         self.out.std = self.std_slots(s, &std, parser.params[3].pos)?;
         self.parser(parser)?;
@@ -330,6 +343,30 @@ impl<'a> Lowerer<'a> {
         self.out.compute = compute;
         self.out.deparser = deparser;
         Ok(())
+    }
+
+    /// The user metadata fields each `@field_list(N, ...)` index names (what a clone keeps).
+    fn field_lists(&self, base: Slot, meta: &Ty) -> Result<Vec<ir::FieldList>> {
+        let mut lists: Vec<ir::FieldList> = Vec::new();
+        let Ty::Struct(name) = meta else { return Ok(lists) };
+        let mut off = 0;
+        for f in &self.aggregates[name].fields {
+            let size = self.size(&self.ty(&f.ty, f.pos)?);
+            for a in f.annotations.iter().filter(|a| a.name == "field_list") {
+                for arg in &a.args {
+                    let (n, _) = self.constant(arg)?;
+                    match lists.iter_mut().find(|l| l.index == n) {
+                        Some(l) => l.fields.push((base + off, size)),
+                        None => lists.push(ir::FieldList {
+                            index: n,
+                            fields: vec![(base + off, size)],
+                        }),
+                    }
+                }
+            }
+            off += size;
+        }
+        Ok(lists)
     }
 
     fn std_slots(&self, base: Slot, std: &Ty, pos: Pos) -> Result<ir::StdSlots> {

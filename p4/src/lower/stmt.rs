@@ -385,12 +385,43 @@ impl<'a> Lowerer<'a> {
                     payload: name.ends_with("with_payload"),
                 }
             }
-            "clone" | "clone_preserving_field_list" | "clone3" => {
+            "clone" | "clone_preserving_field_list" => {
                 let (Some(kind), Some(session)) = (args.first(), args.get(1)) else {
                     return self.err(e.pos, format!("{name}(type, session, ...) expected"));
                 };
-                let (kind, _) = self.constant(kind)?;
-                Extern::Clone(kind == 0, self.scalar(session)?.0)
+                // CloneType is declared I2E, E2E: I2E is 0.
+                if self.constant(kind)?.0 != 0 {
+                    return self.err(
+                        kind.pos,
+                        "CloneType.E2E (a clone of the frame leaving egress) is not supported; CloneType.I2E is",
+                    );
+                }
+                if self.in_egress() {
+                    return self.err(
+                        e.pos,
+                        format!("{name} in the egress control: only ingress clones (I2E) are supported"),
+                    );
+                }
+                let field_list = match (name, args.get(2)) {
+                    ("clone", None) => None,
+                    ("clone_preserving_field_list", Some(n)) => Some(self.constant(n)?.0),
+                    _ => {
+                        return self.err(
+                            e.pos,
+                            "clone(type, session) or clone_preserving_field_list(type, session, index) expected",
+                        );
+                    }
+                };
+                Extern::Clone {
+                    session: self.scalar(session)?.0,
+                    field_list,
+                }
+            }
+            "clone3" => {
+                return self.err(
+                    e.pos,
+                    "clone3 is not supported (v1model deprecates it): use clone_preserving_field_list with a @field_list annotation",
+                );
             }
             "truncate" => match args {
                 [n] => Extern::Truncate(self.scalar(n)?.0),

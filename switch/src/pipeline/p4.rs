@@ -194,7 +194,25 @@ impl P4Pipeline {
     }
 }
 
-/// A copy of a frame's P4 state for a replica or a clone.
+impl P4Pipeline {
+    /// Makes `copy` the ingress-to-egress clone of `frame` (whose ingress asked for one): the
+    /// frame as it arrived, parsed again, as BMv2 does; false if it does not fit `copy`.
+    pub fn clone_of(&self, frame: &FrameBuf, copy: &mut FrameBuf) -> bool {
+        let Some(from) = &frame.p4 else {
+            return false;
+        };
+        copy.copy_from(frame);
+        let mut st: Box<PacketState> = copy.p4.take().unwrap_or_default();
+        let mut len = 0;
+        let made = self.datapath.ingress_clone(from, &mut st, copy.buffer_mut(), &mut len);
+        copy.len = len;
+        copy.layout = None;
+        copy.p4 = Some(st);
+        made
+    }
+}
+
+/// A copy of a frame's P4 state for a multicast replica.
 pub fn copy_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16, instance_type: u32) {
     if let Some(src) = &from.p4 {
         let mut st: Box<PacketState> = to.p4.take().unwrap_or_default();
