@@ -209,21 +209,32 @@ impl<'a> Run<'a> {
                     return Flow::Reject;
                 }
             }
+            // Most headers a deparser names are fixed ones, and most of those are invalid.
+            Op::Emit(HeaderRef::Fixed(b), t) => {
+                if self.slot(*b) != 0 {
+                    self.emit(*b, *t);
+                }
+            }
             Op::Emit(h, t) => {
                 if let Some(b) = self.header_base(h)
                     && self.slot(b) != 0
                 {
-                    let header = &self.dp.program.headers[*t];
-                    let first = b as usize + 1;
-                    let values = &self.st.slots[first..first + header.fields.len()];
-                    let widths = header.fields.iter().map(|f| f.1);
-                    hash::push_header(&mut self.st.out, values, widths, header.bits() as usize / 8);
+                    self.emit(b, *t);
                 }
             }
             Op::PushFront(s, n) => self.push_front(s, *n),
             Op::PopFront(s, n) => self.pop_front(s, *n),
         }
         Flow::Next
+    }
+
+    /// Appends the valid header at `b`, of type `t`, to the deparser's output.
+    fn emit(&mut self, b: Slot, t: usize) {
+        let header = &self.dp.program.headers[t];
+        let first = b as usize + 1;
+        let values = &self.st.slots[first..first + header.fields.len()];
+        let widths = header.fields.iter().map(|f| f.1);
+        hash::push_header(&mut self.st.out, values, widths, header.bits() as usize / 8);
     }
 
     fn extract(&mut self, h: &HeaderRef, t: usize) -> Flow {
@@ -377,7 +388,20 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The value of `e`. Leaves (most nodes a packet meets) are read here, inlined where the
+    /// value is needed, without a call and a jump through `eval_node`'s table.
+    #[inline(always)]
     fn eval(&mut self, e: &Expr) -> u128 {
+        match e {
+            Expr::Slot(s) => self.slot(*s),
+            Expr::SlotBits(s, lo, w) => (self.slot(*s) >> lo) & mask(*w),
+            Expr::Const(c) => *c,
+            Expr::IsValid(HeaderRef::Fixed(b)) => u128::from(self.slot(*b) != 0),
+            _ => self.eval_node(e),
+        }
+    }
+
+    fn eval_node(&mut self, e: &Expr) -> u128 {
         use super::eval as ops;
         match e {
             Expr::Const(c) => *c,
