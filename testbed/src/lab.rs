@@ -326,12 +326,12 @@ impl Lab {
                 poll: cfg.poll,
                 queue_trace_every: Nanos(cfg.queue_trace_every_ns),
                 p4: t.nodes[s].p4.as_ref().map(|p| p.spec.clone()),
-                mmu: t.mmu,
-                pfc: t.pfc.map(|p| PfcSpec {
+                mmu: t.mmu_of(s),
+                pfc: t.pfc_of(s).map(|p| PfcSpec {
                     response_ns: HOST_PFC_RESPONSE_NS,
                     ..p
                 }),
-                priorities: t.priorities,
+                priorities: t.priorities_of(s),
             });
         }
         let runtime = Runtime::start(&RuntimeConfig {
@@ -386,8 +386,10 @@ impl Lab {
             let mut ec = EndpointConfig::new(&node.name, node.address.expect("address"), rate, base_rtt_ns);
             let tr = &cfg.transport;
             ec.mtu = tr.mtu;
-            ec.pfc = t.pfc.is_some();
-            ec.priority = t.priorities.map.of_dscp(ec.dscp);
+            // A host heeds pauses, and classes its data, as the switch it is attached to does.
+            let switch = t.switch_of(h);
+            ec.pfc = switch.is_some_and(|s| t.pfc_of(s).is_some());
+            ec.priority = switch.map_or(t.priorities, |s| t.priorities_of(s)).map.of_dscp(ec.dscp);
             ec.ack_every = tr.ack_every;
             ec.cnp_interval_ns = tr.cnp_interval_ns;
             ec.cnp_dscp = tr.cnp_dscp;

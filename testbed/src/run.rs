@@ -115,9 +115,15 @@ pub fn dilate(t: &Topology, d: f64) -> Topology {
         l.props.rate = Rate(((l.props.rate.bps() as f64 / d).round() as u64).max(1));
         l.props.delay = Nanos(stretch(l.props.delay.0));
     }
-    if let Some(w) = t.pfc.as_mut().and_then(|p| p.watchdog.as_mut()) {
-        w.detect_ns = stretch(w.detect_ns);
-        w.restore_ns = stretch(w.restore_ns);
+    let own = t
+        .nodes
+        .iter_mut()
+        .filter_map(|n| n.tm.pfc.as_mut().and_then(Option::as_mut));
+    for p in t.pfc.iter_mut().chain(own) {
+        if let Some(w) = p.watchdog.as_mut() {
+            w.detect_ns = stretch(w.detect_ns);
+            w.restore_ns = stretch(w.restore_ns);
+        }
     }
     t
 }
@@ -406,9 +412,13 @@ name: d
 pfc: { watchdog: { detect: 2ms, restore: 3ms } }
 nodes:
   s1: { kind: switch }
+  s2: { kind: switch, pfc: { watchdog: { detect: 5ms } } }
   h1: { kind: host }
 links:
   - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+    rate: 10Gbps
+    delay: 2us
+  - endpoints: [\"s1:eth2\", \"s2:eth1\"]
     rate: 10Gbps
     delay: 2us
 ";
@@ -418,5 +428,7 @@ links:
         assert_eq!(d.links[0].props.delay, Nanos(20_000));
         let w = d.pfc.and_then(|p| p.watchdog).expect("the watchdog");
         assert_eq!((w.detect_ns, w.restore_ns), (20_000_000, 30_000_000));
+        let own = d.pfc_of(1).and_then(|p| p.watchdog).expect("s2's own watchdog");
+        assert_eq!(own.detect_ns, 50_000_000, "a switch's own watchdog dilates too");
     }
 }

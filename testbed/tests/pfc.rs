@@ -664,3 +664,27 @@ fn a_pause_storm_freezes_the_senders_other_flow_until_the_watchdog_trips() {
         "A too, resent once the storm ended and the port was restored"
     );
 }
+
+#[test]
+fn a_switch_s_own_pfc_key_overrides_the_scenario_s() {
+    support::require_root();
+    let _serial = support::serial();
+    let own = |fabric: &str, s1: &str| {
+        let text = incast(&format!("dilation: 10\nmmu: {{ shared: 300KB }}{fabric}"))
+            .replace("  s1: { kind: switch }", &format!("  s1: {{ kind: switch, {s1} }}"));
+        let s = Scenario::from_text(&text, Path::new("own.yaml"), &Overrides::default()).expect("valid");
+        support::run_scenario("pfc-own", &s)
+    };
+    // The scenario turns PFC on, s1 turns it off for itself: the buffer drops, nobody pauses.
+    let off = own("\npfc: {}", "pfc: { enabled: false }");
+    assert!(off.summary.drops > 0, "s1 without PFC drops");
+    assert!(off.summary.pfc.is_none(), "no switch runs PFC: {:?}", off.summary.pfc);
+    assert!(off.switches[0].ports.iter().all(|p| p.totals.pfc_tx == 0));
+    // The scenario says nothing, s1 turns PFC on for itself: it pauses its senders.
+    let on = own("", "pfc: {}");
+    let pfc = on.summary.pfc.expect("PFC figures");
+    assert!(
+        pfc.frames > 0 && pfc.host_paused_ns > 0,
+        "s1 with PFC pauses and is heard: {pfc:?}"
+    );
+}

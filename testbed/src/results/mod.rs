@@ -748,7 +748,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
             max: p.totals.queue_max as f64,
         }),
         drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.total_drops()).sum(),
-        pfc: t.pfc.map(|_| {
+        pfc: t.any_pfc().then(|| {
             let ports = || switches.iter().flat_map(|sw| &sw.ports);
             PfcSummary {
                 frames: ports().map(|p| p.totals.pfc_tx).sum(),

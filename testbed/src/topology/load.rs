@@ -123,6 +123,12 @@ struct RawNode {
     arp: Option<Spanned<BTreeMap<String, String>>>,
     #[serde(default)]
     p4: Option<Spanned<RawP4>>,
+    #[serde(default)]
+    mmu: Option<Spanned<MmuYaml>>,
+    #[serde(default)]
+    pfc: Option<Spanned<PfcYaml>>,
+    #[serde(default)]
+    priorities: Option<Spanned<PrioritiesYaml>>,
 }
 
 /// `p4:` of a switch node.
@@ -284,12 +290,14 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                 })
             }
         };
+        let tm = switch_tm(name, kind, &n.value).map_err(|(at, m)| err(at, m))?;
         nodes.push(Node {
             name: (*name).clone(),
             kind,
             address,
             interface,
             p4,
+            tm,
         });
     }
     let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
@@ -493,6 +501,44 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         priorities,
     };
     Ok((topology, run))
+}
+
+/// A switch node's own `mmu`, `pfc` and `priorities`; a host may have none.
+fn switch_tm<'a>(
+    name: &str,
+    kind: NodeKind,
+    n: &'a RawNode,
+) -> std::result::Result<super::SwitchTm, (&'a serde_saphyr::Location, String)> {
+    let given = [
+        n.mmu.as_ref().map(|m| &m.referenced),
+        n.pfc.as_ref().map(|p| &p.referenced),
+        n.priorities.as_ref().map(|p| &p.referenced),
+    ];
+    if kind == NodeKind::Host
+        && let Some(at) = given.into_iter().flatten().next()
+    {
+        return Err((at, format!("node `{name}`: mmu, pfc and priorities belong to switches")));
+    }
+    let mut tm = super::SwitchTm::default();
+    if let Some(m) = &n.mmu {
+        tm.mmu = Some(
+            m.value
+                .resolve()
+                .map_err(|e| (&m.referenced, format!("node `{name}`: mmu: {e}")))?,
+        );
+    }
+    if let Some(p) = &n.pfc {
+        tm.pfc = Some(
+            p.value
+                .resolve()
+                .map_err(|e| (&p.referenced, format!("node `{name}`: pfc: {e}")))?,
+        );
+    }
+    if let Some(p) = &n.priorities {
+        let classes = p.value.resolve();
+        tm.priorities = Some(classes.map_err(|e| (&p.referenced, format!("node `{name}`: priorities: {e}")))?);
+    }
+    Ok(tm)
 }
 
 /// A position in the file and what is wrong there (`None`: the node itself).
@@ -779,6 +825,40 @@ links:
         assert!(e.message.contains("detect"), "{e}");
         let e = error(&with("{ watchdog: { restor: 1ms } }"));
         assert!(e.message.contains("restor"), "{e}");
+    }
+
+    #[test]
+    fn a_switch_may_set_its_own_buffer_pfc_and_classes_and_its_hosts_follow_it() {
+        let text = INCAST.replace("nodes:", "mmu: { shared: 1MB }\npfc: {}\nnodes:").replace(
+            "  s1: { kind: switch }",
+            "  s1: { kind: switch, mmu: { shared: 4MB }, pfc: { enabled: false }, priorities: { dscp: { 26: 5 } } }",
+        );
+        let t = load(&text).unwrap_or_else(|e| panic!("{e}"));
+        let s1 = t.node("s1").expect("s1");
+        assert_eq!(t.mmu_of(s1).and_then(|m| m.shared), Some(4_000_000), "its own buffer");
+        assert!(
+            t.pfc_of(s1).is_none(),
+            "PFC off on s1 although the scenario turns it on"
+        );
+        assert!(!t.any_pfc(), "no switch runs PFC");
+        assert_eq!(t.priorities_of(s1).map.of_dscp(26), 5);
+        let h1 = t.node("h1").expect("h1");
+        assert_eq!(t.switch_of(h1), Some(s1));
+        // Without its own keys a switch takes the scenario's.
+        let plain = load(&INCAST.replace("nodes:", "mmu: { shared: 1MB }\npfc: {}\nnodes:")).expect("valid");
+        assert_eq!(plain.mmu_of(s1).and_then(|m| m.shared), Some(1_000_000));
+        assert!(plain.pfc_of(s1).is_some() && plain.any_pfc());
+        // Hosts have none of them, and bad values are refused where written.
+        let host = INCAST.replace("  h1: { kind: host }", "  h1: { kind: host, pfc: {} }");
+        let e = load(&host).expect_err("a host with pfc");
+        assert!(
+            e.message
+                .contains("node `h1`: mmu, pfc and priorities belong to switches"),
+            "{e}"
+        );
+        let bad = INCAST.replace("  s1: { kind: switch }", "  s1: { kind: switch, mmu: { alpha: 0 } }");
+        let e = load(&bad).expect_err("alpha 0");
+        assert!(e.message.starts_with("node `s1`: mmu:") && e.line > 0, "{e}");
     }
 
     #[test]

@@ -43,6 +43,20 @@ pub struct Node {
     pub interface: Option<HostInterface>,
     /// A switch's P4 program, when it runs one instead of the native pipeline.
     pub p4: Option<P4Node>,
+    /// What a switch sets itself of the scenario's `mmu`, `pfc` and `priorities`.
+    pub tm: SwitchTm,
+}
+
+/// A switch node's own `mmu`, `pfc` and `priorities`: each one given replaces the scenario's
+/// for that switch (ToRs and spines with different buffers, PFC on some tiers only).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SwitchTm {
+    /// Its shared buffer.
+    pub mmu: Option<intlab_switch::tm::MmuSpec>,
+    /// PFC on it (`Some(None)`: off although the scenario turns it on).
+    pub pfc: Option<Option<intlab_switch::tm::PfcSpec>>,
+    /// Its classes.
+    pub priorities: Option<intlab_switch::tm::PrioritySpec>,
 }
 
 /// How a host's interface is set up, as a tutorials-style topology states it: the subnet it sees
@@ -147,11 +161,12 @@ pub struct Topology {
     pub links: Vec<Link>,
     /// Routes given in the file, replacing the computed ones.
     pub routes: Vec<RouteOverride>,
-    /// Every switch's shared buffer, when set (`mmu:`; PFC implies one).
+    /// Every switch's shared buffer, when set (`mmu:`; PFC implies one), unless it sets its own.
     pub mmu: Option<intlab_switch::tm::MmuSpec>,
-    /// PFC on every switch and host, when on (`pfc:`).
+    /// PFC on every switch and its hosts, when on (`pfc:`), unless a switch sets its own.
     pub pfc: Option<intlab_switch::tm::PfcSpec>,
-    /// Every switch's classes (`priorities:`): DSCP → priority, strict priority or DWRR.
+    /// Every switch's classes (`priorities:`): DSCP → priority, strict priority or DWRR, unless
+    /// a switch sets its own.
     pub priorities: intlab_switch::tm::PrioritySpec,
 }
 
@@ -167,6 +182,34 @@ pub struct RouteOverride {
 }
 
 impl Topology {
+    /// Switch node `s`'s shared buffer.
+    pub fn mmu_of(&self, s: usize) -> Option<intlab_switch::tm::MmuSpec> {
+        self.nodes[s].tm.mmu.or(self.mmu)
+    }
+
+    /// PFC on switch node `s`, if on.
+    pub fn pfc_of(&self, s: usize) -> Option<intlab_switch::tm::PfcSpec> {
+        self.nodes[s].tm.pfc.unwrap_or(self.pfc)
+    }
+
+    /// Switch node `s`'s classes.
+    pub fn priorities_of(&self, s: usize) -> intlab_switch::tm::PrioritySpec {
+        self.nodes[s].tm.priorities.unwrap_or(self.priorities)
+    }
+
+    /// Whether any switch runs PFC.
+    pub fn any_pfc(&self) -> bool {
+        self.switches().any(|s| self.pfc_of(s).is_some())
+    }
+
+    /// The switch host node `h` is attached to, if any.
+    pub fn switch_of(&self, h: usize) -> Option<usize> {
+        self.links_of(h)
+            .map(|(l, _)| &self.links[l].ends)
+            .flat_map(|ends| ends.iter().map(|e| e.node))
+            .find(|&n| self.nodes[n].kind == NodeKind::Switch)
+    }
+
     /// Index of the node called `name`.
     pub fn node(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
