@@ -22,7 +22,7 @@ pub fn unary(op: Unary, v: u128, w: u16) -> u128 {
 }
 
 /// A binary operator other than `&&` and `||` (which short-circuit where they are evaluated).
-#[inline]
+#[inline(always)]
 pub fn binary(op: Binary, a: u128, b: u128, w: u16, is_signed: bool) -> u128 {
     let m = mask(w);
     match op {
