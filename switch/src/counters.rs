@@ -132,6 +132,10 @@ pub struct PortTotals {
     /// Pause storms the PFC watchdog declared on this port's transmitter.
     #[serde(default)]
     pub pfc_watchdog_trips: u64,
+    /// Frames queued here that reached their lossless ingress past its headroom: their sender
+    /// heard the pause late, because the emulation fell behind (see `Admission::Overrun`).
+    #[serde(default)]
+    pub pfc_overruns: u64,
 }
 
 /// Live counters of one port.

@@ -263,6 +263,10 @@ pub struct PfcSummary {
     pub watchdog_trips: u64,
     /// Frames the watchdogs dropped.
     pub watchdog_drops: u64,
+    /// Frames that reached a lossless ingress past its headroom (kept, up to twice the
+    /// headroom again): their senders heard a pause late because the machine fell behind. Any
+    /// is a timing failure.
+    pub overruns: u64,
 }
 
 /// The numbers of the summary table.
@@ -350,8 +354,9 @@ pub struct Summary {
     /// unknown): on a shared virtual machine, the usual cause of stalls.
     pub cpu_steal: Option<f64>,
     /// True when the machine did not keep up: switch release or host wake-up lateness (p99)
-    /// above a tenth of the smallest path RTT, or hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
-    /// time. A larger `dilation` gives more faithful results.
+    /// above a tenth of the smallest path RTT, hosts stalled more than [`STALL_FRACTION_LIMIT`] of the
+    /// time, or a PFC pause reached its sender too late for the headroom (see
+    /// [`PfcSummary::overruns`]). A larger `dilation` gives more faithful results.
     pub timing_warning: bool,
     /// Each application's outcome (empty unless the workload has applications).
     pub applications: Vec<ApplicationResult>,
@@ -712,6 +717,11 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         (with_int - wire_bytes(mtu, mtu, None, 0)) as f64 / with_int as f64
     });
     let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
+    let pfc_overruns: u64 = switches
+        .iter()
+        .flat_map(|sw| &sw.ports)
+        .map(|p| p.totals.pfc_overruns)
+        .sum();
     Summary {
         scenario: t.name.clone(),
         controller: s.controller.name().to_owned(),
@@ -759,6 +769,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 watchdog_drops: ports()
                     .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
                     .sum(),
+                overruns: pfc_overruns,
             }
         }),
         ecn_marks: switches
@@ -795,7 +806,8 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         host_stall_fraction,
         cpu_steal: None,
         timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
-            || host_stall_fraction > STALL_FRACTION_LIMIT,
+            || host_stall_fraction > STALL_FRACTION_LIMIT
+            || pfc_overruns > 0,
         applications: outcomes(s.workload.applications(), flows),
         controller_params: serde_json::Value::Null,
         host_overhead_ns: None,

@@ -152,6 +152,14 @@ pub fn summary_table(s: &Summary) -> String {
             time(p.host_paused_ns as f64),
             time(p.switch_paused_ns as f64)
         );
+        if p.overruns > 0 {
+            let _ = writeln!(
+                out,
+                "  PFC OVERRUN: {} frames reached a paused ingress past its headroom (kept): their senders heard \
+                 the pause late because the machine fell behind",
+                p.overruns
+            );
+        }
         if p.watchdog_trips > 0 {
             let _ = writeln!(
                 out,
@@ -220,8 +228,8 @@ pub fn summary_table(s: &Summary) -> String {
         let _ = writeln!(
             out,
             "  WARNING: the machine did not keep up (switches released frames or senders woke more \
-             than a tenth of an RTT late at p99, or hosts stalled over {:.0} % of the time); results are less faithful: \
-             raise `dilation` (now {}).",
+             than a tenth of an RTT late at p99, hosts stalled over {:.0} % of the time, or PFC pauses came too late \
+             for the headroom); results are less faithful: raise `dilation` (now {}).",
             super::STALL_FRACTION_LIMIT * 100.0,
             s.dilation
         );

@@ -486,17 +486,42 @@ pub fn kept_up(r: &intlab_testbed::results::Results, max_steal: f64) -> bool {
     !r.summary.timing_warning && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
 }
 
+/// What a test needs of the machine for a run to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Everything on time ([`kept_up`]): what a comparison of controllers needs.
+    KeptUp,
+    /// PFC's pauses stopped their senders within the headroom (no overrun) and the hypervisor
+    /// took at most the steal allowed, whatever else came late: what a check that a lossless
+    /// fabric loses nothing needs. A virtual machine that takes a vCPU away for milliseconds
+    /// now and then (0.6-0.8 % of the time, up to 11 ms, measured with two bare spinning
+    /// threads on the reference VM) delays some frames past a tenth of an RTT in most runs at
+    /// low dilation; a pause it delays past the headroom is counted, and only that run is void.
+    PausesInTime,
+}
+
+/// Whether run `r` counts for a test that needs `need`.
+pub fn counts(r: &intlab_testbed::results::Results, max_steal: f64, need: Need) -> bool {
+    match need {
+        Need::KeptUp => kept_up(r, max_steal),
+        Need::PausesInTime => {
+            r.summary.pfc.is_none_or(|p| p.overruns == 0) && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
+        }
+    }
+}
+
 /// What a run says of the machine, for the test's output.
 pub fn timing_figures(r: &intlab_testbed::results::Results) -> String {
     let s = &r.summary;
     let share = |ns: u64| ns as f64 / s.path_rtt_min_ns.max(1) as f64 * 100.0;
     format!(
-        "{} at dilation {}: release late p99 {:.1} % of the RTT, senders late p99 {:.1} %, stalled {:.2} % of the time, steal {}",
+        "{} at dilation {}: release late p99 {:.1} % of the RTT, senders late p99 {:.1} %, stalled {:.2} % of the time, PFC overruns {}, steal {}",
         s.controller,
         s.dilation,
         share(s.release_late_p99_ns),
         share(s.host_wake_late_p99_ns),
         s.host_stall_fraction * 100.0,
+        s.pfc.map_or("-".to_owned(), |p| p.overruns.to_string()),
         s.cpu_steal
             .map_or("unknown".to_owned(), |x| format!("{:.1} %", x * 100.0))
     )
@@ -531,6 +556,18 @@ pub fn run_all_kept_up_in_dirs(
     max_steal: f64,
     pause: std::time::Duration,
 ) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
+    run_all_counting_in_dirs(tag, set, dilations, max_steal, pause, Need::KeptUp)
+}
+
+/// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`.
+pub fn run_all_counting_in_dirs(
+    tag: &str,
+    set: &[intlab_testbed::scenario::Scenario],
+    dilations: &[f64],
+    max_steal: f64,
+    pause: std::time::Duration,
+    need: Need,
+) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
     let mut log = Vec::new();
     for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
@@ -551,7 +588,7 @@ pub fn run_all_kept_up_in_dirs(
                 (out, r)
             })
             .collect();
-        let all = runs.iter().all(|(_, r)| kept_up(r, max_steal));
+        let all = runs.iter().all(|(_, r)| counts(r, max_steal, need));
         for (_, r) in &runs {
             let line = format!("attempt {attempt}: {}", timing_figures(r));
             eprintln!("{line}{}", if all { "" } else { " (attempt void)" });
@@ -562,7 +599,7 @@ pub fn run_all_kept_up_in_dirs(
         }
     }
     panic!(
-        "the machine did not keep up in any of {} attempts:\n{}",
+        "the machine did not keep up ({need:?}) in any of {} attempts:\n{}",
         dilations.len(),
         log.join("\n")
     );
