@@ -37,8 +37,6 @@ pub struct Program {
     pub errors: Vec<String>,
     /// Where standard_metadata's fields live.
     pub std: StdSlots,
-    /// The user metadata (`meta`): first slot and slot count.
-    pub meta: (Slot, u32),
     /// The `@field_list(N)` annotations on the user metadata's fields.
     pub field_lists: Vec<FieldList>,
 }

@@ -302,7 +302,7 @@ impl Shard {
     fn replica_of(&self, frame: &FrameBuf, rid: u16) -> FrameBuf {
         let mut copy = self.fabric.pool.get();
         copy.copy_from(frame);
-        crate::pipeline::copy_state(frame, &mut copy, rid, intlab_p4::INSTANCE_REPLICATION);
+        crate::pipeline::replica_state(frame, &mut copy, rid);
         copy
     }
 

@@ -258,19 +258,14 @@ impl Datapath {
     /// Runs the parser, verify checksum and ingress on the frame in `buf[..*len]`, then writes
     /// the headers back (the frame may grow or shrink; `buf` must have room).
     pub fn ingress(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, arrival: Arrival) -> IngressResult {
-        st.reset(self.program.slots);
         let s = self.program.std;
-        st.slots[s.ingress_port as usize] = u128::from(arrival.port);
-        st.slots[s.packet_length as usize] = *len as u128;
-        st.slots[s.ingress_global_timestamp as usize] = u128::from(arrival.now_ns / 1000);
         let env = Departure {
             arrival_ns: arrival.now_ns,
             ..Departure::default()
         };
         let control = self.control.load();
-        let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
-        r.parse();
-        r.control(&self.program.verify);
+        let port = u128::from(arrival.port);
+        let mut r = self.arrive(&control, st, &buf[..*len], port, u128::from(arrival.now_ns / 1000), env);
         r.control(&self.program.ingress);
         let clone_to =
             r.st.clone_session
@@ -306,6 +301,28 @@ impl Datapath {
         IngressResult { decision, clone_to }
     }
 
+    /// Starts a frame's pass as it arrives on P4 port `port` at `timestamp_us`: the state reset,
+    /// the arrival's standard metadata set, the parser and verify checksum run.
+    fn arrive<'r>(
+        &'r self,
+        control: &'r ControlPlane,
+        st: &'r mut PacketState,
+        packet: &'r [u8],
+        port: u128,
+        timestamp_us: u128,
+        env: Departure,
+    ) -> run::Run<'r> {
+        st.reset(self.program.slots);
+        let s = self.program.std;
+        st.slots[s.ingress_port as usize] = port;
+        st.slots[s.packet_length as usize] = packet.len() as u128;
+        st.slots[s.ingress_global_timestamp as usize] = timestamp_us;
+        let mut r = run::Run::new(self, control, st, packet, env);
+        r.parse();
+        r.control(&self.program.verify);
+        r
+    }
+
     /// Makes the ingress-to-egress clone of a frame whose ingress (state `from`) asked for one, as
     /// BMv2's simple_switch makes it: the frame as it arrived (into `buf[..*len]`), parsed again
     /// (parser and verify checksum), its metadata reset but for the user metadata fields of the
@@ -317,17 +334,13 @@ impl Datapath {
         };
         room.copy_from_slice(original);
         *len = original.len();
-        st.reset(self.program.slots);
         let s = self.program.std;
-        for slot in [s.ingress_port, s.ingress_global_timestamp] {
-            st.slots[slot as usize] = from.slots[slot as usize];
-        }
-        st.slots[s.packet_length as usize] = *len as u128;
+        let (port, at) = (
+            from.slots[s.ingress_port as usize],
+            from.slots[s.ingress_global_timestamp as usize],
+        );
         let control = self.control.load();
-        let env = Departure::default();
-        let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
-        r.parse();
-        r.control(&self.program.verify);
+        self.arrive(&control, st, &buf[..*len], port, at, Departure::default());
         let kept = self
             .program
             .field_lists

@@ -404,8 +404,8 @@ impl<'a> Run<'a> {
     fn eval_node(&mut self, e: &Expr) -> u128 {
         use super::eval as ops;
         match e {
-            Expr::Const(c) => *c,
-            Expr::Slot(s) => self.slot(*s),
+            // The leaves `eval` reads inline.
+            Expr::Const(_) | Expr::Slot(_) | Expr::SlotBits(..) => self.eval(e),
             Expr::Element(s, i, off) => {
                 let i = self.eval(i);
                 if i < u128::from(s.size) {
@@ -437,7 +437,6 @@ impl<'a> Run<'a> {
                 }
             }
             Expr::Slice(a, lo, w) => (self.eval(a) >> lo) & mask(*w),
-            Expr::SlotBits(s, lo, w) => (self.slot(*s) >> lo) & mask(*w),
             Expr::BinaryConst(op, a, c, w, s) => {
                 let a = self.eval(a);
                 ops::binary(*op, a, *c, *w, *s)

@@ -324,7 +324,6 @@ impl<'a> Lowerer<'a> {
         let meta = self.ty(&parser.params[2].ty, parser.params[2].pos)?;
         let std = self.ty(&parser.params[3].ty, parser.params[3].pos)?;
         let (h, m, s) = (self.alloc(&hdr), self.alloc(&meta), self.alloc(&std));
-        self.out.meta = (m, self.size(&meta));
         self.out.field_lists = self.field_lists(m, &meta)?;
         self.shared = [(h, hdr), (m, meta), (s, std.clone())];
         self.out.std = self.std_slots(s, &std, parser.params[3].pos)?;

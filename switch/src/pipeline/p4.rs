@@ -212,12 +212,12 @@ impl P4Pipeline {
     }
 }
 
-/// A copy of a frame's P4 state for a multicast replica.
-pub fn copy_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16, instance_type: u32) {
+/// A copy of a frame's P4 state for its multicast replica `rid`.
+pub fn replica_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16) {
     if let Some(src) = &from.p4 {
         let mut st: Box<PacketState> = to.p4.take().unwrap_or_default();
         st.copy_from(src);
-        st.mark_copy(rid, instance_type);
+        st.mark_copy(rid, intlab_p4::INSTANCE_REPLICATION);
         to.p4 = Some(st);
     }
 }

@@ -476,29 +476,15 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         runtime: raw.runtime,
         sweep: raw.sweep,
     };
-    let mmu = match &raw.mmu {
-        Some(m) => Some(m.value.resolve().map_err(|e| err(&m.referenced, format!("mmu: {e}")))?),
-        None => None,
-    };
-    let pfc = match &raw.pfc {
-        Some(p) => p.value.resolve().map_err(|e| err(&p.referenced, format!("pfc: {e}")))?,
-        None => None,
-    };
-    let priorities = match &raw.priorities {
-        Some(p) => p
-            .value
-            .resolve()
-            .map_err(|e| err(&p.referenced, format!("priorities: {e}")))?,
-        None => Default::default(),
-    };
+    let tm = fabric_keys("", &raw.mmu, &raw.pfc, &raw.priorities).map_err(|(at, m)| err(at, m))?;
     let topology = Topology {
         name: raw.name.value,
         nodes,
         links,
         routes,
-        mmu,
-        pfc,
-        priorities,
+        mmu: tm.mmu,
+        pfc: tm.pfc.flatten(),
+        priorities: tm.priorities.unwrap_or_default(),
     };
     Ok((topology, run))
 }
@@ -519,24 +505,35 @@ fn switch_tm<'a>(
     {
         return Err((at, format!("node `{name}`: mmu, pfc and priorities belong to switches")));
     }
+    fabric_keys(&format!("node `{name}`: "), &n.mmu, &n.pfc, &n.priorities)
+}
+
+/// The `mmu`, `pfc` and `priorities` keys where given (the scenario's or a switch's own),
+/// resolved; an error is placed at its key and starts with `prefix`.
+fn fabric_keys<'a>(
+    prefix: &str,
+    mmu: &'a Option<Spanned<MmuYaml>>,
+    pfc: &'a Option<Spanned<PfcYaml>>,
+    priorities: &'a Option<Spanned<PrioritiesYaml>>,
+) -> std::result::Result<super::SwitchTm, (&'a serde_saphyr::Location, String)> {
     let mut tm = super::SwitchTm::default();
-    if let Some(m) = &n.mmu {
+    if let Some(m) = mmu {
         tm.mmu = Some(
             m.value
                 .resolve()
-                .map_err(|e| (&m.referenced, format!("node `{name}`: mmu: {e}")))?,
+                .map_err(|e| (&m.referenced, format!("{prefix}mmu: {e}")))?,
         );
     }
-    if let Some(p) = &n.pfc {
+    if let Some(p) = pfc {
         tm.pfc = Some(
             p.value
                 .resolve()
-                .map_err(|e| (&p.referenced, format!("node `{name}`: pfc: {e}")))?,
+                .map_err(|e| (&p.referenced, format!("{prefix}pfc: {e}")))?,
         );
     }
-    if let Some(p) = &n.priorities {
+    if let Some(p) = priorities {
         let classes = p.value.resolve();
-        tm.priorities = Some(classes.map_err(|e| (&p.referenced, format!("node `{name}`: priorities: {e}")))?);
+        tm.priorities = Some(classes.map_err(|e| (&p.referenced, format!("{prefix}priorities: {e}")))?);
     }
     Ok(tm)
 }
