@@ -239,6 +239,14 @@ impl PortCounters {
             release_late_p50_ns: self.late.value_at_quantile(0.5),
             release_late_p99_ns: self.late.value_at_quantile(0.99),
             release_late_max_ns: self.late.max(),
+            release_late: if with_trace {
+                self.late
+                    .iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             queue_trace: if with_trace { self.trace.points() } else { Vec::new() },
         }
     }
@@ -267,12 +275,31 @@ pub struct PortSnapshot {
     pub release_late_p99_ns: u64,
     /// Largest such delay (ns).
     pub release_late_max_ns: u64,
+    /// Every release's delay as (ns, frames) at 2 significant digits, in the final counters:
+    /// to pool the ports' lateness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub release_late: Vec<(u64, u64)>,
     /// The queue over time, in the final counters of a switch that keeps it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_trace: Vec<QueuePoint>,
 }
 
 impl PortSnapshot {
+    /// The `q` quantile (0-1) of the release lateness of every frame the `ports` sent,
+    /// pooled (ns); None when they recorded none.
+    pub fn pooled_lateness<'a>(ports: impl Iterator<Item = &'a PortSnapshot>, q: f64) -> Option<u64> {
+        let mut all: Vec<(u64, u64)> = ports.flat_map(|p| p.release_late.iter().copied()).collect();
+        all.sort_unstable();
+        let total: u64 = all.iter().map(|&(_, n)| n).sum();
+        // Nearest rank, as hdrhistogram's value_at_quantile.
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total.max(1));
+        let mut seen = 0;
+        all.into_iter().find_map(|(v, n)| {
+            seen += n;
+            (seen >= rank).then_some(v)
+        })
+    }
+
     /// Total drops of every reason.
     pub fn total_drops(&self) -> u64 {
         self.drops.values().sum()
