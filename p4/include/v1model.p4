@@ -101,6 +101,9 @@ extern action_selector {
 extern void random<T>(out T result, in T lo, in T hi);
 extern void digest<T>(in bit<32> receiver, in T data);
 extern void mark_to_drop(inout standard_metadata_t standard_metadata);
+// The older form, without an argument, that early tutorial programs still call.
+@deprecated("Please use mark_to_drop(standard_metadata) instead.")
+extern void mark_to_drop();
 extern void hash<O, T, D, M>(out O result, in HashAlgorithm algo, in T base, in D data, in M max);
 extern void verify_checksum<T, O>(in bool condition, in T data, in O checksum, HashAlgorithm algo);
 extern void update_checksum<T, O>(in bool condition, in T data, inout O checksum, HashAlgorithm algo);

@@ -295,8 +295,14 @@ pub enum Expr {
     IsValid(HeaderRef),
     /// `t.apply().hit` (true) or `.miss` (false): applies the table.
     Apply(usize, bool),
-    /// `packet.lookahead<bit<W>>()`.
-    Lookahead(u16),
+    /// `packet.lookahead<bit<W>>()` (skip 0), or a field of `packet.lookahead<H>()`: the
+    /// `width` bits that start `skip` bits past the parser's cursor, without moving it.
+    Lookahead {
+        /// Bits past the cursor where the value starts.
+        skip: u16,
+        /// Its width in bits.
+        width: u16,
+    },
     /// One of intlab's exact values (`intlab_metadata` methods).
     Intlab(IntlabValue),
 }

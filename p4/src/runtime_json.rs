@@ -194,7 +194,12 @@ fn key_set(v: &Value, kind: MatchKind, w: u16) -> Result<KeySet, String> {
         }
     };
     Ok(match kind {
-        MatchKind::Exact | MatchKind::Optional => KeySet::Value(value(v, w)?),
+        // The tutorials write some exact keys as a list of one (basic_tunnel's `[1]`), which
+        // their P4Runtime helper unwraps.
+        MatchKind::Exact | MatchKind::Optional => match v.as_array().map(Vec::as_slice) {
+            Some([one]) => KeySet::Value(value(one, w)?),
+            _ => KeySet::Value(value(v, w)?),
+        },
         MatchKind::Lpm => {
             let (a, len) = pair("value, prefix length")?;
             crate::exec::table::prefix(a, len, w)?

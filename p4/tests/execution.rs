@@ -469,3 +469,52 @@ fn an_ingress_clone_is_the_frame_as_it_arrived_keeping_only_its_field_list() {
     let r = dp.ingress(&mut st, &mut buf, &mut len, Arrival { port: 1, now_ns: 1_000 });
     assert_eq!((r.decision, r.clone_to), (Decision::Unicast(2), None));
 }
+
+/// peek.p4's runtime: the key written as a list of one, as the tutorials' basic_tunnel does.
+const PEEK_RUNTIME: &str = r#"{
+  "table_entries": [
+    { "table": "PeekIngress.ops", "match": { "hdr.peek.op": [43] },
+      "action_name": "PeekIngress.answer", "action_params": { "add": 1000 } }
+  ]
+}"#;
+
+#[test]
+fn lookahead_fields_of_a_header_choose_the_state_before_it_is_extracted() {
+    let dp = datapath("peek.p4", PEEK_RUNTIME);
+    let mut st = dp.packet_state();
+    let frame = |magic: u8, version: u8, op: u8| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x12, 0x34];
+        f.extend_from_slice(&[magic, version << 4 | 0x5, op, 0, 0, 0, 7]);
+        f.extend_from_slice(b"tail");
+        f
+    };
+    let (d, out) = forward(&dp, &mut st, &frame(0x50, 1, 43), 4, Departure::default());
+    assert_eq!(d, Decision::Unicast(4), "answered on the port it came in on");
+    assert_eq!(&out[0..6], &[0x02, 0, 0, 0, 0, 0xaa], "MACs swapped");
+    assert_eq!(&out[6..12], &[0x02, 0, 0, 0, 0, 0xbb]);
+    assert_eq!(&out[14..17], &[0x50, 0x15, 43], "magic, version and flags as they came");
+    assert_eq!(
+        u32::from_be_bytes([out[17], out[18], out[19], out[20]]),
+        1007,
+        "the entry's 1000 added"
+    );
+    assert_eq!(&out[21..], b"tail");
+    // A wrong magic or version leaves the header unparsed: ingress drops it (with the
+    // argument-less mark_to_drop the tutorials' older programs call).
+    assert_eq!(
+        forward(&dp, &mut st, &frame(0x51, 1, 43), 4, Departure::default()).0,
+        Decision::Drop
+    );
+    assert_eq!(
+        forward(&dp, &mut st, &frame(0x50, 2, 43), 4, Departure::default()).0,
+        Decision::Drop
+    );
+    // Parsed, but an op without an entry: the default drops it.
+    assert_eq!(
+        forward(&dp, &mut st, &frame(0x50, 1, 45), 4, Departure::default()).0,
+        Decision::Drop
+    );
+    // Too short to look ahead: no header, dropped, nothing read past the frame.
+    let short = &frame(0x50, 1, 43)[..16];
+    assert_eq!(forward(&dp, &mut st, short, 4, Departure::default()).0, Decision::Drop);
+}

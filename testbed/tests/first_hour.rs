@@ -36,20 +36,26 @@ fn bare_path(tag: &str, programs: &[&str]) -> PathBuf {
     dir
 }
 
-/// Lab namespaces of processes that have ended (a run that leaked).
-fn leaked() -> Vec<String> {
+/// Lab namespaces that the ended `intlab` process `pid` left behind. Only its own: another
+/// test's lab, or one a killed run left on the machine earlier, is none of this test's business.
+fn leaked(pid: u32) -> Vec<String> {
     netns::lab_namespaces()
         .into_iter()
-        .filter(|n| !netns::is_live(n))
+        .filter(|n| netns::owner(n) == Some(pid))
         .collect()
 }
 
-fn intlab(path: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_intlab"))
+/// Runs the `intlab` binary with `path` as its PATH; returns its process id and its output.
+fn intlab(path: &Path, args: &[&str]) -> (u32, Output) {
+    let child = Command::new(env!("CARGO_BIN_EXE_intlab"))
         .env("PATH", path)
         .args(args)
-        .output()
-        .expect("intlab runs")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let pid = child.id();
+    (pid, child.wait_with_output().expect("intlab ends"))
 }
 
 #[test]
@@ -58,7 +64,7 @@ fn the_default_scenario_runs_with_nothing_but_iproute2() {
     let _serial = serial();
     let path = bare_path("fh-path", &["ip"]);
     let out = scratch_dir("fh-run").join("results");
-    let o = intlab(
+    let (pid, o) = intlab(
         &path,
         &[
             "run",
@@ -71,12 +77,12 @@ fn the_default_scenario_runs_with_nothing_but_iproute2() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("4/4 flows completed"), "{t}");
-    assert!(leaked().is_empty(), "left behind: {:?}", leaked());
+    assert!(leaked(pid).is_empty(), "left behind: {:?}", leaked(pid));
 
     // Without iproute2: said up front, nothing created.
     let empty = scratch_dir("fh-empty");
     let out = scratch_dir("fh-none").join("results");
-    let o = intlab(&empty, &["run", "--out", out.to_str().expect("utf-8")]);
+    let (_, o) = intlab(&empty, &["run", "--out", out.to_str().expect("utf-8")]);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(
@@ -97,7 +103,7 @@ fn a_withdrawn_route_stops_the_run_before_any_flow_and_names_the_hop() {
     std::fs::write(&file, format!("{base}routes:\n  - {{ switch: s1, to: h5, via: [] }}\n")).expect("write");
     let out = dir.join("results");
     let started = Instant::now();
-    let o = intlab(
+    let (pid, o) = intlab(
         &bare_path("fh-rpath", &["ip"]),
         &[
             "run",
@@ -118,7 +124,7 @@ fn a_withdrawn_route_stops_the_run_before_any_flow_and_names_the_hop() {
     let report = std::fs::read_to_string(out.join(DATAPATH)).expect("the report is kept");
     assert!(report.contains("no_route"), "{report}");
     assert!(!out.join(intlab_testbed::results::FLOWS).exists(), "no flow ran");
-    assert!(leaked().is_empty(), "left behind: {:?}", leaked());
+    assert!(leaked(pid).is_empty(), "left behind: {:?}", leaked(pid));
 }
 
 /// The default scenario, loaded, with `sets` applied.

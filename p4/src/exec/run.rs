@@ -454,18 +454,19 @@ impl<'a> Run<'a> {
                 None => 0,
             },
             Expr::Apply(t, hit) => u128::from(self.apply(*t).0 == *hit),
-            Expr::Lookahead(w) => self.lookahead(*w),
+            Expr::Lookahead { skip, width } => self.lookahead(*skip, *width),
             Expr::Intlab(v) => self.intlab(*v),
         }
     }
 
     // Rare values out of `eval`'s body, so that its frame (set up at every node) stays small.
     #[inline(never)]
-    fn lookahead(&self, w: u16) -> u128 {
-        if self.st.cursor + usize::from(w) > self.packet.len() * 8 {
+    fn lookahead(&self, skip: u16, w: u16) -> u128 {
+        let at = self.st.cursor + usize::from(skip);
+        if at + usize::from(w) > self.packet.len() * 8 {
             0
         } else {
-            read_bits(self.packet, self.st.cursor, w)
+            read_bits(self.packet, at, w)
         }
     }
 

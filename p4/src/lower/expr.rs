@@ -248,6 +248,9 @@ impl Lowerer<'_> {
             };
             return Ok((Expr::Apply(*id, f == "hit"), Ty::Bool));
         }
+        if let Some(v) = self.lookahead_field(b, f, e.pos)? {
+            return Ok(v);
+        }
         if let Ok(Loc::Slot(s, Ty::Stack(_, n))) = self.loc(b) {
             match f {
                 "size" => return Ok((Expr::Const(u128::from(n)), Ty::Bits(32, false))),
@@ -265,6 +268,45 @@ impl Lowerer<'_> {
             }
         }
         self.loc_value(e)
+    }
+
+    /// `packet.lookahead<H>().f`: field `f` of the header type `H` that starts at the parser's
+    /// cursor (the tutorials' calc.p4 checks its protocol's first bytes this way). None when
+    /// `b` is not a lookahead of a header.
+    fn lookahead_field(&self, b: &ast::Expr, f: &str, pos: crate::source::Pos) -> Result<Option<(Expr, Ty)>> {
+        let ExprKind::Call(call, targs, args) = &b.kind else {
+            return Ok(None);
+        };
+        let ExprKind::Member(obj, method) = &call.kind else {
+            return Ok(None);
+        };
+        let ExprKind::Name(n) = &obj.kind else {
+            return Ok(None);
+        };
+        if method != "lookahead" || !args.is_empty() || !matches!(self.lookup(n), Some(Binding::Packet)) {
+            return Ok(None);
+        }
+        let Some(t) = targs.first() else {
+            return self.err(b.pos, "lookahead needs its type: lookahead<H>()");
+        };
+        let Ty::Header(h) = self.ty(t, b.pos)? else {
+            return self.err(pos, format!("`.{f}` of a lookahead needs a header type"));
+        };
+        let ht = &self.out.headers[h];
+        let mut skip = 0u32;
+        for (name, w) in &ht.fields {
+            if name == f {
+                return Ok(Some((
+                    Expr::Lookahead {
+                        skip: skip as u16,
+                        width: *w,
+                    },
+                    Ty::Bits(*w, false),
+                )));
+            }
+            skip += u32::from(*w);
+        }
+        self.err(pos, format!("header `{}` has no field `{f}`", ht.name))
     }
 
     fn call_value(&self, e: &ast::Expr, f: &ast::Expr, targs: &[ast::Type], args: &[ast::Expr]) -> Result<(Expr, Ty)> {
@@ -285,7 +327,7 @@ impl Lowerer<'_> {
                     let Some(w) = t.width() else {
                         return self.err(e.pos, "lookahead of a header is not supported; use lookahead<bit<W>>()");
                     };
-                    return Ok((Expr::Lookahead(w), t));
+                    return Ok((Expr::Lookahead { skip: 0, width: w }, t));
                 }
                 Some(Binding::Intlab) => {
                     use ir::IntlabValue as V;

@@ -178,9 +178,12 @@ pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -
                 .as_f64()
                 .and_then(|ms| Nanos::parse(&format!("{ms}ms")))
                 .ok_or_else(|| at(format!("latency {ms}: expected milliseconds")))?,
-            Some(Value::String(s)) => {
-                Nanos::parse(s).ok_or_else(|| at(format!("latency `{s}`: expected e.g. \"2ms\"")))?
-            }
+            // Mininet hands a string to tc as it is, and tc reads a bare number as
+            // microseconds (the tutorials' mri and ecn topologies write "0").
+            Some(Value::String(s)) => match s.trim().parse::<f64>() {
+                Ok(us) if us >= 0.0 => Nanos((us * 1_000.0).round() as u64),
+                _ => Nanos::parse(s).ok_or_else(|| at(format!("latency `{s}`: expected e.g. \"2ms\"")))?,
+            },
             Some(v) => return Err(at(format!("latency {v}: expected e.g. \"2ms\""))),
         };
         let rate = match link.get(3) {
@@ -529,6 +532,36 @@ mod tests {
                 .unwrap_err()
                 .contains("m: the prefix 10.0.0.0/8")
         );
+    }
+
+    #[test]
+    fn latencies_read_as_mininet_hands_them_to_tc() {
+        let dir = std::env::temp_dir().join(format!("intlab-tutorial-latency-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4/forward_dscp.p4");
+        let topology = dir.join("topology.json");
+        // A number is milliseconds (run_exercise.py appends "ms"); a string goes to tc as it
+        // is, which reads a bare number as microseconds.
+        std::fs::write(
+            &topology,
+            r#"{"hosts": {"h1": {"ip": "10.0.1.1/24", "mac": "08:00:00:00:01:11"},
+                          "h2": {"ip": "10.0.2.2/24", "mac": "08:00:00:00:02:22"},
+                          "h3": {"ip": "10.0.3.3/24", "mac": "08:00:00:00:03:33"}},
+                "switches": {"s1": {}},
+                "links": [["h1", "s1-p1", "0", 0.25], ["h2", "s1-p2", "250"], ["h3", "s1-p3", 2]]}"#,
+        )
+        .expect("write");
+        import(&topology, &program, &dir.join("s.yaml"), None).expect("imports");
+        let yaml = std::fs::read_to_string(dir.join("s.yaml")).expect("the scenario");
+        for (end, delay) in [
+            ("s1:eth1", "delay: 0ms"),
+            ("s1:eth2", "delay: 250us"),
+            ("s1:eth3", "delay: 2ms"),
+        ] {
+            let line = yaml.lines().find(|l| l.contains(end)).expect("the link");
+            assert!(line.contains(delay), "{line}");
+        }
+        std::fs::remove_dir_all(&dir).expect("temp dir removed");
     }
 
     #[test]
