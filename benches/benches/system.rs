@@ -439,27 +439,50 @@ fn main() {
     p4_programs(secs, workers);
 }
 
-/// The switch running P4 programs against its built-in pipeline at 64 B, one after the other
-/// in this run: blaster and iperf3 UDP, received kpps and the ratio to the built-in pipeline.
+/// The switch running P4 programs against its built-in pipeline at 64 B, blaster and iperf3
+/// UDP, received kpps and the ratio to the built-in pipeline. Each pipeline runs twice, the
+/// order forward and then backward (built-in, programs, programs reversed, built-in), and its
+/// figure is the mean of its two runs: on this shared machine a run's place in the sequence
+/// moved it by a tenth or more.
 fn p4_programs(secs: u64, workers: usize) {
     let payload = int_datagram(64);
     let iperf = std::process::Command::new("iperf3").arg("-V").output().is_ok();
     println!(
-        "P4 programs at 64 B, switch with {workers} workers (BMv2 simple_switch: 29.5 kpps on this machine class):"
+        "P4 programs at 64 B, switch with {workers} workers, each pipeline twice in mirrored order (BMv2 simple_switch: 29.5 kpps on this machine class):"
     );
-    let mut base = None;
-    for pipeline in std::iter::once(SwitchPipeline::BuiltIn).chain(P4_PROGRAMS) {
-        let name = match pipeline {
-            SwitchPipeline::BuiltIn => "built-in",
-            SwitchPipeline::P4 { name, .. } => name,
-        };
-        let path = through_switch(workers, pipeline);
+    let pipelines: Vec<SwitchPipeline> = std::iter::once(SwitchPipeline::BuiltIn).chain(P4_PROGRAMS).collect();
+    let name = |p: &SwitchPipeline| match p {
+        SwitchPipeline::BuiltIn => "built-in",
+        SwitchPipeline::P4 { name, .. } => name,
+    };
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); pipelines.len()];
+    let order: Vec<usize> = (0..pipelines.len()).chain((0..pipelines.len()).rev()).collect();
+    for &i in &order {
+        let path = through_switch(workers, pipelines[i]);
         let (pps, _) = blast(&path, &payload, secs);
         let udp = if iperf { iperf3_udp(&path, 64, secs).0 } else { f64::NAN };
         drop(path);
-        let (b_pps, b_udp) = *base.get_or_insert((pps, udp));
         println!(
-            "  {name:<16} blaster {:>8.1} kpps ({:.2}x), iperf3 UDP {:>8.1} kpps ({:.2}x); {:.1}x BMv2",
+            "    {:<16} blaster {:>8.1} kpps, iperf3 UDP {:>8.1} kpps",
+            name(&pipelines[i]),
+            pps / 1e3,
+            udp / 1e3
+        );
+        runs[i].push((pps, udp));
+    }
+    let mean = |r: &[(f64, f64)]| {
+        let n = r.len() as f64;
+        (
+            r.iter().map(|x| x.0).sum::<f64>() / n,
+            r.iter().map(|x| x.1).sum::<f64>() / n,
+        )
+    };
+    let (b_pps, b_udp) = mean(&runs[0]);
+    for (p, r) in pipelines.iter().zip(&runs) {
+        let (pps, udp) = mean(r);
+        println!(
+            "  {:<16} blaster {:>8.1} kpps ({:.2}x), iperf3 UDP {:>8.1} kpps ({:.2}x); {:.1}x BMv2",
+            name(p),
             pps / 1e3,
             pps / b_pps,
             udp / 1e3,

@@ -29,18 +29,44 @@ fn crc16(data: &[u8]) -> u16 {
 
 /// The Internet checksum (RFC 1071) of `data`, an odd last byte padded with zero.
 pub fn csum16(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    csum16_of(data, &[])
+}
+
+/// The Internet checksum of `a` followed by `b` (a field list and the payload after it),
+/// without joining them.
+pub fn csum16_of(a: &[u8], b: &[u8]) -> u16 {
+    let sum = if a.len().is_multiple_of(2) {
+        ones_sum(a) + ones_sum(b)
+    } else {
+        // `b` starts in the middle of a word: its first byte completes `a`'s last one.
+        let (head, last) = a.split_at(a.len() - 1);
+        let joined = [last[0], b.first().copied().unwrap_or(0)];
+        ones_sum(head) + ones_sum(&joined) + ones_sum(b.get(1..).unwrap_or(&[]))
+    };
+    !fold(sum)
+}
+
+/// Big-endian 16-bit words of `data` summed (an odd last byte is the high byte of a word),
+/// four bytes at a time: 2^16 is 1 in ones' complement arithmetic, so a 32-bit word counts as
+/// its two halves.
+fn ones_sum(data: &[u8]) -> u64 {
+    let mut sum = 0u64;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum += u32::from(*last) << 8;
-    }
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    sum + u64::from(u32::from_be_bytes(tail))
+}
+
+/// A sum folded to 16 bits, ones' complement.
+fn fold(mut sum: u64) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    sum as u16
 }
 
 /// The hash of `data` with `algo`.
@@ -56,99 +82,52 @@ pub fn hash(algo: Algorithm, data: &[u8]) -> u64 {
     }
 }
 
-/// Appends the low `width` bits of `value` to the bit string in `buf`, whose length in bits is
-/// `*bits`.
-pub fn push_bits(buf: &mut Vec<u8>, bits: &mut usize, value: u128, width: u16) {
-    let mut left = usize::from(width);
-    *bits += left;
-    // Fill the partial last byte, then whole bytes, then the start of a new partial one: most
-    // header fields are whole bytes on byte boundaries and take the middle loop alone.
-    let used = (*bits - left) % 8;
-    if used != 0 && left > 0 {
-        let room = 8 - used;
-        let take = room.min(left);
-        let chunk = ((value >> (left - take)) as u8) & ((1u16 << take) - 1) as u8;
-        if let Some(last) = buf.last_mut() {
-            *last |= chunk << (room - take);
-        }
-        left -= take;
-    }
-    while left >= 8 {
-        left -= 8;
-        buf.push((value >> left) as u8);
-    }
-    if left > 0 {
-        buf.push((value as u8) << (8 - left));
-    }
+/// Packs values of any width into bytes appended to a buffer, most significant bit first
+/// (BMv2's layout of a field list); [`BitPacker::finish`] pads the last byte with zeros.
+pub struct BitPacker<'a> {
+    out: &'a mut Vec<u8>,
+    /// Bits not yet written, at the bottom: fewer than 64 between pushes.
+    acc: u128,
+    held: u32,
 }
 
-/// Appends a header, its field `values` of `widths` bits (whole bytes in all), to `out`, which
-/// ends on a byte boundary (the deparser's output only ever holds whole headers).
-pub fn push_header(out: &mut Vec<u8>, values: &[u128], widths: impl Iterator<Item = u16>, bytes: usize) {
-    let start = out.len();
-    out.resize(start + bytes, 0);
-    let dst = &mut out[start..];
-    // Bits not yet written sit at the bottom of `acc`, fewer than 64 between fields; they leave
-    // eight bytes at a time.
-    let (mut acc, mut held, mut at) = (0u128, 0u32, 0usize);
-    let mut put = |value: u128, width: u32| {
-        acc = (acc << width) | value;
-        held += width;
-        if held >= 64 {
-            held -= 64;
-            dst[at..at + 8].copy_from_slice(&((acc >> held) as u64).to_be_bytes());
-            at += 8;
-            acc &= (1u128 << held) - 1;
-        }
-    };
-    for (&v, w) in values.iter().zip(widths) {
-        let w = u32::from(w);
+impl<'a> BitPacker<'a> {
+    /// A packer appending to `out`.
+    pub fn new(out: &'a mut Vec<u8>) -> BitPacker<'a> {
+        BitPacker { out, acc: 0, held: 0 }
+    }
+
+    /// Appends the low `width` bits of `value` (which has no bits above them).
+    #[inline]
+    pub fn push(&mut self, value: u128, width: u16) {
+        let w = u32::from(width);
         if w > 64 {
-            put(v >> 64, w - 64);
-            put(v & u128::from(u64::MAX), 64);
+            self.put(value >> 64, w - 64);
+            self.put(value & u128::from(u64::MAX), 64);
         } else {
-            put(v, w);
+            self.put(value, w);
         }
     }
-    let rest = (held / 8) as usize;
-    if rest > 0 {
-        let last = ((acc << (64 - held)) as u64).to_be_bytes();
-        dst[at..at + rest].copy_from_slice(&last[..rest]);
-    }
-}
 
-/// Reads a header's fields of `widths` bits from `b` (its bytes, starting on a byte boundary)
-/// into `values`, the bytes eight at a time.
-pub fn read_header(b: &[u8], values: &mut [u128], widths: impl Iterator<Item = u16>) {
-    // Bits read but not yet handed out sit at the bottom of `acc`.
-    let (mut acc, mut avail, mut at) = (0u128, 0u32, 0usize);
-    let mut take = |width: u32| -> u128 {
-        while avail < width {
-            if let Some(eight) = b.get(at..at + 8) {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(eight);
-                acc = (acc << 64) | u128::from(u64::from_be_bytes(word));
-                avail += 64;
-                at += 8;
-            } else {
-                acc = (acc << 8) | u128::from(b[at]);
-                avail += 8;
-                at += 1;
-            }
+    #[inline]
+    fn put(&mut self, value: u128, width: u32) {
+        self.acc = (self.acc << width) | value;
+        self.held += width;
+        if self.held >= 64 {
+            self.held -= 64;
+            self.out
+                .extend_from_slice(&((self.acc >> self.held) as u64).to_be_bytes());
+            self.acc &= (1u128 << self.held) - 1;
         }
-        avail -= width;
-        let v = acc >> avail;
-        acc &= (1u128 << avail) - 1;
-        v
-    };
-    for (slot, w) in values.iter_mut().zip(widths) {
-        let w = u32::from(w);
-        *slot = if w > 64 {
-            let high = take(w - 64);
-            (high << 64) | take(64)
-        } else {
-            take(w)
-        };
+    }
+
+    /// Writes the bits still held, the last byte padded with zeros.
+    pub fn finish(self) {
+        let bytes = self.held.div_ceil(8) as usize;
+        if bytes > 0 {
+            let last = ((self.acc << (64 - self.held)) as u64).to_be_bytes();
+            self.out.extend_from_slice(&last[..bytes]);
+        }
     }
 }
 
@@ -201,14 +180,37 @@ mod tests {
     }
 
     #[test]
-    fn bits_pack_big_endian_and_read_back() {
+    fn the_checksum_of_two_parts_is_that_of_the_parts_joined() {
+        let data: Vec<u8> = (0..61u32).map(|i| (i * 37 + 11) as u8).collect();
+        for cut in 0..data.len() {
+            assert_eq!(csum16_of(&data[..cut], &data[cut..]), csum16(&data), "cut at {cut}");
+        }
+        // Against RFC 1071's 16 bits at a time.
+        let mut sum: u32 = data
+            .chunks(2)
+            .map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0)))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(csum16(&data), !(sum as u16));
+    }
+
+    /// Packs `(value, width)`s; returns the bytes.
+    fn packed(items: &[(u128, u16)]) -> Vec<u8> {
         let mut buf = Vec::new();
-        let mut bits = 0;
-        push_bits(&mut buf, &mut bits, 0x4, 4);
-        push_bits(&mut buf, &mut bits, 0x5, 4);
-        push_bits(&mut buf, &mut bits, 0x1, 3);
+        let mut p = BitPacker::new(&mut buf);
+        for &(v, w) in items {
+            p.push(v, w);
+        }
+        p.finish();
+        buf
+    }
+
+    #[test]
+    fn bits_pack_big_endian_and_read_back() {
+        let buf = packed(&[(0x4, 4), (0x5, 4), (0x1, 3)]);
         assert_eq!(buf, vec![0x45, 0x20]);
-        assert_eq!(bits, 11);
         assert_eq!(read_bits(&buf, 0, 4), 4);
         assert_eq!(read_bits(&buf, 4, 7), 0x29);
         assert_eq!(hash(Algorithm::Identity, &[1, 2]), 0x0102);
@@ -225,11 +227,12 @@ mod tests {
             seed ^= seed << 17;
             let (lead, width) = ((seed % 13) as u16, (seed >> 8) as u16 % 129);
             let value = (u128::from(seed) << 64 | u128::from(seed.rotate_left(29))) & crate::lower::mask(width);
-            let (mut buf, mut bits) = (Vec::new(), 0);
-            push_bits(&mut buf, &mut bits, 0x1555, lead);
-            push_bits(&mut buf, &mut bits, value, width);
-            assert_eq!(bits, usize::from(lead + width));
-            assert_eq!(buf.len(), bits.div_ceil(8), "no byte more than the bits need");
+            let buf = packed(&[(0x1555 & crate::lower::mask(lead), lead), (value, width)]);
+            assert_eq!(
+                buf.len(),
+                usize::from(lead + width).div_ceil(8),
+                "no byte more than the bits need"
+            );
             let l = usize::from(lead);
             for i in 0..usize::from(width) {
                 let want = ((value >> (usize::from(width) - 1 - i)) & 1) as u8;
@@ -239,34 +242,6 @@ mod tests {
                 assert_eq!(bit(&buf, i), 0, "padding is zero");
             }
             assert_eq!(read_bits(&buf, l, width), value, "{width} bits at {lead}");
-        }
-    }
-
-    #[test]
-    fn a_header_is_written_as_its_fields_pushed_one_by_one_would_be_and_reads_back() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..500 {
-            let (mut widths, mut values) = (Vec::new(), Vec::new());
-            let mut total = 0u32;
-            while widths.is_empty() || !total.is_multiple_of(8) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let w = 1 + (seed % 128) as u16;
-                widths.push(w);
-                values.push((u128::from(seed) << 64 | u128::from(seed.rotate_left(17))) & crate::lower::mask(w));
-                total += u32::from(w);
-            }
-            let (mut want, mut bits) = (vec![0xab], 8);
-            for (&v, &w) in values.iter().zip(&widths) {
-                push_bits(&mut want, &mut bits, v, w);
-            }
-            let mut got = vec![0xab];
-            push_header(&mut got, &values, widths.iter().copied(), total as usize / 8);
-            assert_eq!(got, want, "fields of {widths:?}");
-            let mut back = vec![0; values.len()];
-            read_header(&got[1..], &mut back, widths.iter().copied());
-            assert_eq!(back, values, "read back, fields of {widths:?}");
         }
     }
 }

@@ -3,9 +3,11 @@
 //! starts transmission. Per-packet state is a reused [`PacketState`]; tables and extern state
 //! live in the [`Datapath`] shared by every worker.
 
+mod code;
 pub mod control_plane;
 pub mod eval;
 pub mod hash;
+mod layout;
 mod run;
 pub mod table;
 
@@ -31,6 +33,8 @@ pub const INSTANCE_REPLICATION: u32 = 5;
 pub struct Datapath {
     /// The program.
     pub program: ir::Program,
+    /// The program compiled to closures: what packets run.
+    code: code::Code,
     /// Tables, groups and sessions as packets see them now.
     control: ArcSwap<ControlPlane>,
     /// Held by an edit, so that two control-plane clients never lose each other's changes.
@@ -138,6 +142,7 @@ impl Datapath {
             .map(|c| (0..c.size).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect())
             .collect();
         Datapath {
+            code: code::Code::of(&program),
             program,
             control,
             editing: Mutex::new(()),
@@ -266,7 +271,7 @@ impl Datapath {
         let control = self.control.load();
         let port = u128::from(arrival.port);
         let mut r = self.arrive(&control, st, &buf[..*len], port, u128::from(arrival.now_ns / 1000), env);
-        r.control(&self.program.ingress);
+        r.control(&self.code.ingress);
         let clone_to =
             r.st.clone_session
                 .take()
@@ -319,7 +324,7 @@ impl Datapath {
         st.slots[s.ingress_global_timestamp as usize] = timestamp_us;
         let mut r = run::Run::new(self, control, st, packet, env);
         r.parse();
-        r.control(&self.program.verify);
+        r.control(&self.code.verify);
         r
     }
 
@@ -380,14 +385,14 @@ impl Datapath {
         let control = self.control.load();
         let mut r = run::Run::new(self, &control, st, &buf[..*len], d);
         r.cursor_to_headers();
-        r.control(&self.program.egress);
+        r.control(&self.code.egress);
         if r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT {
             if self.trace {
                 tracing::debug!(target: "p4", switch = %self.name, "egress dropped the frame");
             }
             return false;
         }
-        r.control(&self.program.compute);
+        r.control(&self.code.compute);
         r.deparse();
         st.write_headers(buf, len).is_some()
     }

@@ -1,20 +1,20 @@
-//! One packet's run through a part of the pipeline: statements, expressions, the parser, the
-//! deparser and the externs.
+//! One packet's run through a part of the pipeline: what the compiled program
+//! ([`super::code`]) calls on, the parser's and the deparser's loops, tables and the externs.
 
 use std::sync::atomic::Ordering;
 
-use super::hash::{self, push_bits, read_bits};
+use super::code::{Block, CExtern, CHeader, CItem, CNext, CPlace};
+use super::hash::{self, BitPacker, read_bits};
 use super::table::TableState;
 use super::{ControlPlane, Datapath, Departure, PacketState};
-use crate::ir::{Expr, Extern, HeaderRef, IntlabValue, ListItem, Next, Op, Place, Slot, StackRef, Target};
-use crate::lower::mask;
+use crate::ir::{IntlabValue, Slot, StackRef, Target};
 
 /// Parser states a packet may pass through before the parser gives up (`ParserTimeout`).
 const MAX_PARSER_STEPS: usize = 1000;
 
 /// How a statement ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
+pub(super) enum Flow {
     Next,
     Return,
     Exit,
@@ -24,11 +24,11 @@ enum Flow {
 
 /// A packet running through the program.
 pub(super) struct Run<'a> {
-    dp: &'a Datapath,
+    pub(super) dp: &'a Datapath,
     /// The tables as they were when the packet entered this part of the pipeline.
     control: &'a ControlPlane,
     pub(super) st: &'a mut PacketState,
-    packet: &'a [u8],
+    pub(super) packet: &'a [u8],
     env: Departure,
 }
 
@@ -57,7 +57,7 @@ impl<'a> Run<'a> {
         self.dp.program.errors.iter().position(|e| e == name).unwrap_or(0) as u128
     }
 
-    fn fail(&mut self, name: &str) -> Flow {
+    pub(super) fn fail(&mut self, name: &str) -> Flow {
         let code = self.error_code(name);
         self.st.slots[self.dp.program.std.parser_error as usize] = code;
         Flow::Reject
@@ -66,23 +66,23 @@ impl<'a> Run<'a> {
     /// The parser: from `start` to accept or reject. On reject the packet goes on to ingress
     /// with `parser_error` set, as v1model on BMv2 does.
     pub(super) fn parse(&mut self) {
-        let program = &self.dp.program;
+        let code = &self.dp.code;
         let mut state = 0;
         for _ in 0..MAX_PARSER_STEPS {
-            let s = &program.states[state];
+            let s = &code.states[state];
             if self.dp.trace {
                 tracing::debug!(target: "p4", switch = %self.dp.name, "parser state {}", s.name);
             }
-            if self.ops(&s.ops) == Flow::Reject {
+            if s.ops.run(self) == Flow::Reject {
                 return self.finish_parse("reject");
             }
             let target = match &s.next {
-                Next::To(t) => *t,
-                Next::Select { keys, cases } => {
+                CNext::To(t) => *t,
+                CNext::Select { keys, cases } => {
                     let mut values = std::mem::take(&mut self.st.key);
                     values.clear();
-                    for k in keys {
-                        let v = self.eval(k);
+                    for k in keys.iter() {
+                        let v = k(self);
                         values.push(v);
                     }
                     let found = cases
@@ -122,126 +122,23 @@ impl<'a> Run<'a> {
     }
 
     /// Runs a control's statements (`exit` ends the control).
-    pub(super) fn control(&mut self, ops: &[Op]) {
-        self.ops(ops);
-    }
-
-    fn ops(&mut self, ops: &[Op]) -> Flow {
-        for op in ops {
-            let f = self.op(op);
-            if f != Flow::Next {
-                return f;
-            }
-        }
-        Flow::Next
-    }
-
-    fn op(&mut self, op: &Op) -> Flow {
-        match op {
-            // The commonest statement, without `set`'s walk over the kinds of place.
-            Op::Set(Place::Slot(s, w), e) => {
-                let v = self.eval(e);
-                self.st.slots[*s as usize] = v & mask(*w);
-            }
-            Op::Set(p, e) => {
-                let v = self.eval(e);
-                self.set(p, v);
-            }
-            Op::Copy(d, s, n) => {
-                let (d, s, n) = (*d as usize, *s as usize, *n as usize);
-                self.st.slots.copy_within(s..s + n, d);
-            }
-            Op::CopyHeader(d, s, n) => {
-                if let (Some(d), Some(s)) = (self.header_base(d), self.header_base(s)) {
-                    let (d, s, n) = (d as usize, s as usize, *n as usize);
-                    self.st.slots.copy_within(s..s + n, d);
-                }
-            }
-            Op::SetValid(h, v) => {
-                if let Some(b) = self.header_base(h) {
-                    self.st.slots[b as usize] = u128::from(*v);
-                }
-            }
-            Op::If(c, t, f) => {
-                return if self.eval(c) != 0 { self.ops(t) } else { self.ops(f) };
-            }
-            Op::Switch(on, cases, default) => {
-                let v = self.eval(on);
-                let body = cases.iter().find(|c| c.0.contains(&v)).map_or(default, |c| &c.1);
-                return self.ops(body);
-            }
-            Op::Apply(t, cases) => {
-                let (_, action) = self.apply(*t);
-                if let Some(cases) = cases {
-                    let (cases, default) = &**cases;
-                    let body = cases.iter().find(|c| c.0.contains(&action)).map_or(default, |c| &c.1);
-                    return self.ops(body);
-                }
-            }
-            Op::Call(a, args, back) => {
-                let action = &self.dp.program.actions[*a];
-                for (p, e) in action.params.iter().zip(args) {
-                    let v = self.eval(e) & mask(p.width);
-                    self.st.slots[p.slot as usize] = v;
-                }
-                if self.ops(&action.body) == Flow::Exit {
-                    return Flow::Exit;
-                }
-                for (place, slot) in back {
-                    let v = self.slot(*slot);
-                    self.set(place, v);
-                }
-            }
-            Op::Extern(x) => self.external(x),
-            Op::Exit => return Flow::Exit,
-            Op::Return => return Flow::Return,
-            Op::Extract(h, t) => return self.extract(h, *t),
-            Op::Advance(n) => {
-                let n = self.eval(n) as usize;
-                if self.st.cursor + n > self.packet.len() * 8 {
-                    return self.fail("PacketTooShort");
-                }
-                self.st.cursor += n;
-            }
-            Op::Verify(c, err) => {
-                if self.eval(c) == 0 {
-                    self.st.slots[self.dp.program.std.parser_error as usize] = *err;
-                    return Flow::Reject;
-                }
-            }
-            // Most headers a deparser names are fixed ones, and most of those are invalid.
-            Op::Emit(HeaderRef::Fixed(b), t) => {
-                if self.slot(*b) != 0 {
-                    self.emit(*b, *t);
-                }
-            }
-            Op::Emit(h, t) => {
-                if let Some(b) = self.header_base(h)
-                    && self.slot(b) != 0
-                {
-                    self.emit(b, *t);
-                }
-            }
-            Op::PushFront(s, n) => self.push_front(s, *n),
-            Op::PopFront(s, n) => self.pop_front(s, *n),
-        }
-        Flow::Next
+    pub(super) fn control(&mut self, block: &Block) {
+        block.run(self);
     }
 
     /// Appends the valid header at `b`, of type `t`, to the deparser's output.
-    fn emit(&mut self, b: Slot, t: usize) {
+    pub(super) fn emit(&mut self, b: Slot, t: usize) {
         let header = &self.dp.program.headers[t];
         let first = b as usize + 1;
         let values = &self.st.slots[first..first + header.fields.len()];
-        let widths = header.fields.iter().map(|f| f.1);
-        hash::push_header(&mut self.st.out, values, widths, header.bits() as usize / 8);
+        self.dp.code.layouts[t].write(&mut self.st.out, values);
     }
 
-    fn extract(&mut self, h: &HeaderRef, t: usize) -> Flow {
+    pub(super) fn extract(&mut self, h: &CHeader, t: usize) -> Flow {
         let header = &self.dp.program.headers[t];
         let bits = header.bits() as usize;
         let base = match h {
-            HeaderRef::Next(s) => {
+            CHeader::Next(s) => {
                 let i = self.slot(s.base);
                 if i >= u128::from(s.size) {
                     return self.fail("StackOutOfBounds");
@@ -261,13 +158,12 @@ impl<'a> Run<'a> {
         self.st.slots[base as usize] = 1;
         let first = base as usize + 1;
         let values = &mut self.st.slots[first..first + header.fields.len()];
-        let widths = header.fields.iter().map(|f| f.1);
         if at.is_multiple_of(8) {
-            hash::read_header(&self.packet[at / 8..(at + bits) / 8], values, widths);
+            self.dp.code.layouts[t].read(&self.packet[at / 8..], values);
         } else {
             // After an `advance` by bits that are not whole bytes.
             let mut bit = at;
-            for (v, w) in values.iter_mut().zip(widths) {
+            for (v, w) in values.iter_mut().zip(header.fields.iter().map(|f| f.1)) {
                 *v = read_bits(self.packet, bit, w);
                 bit += usize::from(w);
             }
@@ -277,13 +173,14 @@ impl<'a> Run<'a> {
     }
 
     /// Applies table `t`: returns whether it hit and the action it ran.
-    fn apply(&mut self, t: usize) -> (bool, usize) {
-        let table = &self.dp.program.tables[t];
+    pub(super) fn apply(&mut self, t: usize) -> (bool, usize) {
+        let dp = self.dp;
+        let table = &dp.program.tables[t];
         let state = &self.control.tables[t];
         let mut key = std::mem::take(&mut self.st.key);
         key.clear();
-        for k in &table.keys {
-            let v = self.eval(&k.expr);
+        for k in dp.code.keys[t].iter() {
+            let v = k(self);
             key.push(v);
         }
         let mut scratch = std::mem::take(&mut self.st.scratch);
@@ -307,22 +204,22 @@ impl<'a> Run<'a> {
             );
         }
         self.st.key = key;
-        let a = &self.dp.program.actions[action];
+        let a = &dp.program.actions[action];
         for (p, v) in a.params.iter().filter(|p| p.control_plane).zip(args) {
             self.st.slots[p.slot as usize] = *v;
         }
-        self.ops(&a.body);
+        dp.code.actions[action].run(self);
         (is_hit, action)
     }
 
-    fn header_base(&mut self, h: &HeaderRef) -> Option<Slot> {
+    pub(super) fn header_base(&mut self, h: &CHeader) -> Option<Slot> {
         match h {
-            HeaderRef::Fixed(s) => Some(*s),
-            HeaderRef::Element(s, i) => {
-                let i = self.eval(i);
+            CHeader::Fixed(s) => Some(*s),
+            CHeader::Element(s, i) => {
+                let i = i(self);
                 (i < u128::from(s.size)).then(|| s.element(i as u32))
             }
-            HeaderRef::Next(s) => {
+            CHeader::Next(s) => {
                 let i = self.slot(s.base);
                 (i < u128::from(s.size)).then(|| s.element(i as u32))
             }
@@ -334,7 +231,7 @@ impl<'a> Run<'a> {
         self.st.slots.copy_within(f..f + n, t);
     }
 
-    fn push_front(&mut self, s: &StackRef, n: u32) {
+    pub(super) fn push_front(&mut self, s: &StackRef, n: u32) {
         for i in (n..s.size).rev() {
             self.move_element(s, i - n, i);
         }
@@ -345,7 +242,7 @@ impl<'a> Run<'a> {
         self.st.slots[s.base as usize] = next.min(u128::from(s.size));
     }
 
-    fn pop_front(&mut self, s: &StackRef, n: u32) {
+    pub(super) fn pop_front(&mut self, s: &StackRef, n: u32) {
         for i in 0..s.size.saturating_sub(n) {
             self.move_element(s, i + n, i);
         }
@@ -356,112 +253,40 @@ impl<'a> Run<'a> {
         self.st.slots[s.base as usize] = next;
     }
 
-    fn set(&mut self, p: &Place, v: u128) {
+    pub(super) fn set(&mut self, p: &CPlace, v: u128) {
         match p {
-            Place::Slot(s, w) => self.st.slots[*s as usize] = v & mask(*w),
-            Place::Element(s, i, off, w) => {
-                let i = self.eval(i);
+            CPlace::Slot(s, m) => self.st.slots[*s as usize] = v & m,
+            CPlace::Element(s, i, off, m) => {
+                let i = i(self);
                 if i < u128::from(s.size) {
-                    self.st.slots[(s.element(i as u32) + off) as usize] = v & mask(*w);
+                    self.st.slots[(s.element(i as u32) + off) as usize] = v & m;
                 }
             }
-            Place::Slice(inner, lo, w) => {
+            CPlace::Slice(inner, lo, m) => {
                 let old = self.get(inner);
-                let m = mask(*w) << lo;
+                let m = m << lo;
                 self.set(inner, (old & !m) | ((v << lo) & m));
             }
         }
     }
 
-    fn get(&mut self, p: &Place) -> u128 {
+    fn get(&mut self, p: &CPlace) -> u128 {
         match p {
-            Place::Slot(s, _) => self.slot(*s),
-            Place::Element(s, i, off, _) => {
-                let i = self.eval(i);
+            CPlace::Slot(s, _) => self.slot(*s),
+            CPlace::Element(s, i, off, _) => {
+                let i = i(self);
                 if i < u128::from(s.size) {
                     self.slot(s.element(i as u32) + off)
                 } else {
                     0
                 }
             }
-            Place::Slice(inner, lo, w) => (self.get(inner) >> lo) & mask(*w),
+            CPlace::Slice(inner, lo, m) => (self.get(inner) >> lo) & m,
         }
     }
 
-    /// The value of `e`. Leaves (most nodes a packet meets) are read here, inlined where the
-    /// value is needed, without a call and a jump through `eval_node`'s table.
-    #[inline(always)]
-    fn eval(&mut self, e: &Expr) -> u128 {
-        match e {
-            Expr::Slot(s) => self.slot(*s),
-            Expr::SlotBits(s, lo, w) => (self.slot(*s) >> lo) & mask(*w),
-            Expr::Const(c) => *c,
-            Expr::IsValid(HeaderRef::Fixed(b)) => u128::from(self.slot(*b) != 0),
-            _ => self.eval_node(e),
-        }
-    }
-
-    fn eval_node(&mut self, e: &Expr) -> u128 {
-        use super::eval as ops;
-        match e {
-            // The leaves `eval` reads inline.
-            Expr::Const(_) | Expr::Slot(_) | Expr::SlotBits(..) => self.eval(e),
-            Expr::Element(s, i, off) => {
-                let i = self.eval(i);
-                if i < u128::from(s.size) {
-                    self.slot(s.element(i as u32) + off)
-                } else {
-                    0
-                }
-            }
-            Expr::Unary(op, a, w) => {
-                let a = self.eval(a);
-                ops::unary(*op, a, *w)
-            }
-            Expr::Binary(crate::ir::Binary::LogicalAnd, a, b, _, _) => {
-                u128::from(self.eval(a) != 0 && self.eval(b) != 0)
-            }
-            Expr::Binary(crate::ir::Binary::LogicalOr, a, b, _, _) => {
-                u128::from(self.eval(a) != 0 || self.eval(b) != 0)
-            }
-            Expr::Binary(op, a, b, w, s) => {
-                let a = self.eval(a);
-                let b = self.eval(b);
-                ops::binary(*op, a, b, *w, *s)
-            }
-            Expr::Cond(c, a, b) => {
-                if self.eval(c) != 0 {
-                    self.eval(a)
-                } else {
-                    self.eval(b)
-                }
-            }
-            Expr::Slice(a, lo, w) => (self.eval(a) >> lo) & mask(*w),
-            Expr::BinaryConst(op, a, c, w, s) => {
-                let a = self.eval(a);
-                ops::binary(*op, a, *c, *w, *s)
-            }
-            Expr::Concat(a, b, wb) => {
-                let a = self.eval(a);
-                (a << wb) | self.eval(b)
-            }
-            Expr::Cast(a, from, to, s) => {
-                let a = self.eval(a);
-                ops::cast(a, *from, *to, *s)
-            }
-            Expr::IsValid(h) => match self.header_base(h) {
-                Some(b) => u128::from(self.slot(b) != 0),
-                None => 0,
-            },
-            Expr::Apply(t, hit) => u128::from(self.apply(*t).0 == *hit),
-            Expr::Lookahead { skip, width } => self.lookahead(*skip, *width),
-            Expr::Intlab(v) => self.intlab(*v),
-        }
-    }
-
-    // Rare values out of `eval`'s body, so that its frame (set up at every node) stays small.
-    #[inline(never)]
-    fn lookahead(&self, skip: u16, w: u16) -> u128 {
+    /// The `w` bits `skip` bits past the parser's cursor (0 past the frame's end).
+    pub(super) fn lookahead(&self, skip: u16, w: u16) -> u128 {
         let at = self.st.cursor + usize::from(skip);
         if at + usize::from(w) > self.packet.len() * 8 {
             0
@@ -470,8 +295,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    #[inline(never)]
-    fn intlab(&self, v: IntlabValue) -> u128 {
+    /// One of intlab's exact values of this frame's departure.
+    pub(super) fn intlab(&self, v: IntlabValue) -> u128 {
         u128::from(match v {
             IntlabValue::QueueBytes => self.env.queue_bytes.min(u64::from(u32::MAX)),
             IntlabValue::TxBytes => self.env.tx_bytes,
@@ -484,31 +309,32 @@ impl<'a> Run<'a> {
     }
 
     /// Packs a field list into `st.list` (BMv2's layout) and returns it.
-    fn pack(&mut self, items: &[ListItem]) -> Vec<u8> {
+    fn pack(&mut self, items: &[CItem]) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.st.list);
         buf.clear();
-        let mut bits = 0;
+        let mut packer = BitPacker::new(&mut buf);
         for it in items {
             if it.valid.is_some_and(|v| self.slot(v) == 0) {
                 continue;
             }
-            let v = self.eval(&it.value);
-            push_bits(&mut buf, &mut bits, v, it.width);
+            let v = (it.value)(self);
+            packer.push(v, it.width);
         }
+        packer.finish();
         buf
     }
 
-    fn external(&mut self, x: &Extern) {
+    pub(super) fn external(&mut self, x: &CExtern) {
         let std = self.dp.program.std;
         match x {
-            Extern::MarkToDrop => {
+            CExtern::MarkToDrop => {
                 self.st.slots[std.egress_spec as usize] = u128::from(super::DROP_PORT);
                 self.st.slots[std.mcast_grp as usize] = 0;
                 if self.dp.trace {
                     tracing::debug!(target: "p4", switch = %self.dp.name, "mark_to_drop");
                 }
             }
-            Extern::Hash {
+            CExtern::Hash {
                 out,
                 algo,
                 base,
@@ -518,66 +344,66 @@ impl<'a> Run<'a> {
                 let buf = self.pack(data);
                 let h = u128::from(hash::hash(*algo, &buf));
                 self.st.list = buf;
-                let (base, max) = (self.eval(base), self.eval(max));
+                let (base, max) = (base(self), max(self));
                 let v = base.wrapping_add(if max > 0 { h % max } else { h });
                 self.set(out, v);
             }
-            Extern::Checksum {
+            CExtern::Checksum {
                 verify,
                 condition,
                 data,
                 field,
                 current,
                 payload,
-                ..
             } => {
-                if self.eval(condition) == 0 {
+                if condition(self) == 0 {
                     return;
                 }
-                let mut buf = self.pack(data);
-                if *payload {
-                    buf.extend_from_slice(self.packet.get(self.st.header_bytes..).unwrap_or(&[]));
-                }
-                let sum = u128::from(hash::csum16(&buf));
+                let buf = self.pack(data);
+                let after = match payload {
+                    true => self.packet.get(self.st.header_bytes..).unwrap_or(&[]),
+                    false => &[],
+                };
+                let sum = u128::from(hash::csum16_of(&buf, after));
                 self.st.list = buf;
                 if *verify {
-                    if self.eval(current) != sum {
+                    if current(self) != sum {
                         self.st.slots[std.checksum_error as usize] = 1;
                     }
                 } else {
                     self.set(field, sum);
                 }
             }
-            Extern::RegisterRead(r, out, i) => {
-                let i = self.eval(i) as usize;
+            CExtern::RegisterRead(r, out, i) => {
+                let i = i(self) as usize;
                 let v = self.dp.register_read(*r, i).unwrap_or(0);
                 self.set(out, u128::from(v));
             }
-            Extern::RegisterWrite(r, i, v) => {
-                let (i, v) = (self.eval(i) as usize, self.eval(v));
+            CExtern::RegisterWrite(r, i, v) => {
+                let (i, v) = (i(self) as usize, v(self));
                 self.dp.register_write(*r, i, v as u64);
             }
-            Extern::Count(c, i) => {
-                let i = self.eval(i) as usize;
+            CExtern::Count(c, i) => {
+                let i = i(self) as usize;
                 let bytes = self.slot(std.packet_length) as u64;
                 if let Some(cell) = self.dp.counters.get(*c).and_then(|x| x.get(i)) {
                     cell[0].fetch_add(1, Ordering::Relaxed);
                     cell[1].fetch_add(bytes, Ordering::Relaxed);
                 }
             }
-            Extern::Clone { session, field_list } => {
-                self.st.clone_session = Some(self.eval(session) as u32);
+            CExtern::Clone { session, field_list } => {
+                self.st.clone_session = Some(session(self) as u32);
                 self.st.clone_field_list = *field_list;
             }
-            Extern::Truncate(n) => self.st.truncate = Some(self.eval(n) as usize),
-            Extern::Log(fmt, values) => {
+            CExtern::Truncate(n) => self.st.truncate = Some(n(self) as usize),
+            CExtern::Log(fmt, values) => {
                 let mut text = String::with_capacity(fmt.len());
                 let mut parts = fmt.split("{}");
                 text.push_str(parts.next().unwrap_or(""));
                 for (i, part) in parts.enumerate() {
                     match values.get(i) {
                         Some(v) => {
-                            let v = self.eval(v);
+                            let v = v(self);
                             text.push_str(&v.to_string());
                         }
                         None => text.push_str("{}"),
@@ -586,8 +412,8 @@ impl<'a> Run<'a> {
                 }
                 tracing::info!(target: "p4", switch = %self.dp.name, "log_msg: {text}");
             }
-            Extern::Random(out, lo, hi) => {
-                let (lo, hi) = (self.eval(lo), self.eval(hi));
+            CExtern::Random(out, lo, hi) => {
+                let (lo, hi) = (lo(self), hi(self));
                 self.st.random = self.st.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
                 let mut z = self.st.random;
                 z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -596,8 +422,8 @@ impl<'a> Run<'a> {
                 let span = hi.saturating_sub(lo).saturating_add(1);
                 self.set(out, lo + u128::from(z) % span);
             }
-            Extern::Assert(c) => {
-                if self.eval(c) == 0 {
+            CExtern::Assert(c) => {
+                if c(self) == 0 {
                     tracing::warn!(target: "p4", switch = %self.dp.name, "assert failed: the frame is dropped");
                     self.st.slots[std.egress_spec as usize] = u128::from(super::DROP_PORT);
                     self.st.slots[std.mcast_grp as usize] = 0;
@@ -609,7 +435,8 @@ impl<'a> Run<'a> {
     /// Runs the deparser: the headers to write go to `st.out`.
     pub(super) fn deparse(&mut self) {
         self.st.out.clear();
-        self.ops(&self.dp.program.deparser);
+        let dp = self.dp;
+        dp.code.deparser.run(self);
     }
 }
 

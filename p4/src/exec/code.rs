@@ -1,0 +1,666 @@
+//! The lowered program compiled to closures, once, when a datapath is made: every statement
+//! and expression becomes a closure that does its work and calls its parts' closures directly.
+//! A packet's pass then never matches on what kind of node comes next; that dispatch, one
+//! mispredicted jump per node through a shared table, took half of a tree-walking
+//! interpreter's time. The shapes packets meet most (a slot, a bit of a slot, an operator with
+//! a constant, an `if` on one bit) get closures of their own.
+
+use super::eval as ops;
+use super::layout::HeaderLayout;
+use super::run::{Flow, Run};
+use crate::ir::{
+    Algorithm, Binary, Expr, Extern, HeaderRef, KeySet, ListItem, Next, Op, Place, Program, Slot, StackRef, Target,
+};
+use crate::lower::mask;
+
+/// A compiled expression.
+pub(super) type Value = Box<dyn Fn(&mut Run<'_>) -> u128 + Send + Sync>;
+
+/// A compiled statement.
+type Stmt = Box<dyn Fn(&mut Run<'_>) -> Flow + Send + Sync>;
+
+/// Statements run in order until one ends the block.
+pub(super) struct Block(Box<[Stmt]>);
+
+impl Block {
+    /// Runs the statements; the first that does not continue ends the block.
+    #[inline]
+    pub(super) fn run(&self, r: &mut Run<'_>) -> Flow {
+        for s in self.0.iter() {
+            let f = s(r);
+            if f != Flow::Next {
+                return f;
+            }
+        }
+        Flow::Next
+    }
+}
+
+/// A place to write, its run-time parts compiled.
+pub(super) enum CPlace {
+    /// A slot and the mask of its width.
+    Slot(Slot, u128),
+    /// A field of a stack element chosen at run time: the index, the field's offset, the mask.
+    Element(StackRef, Value, u32, u128),
+    /// Bits from `lo` of a place: the place, `lo`, the mask of the slice's width.
+    Slice(Box<CPlace>, u16, u128),
+}
+
+/// A header a statement acts on, its run-time parts compiled.
+pub(super) enum CHeader {
+    /// At a fixed base slot.
+    Fixed(Slot),
+    /// A stack element chosen at run time.
+    Element(StackRef, Value),
+    /// The stack's `next` element.
+    Next(StackRef),
+}
+
+/// One item of a field list.
+pub(super) struct CItem {
+    pub(super) value: Value,
+    pub(super) width: u16,
+    /// Skipped when this validity slot is 0.
+    pub(super) valid: Option<Slot>,
+}
+
+/// An extern call, its arguments compiled (see [`Extern`] for what each does).
+pub(super) enum CExtern {
+    MarkToDrop,
+    Hash {
+        out: CPlace,
+        algo: Algorithm,
+        base: Value,
+        data: Box<[CItem]>,
+        max: Value,
+    },
+    Checksum {
+        verify: bool,
+        condition: Value,
+        data: Box<[CItem]>,
+        field: CPlace,
+        current: Value,
+        payload: bool,
+    },
+    RegisterRead(usize, CPlace, Value),
+    RegisterWrite(usize, Value, Value),
+    Count(usize, Value),
+    Clone {
+        session: Value,
+        field_list: Option<u128>,
+    },
+    Truncate(Value),
+    Log(String, Box<[Value]>),
+    Random(CPlace, Value, Value),
+    Assert(Value),
+}
+
+/// A parser state.
+pub(super) struct CState {
+    pub(super) name: String,
+    pub(super) ops: Block,
+    pub(super) next: CNext,
+}
+
+/// Where a parser state goes.
+pub(super) enum CNext {
+    To(Target),
+    Select {
+        keys: Box<[Value]>,
+        cases: Box<[(Box<[KeySet]>, Target)]>,
+    },
+}
+
+/// A whole program, compiled.
+pub(super) struct Code {
+    pub(super) states: Box<[CState]>,
+    pub(super) verify: Block,
+    pub(super) ingress: Block,
+    pub(super) egress: Block,
+    pub(super) compute: Block,
+    pub(super) deparser: Block,
+    /// Action bodies, by action index.
+    pub(super) actions: Box<[Block]>,
+    /// Each table's key expressions, by table index.
+    pub(super) keys: Box<[Box<[Value]>]>,
+    /// Each header type's layout, by header type index.
+    pub(super) layouts: Box<[HeaderLayout]>,
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Code({} states, {} actions, {} tables)",
+            self.states.len(),
+            self.actions.len(),
+            self.keys.len()
+        )
+    }
+}
+
+impl Code {
+    /// Compiles `p`.
+    pub(super) fn of(p: &Program) -> Code {
+        let c = Compiler { p };
+        Code {
+            states: p
+                .states
+                .iter()
+                .map(|s| CState {
+                    name: s.name.clone(),
+                    ops: c.block(&s.ops),
+                    next: match &s.next {
+                        Next::To(t) => CNext::To(*t),
+                        Next::Select { keys, cases } => CNext::Select {
+                            keys: keys.iter().map(|k| c.value(k)).collect(),
+                            cases: cases.iter().map(|(sets, t)| (sets.clone().into(), *t)).collect(),
+                        },
+                    },
+                })
+                .collect(),
+            verify: c.block(&p.verify),
+            ingress: c.block(&p.ingress),
+            egress: c.block(&p.egress),
+            compute: c.block(&p.compute),
+            deparser: c.block(&p.deparser),
+            actions: p.actions.iter().map(|a| c.block(&a.body)).collect(),
+            keys: p
+                .tables
+                .iter()
+                .map(|t| t.keys.iter().map(|k| c.value(&k.expr)).collect())
+                .collect(),
+            layouts: p
+                .headers
+                .iter()
+                .map(|h| HeaderLayout::new(&h.fields.iter().map(|f| f.1).collect::<Vec<_>>()))
+                .collect(),
+        }
+    }
+}
+
+struct Compiler<'p> {
+    p: &'p Program,
+}
+
+/// Builds a [`Value`] that applies `f` to `e`'s value, reading `e` inline when it is a slot or
+/// bits of one (each use of this is a closure type of its own, so its branches stay predictable).
+fn with_leaf<F>(c: &Compiler<'_>, e: &Expr, f: F) -> Value
+where
+    F: Fn(u128) -> u128 + Send + Sync + 'static,
+{
+    match *e {
+        Expr::Slot(s) => {
+            let s = s as usize;
+            Box::new(move |r| f(r.st.slots[s]))
+        }
+        Expr::SlotBits(s, lo, w) => {
+            let (s, m) = (s as usize, mask(w));
+            Box::new(move |r| f((r.st.slots[s] >> lo) & m))
+        }
+        _ => {
+            let a = c.value(e);
+            Box::new(move |r| {
+                let v = a(r);
+                f(v)
+            })
+        }
+    }
+}
+
+/// Builds a [`Value`] that applies `f` to two values, the left one first.
+fn with_two<F>(c: &Compiler<'_>, a: &Expr, b: &Expr, f: F) -> Value
+where
+    F: Fn(u128, u128) -> u128 + Send + Sync + 'static,
+{
+    match (a, b) {
+        (&Expr::Slot(x), &Expr::Slot(y)) => {
+            let (x, y) = (x as usize, y as usize);
+            Box::new(move |r| f(r.st.slots[x], r.st.slots[y]))
+        }
+        (&Expr::Slot(x), _) => {
+            let (x, b) = (x as usize, c.value(b));
+            Box::new(move |r| {
+                let v = r.st.slots[x];
+                f(v, b(r))
+            })
+        }
+        // A sum of bits of a slot (`w + (bit<8>) ins[3:3] + ...`): the right one read inline.
+        (_, &Expr::SlotBits(y, lo, w)) => {
+            let (a, y, m) = (c.value(a), y as usize, mask(w));
+            Box::new(move |r| {
+                let v = a(r);
+                f(v, (r.st.slots[y] >> lo) & m)
+            })
+        }
+        (_, &Expr::Slot(y)) => {
+            let (a, y) = (c.value(a), y as usize);
+            Box::new(move |r| {
+                let v = a(r);
+                f(v, r.st.slots[y])
+            })
+        }
+        _ => {
+            let (a, b) = (c.value(a), c.value(b));
+            Box::new(move |r| {
+                let v = a(r);
+                f(v, b(r))
+            })
+        }
+    }
+}
+
+/// Builds a statement that runs `then` when `test` holds, else `otherwise`.
+fn if_stmt<T>(test: T, then: Block, otherwise: Block) -> Stmt
+where
+    T: Fn(&mut Run<'_>) -> bool + Send + Sync + 'static,
+{
+    Box::new(move |r| if test(r) { then.run(r) } else { otherwise.run(r) })
+}
+
+impl Compiler<'_> {
+    fn block(&self, ops: &[Op]) -> Block {
+        Block(ops.iter().map(|op| self.stmt(op)).collect())
+    }
+
+    fn stmt(&self, op: &Op) -> Stmt {
+        match op {
+            Op::Set(Place::Slot(s, w), Expr::Const(v)) => {
+                let (s, v) = (*s as usize, *v & mask(*w));
+                Box::new(move |r| {
+                    r.st.slots[s] = v;
+                    Flow::Next
+                })
+            }
+            Op::Set(Place::Slot(s, w), e) => {
+                let (s, m, v) = (*s as usize, mask(*w), self.value(e));
+                Box::new(move |r| {
+                    let x = v(r);
+                    r.st.slots[s] = x & m;
+                    Flow::Next
+                })
+            }
+            Op::Set(p, e) => {
+                let (p, v) = (self.place(p), self.value(e));
+                Box::new(move |r| {
+                    let x = v(r);
+                    r.set(&p, x);
+                    Flow::Next
+                })
+            }
+            Op::Copy(d, s, n) => {
+                let (d, s, n) = (*d as usize, *s as usize, *n as usize);
+                Box::new(move |r| {
+                    r.st.slots.copy_within(s..s + n, d);
+                    Flow::Next
+                })
+            }
+            Op::CopyHeader(d, s, n) => {
+                let (d, s, n) = (self.header(d), self.header(s), *n as usize);
+                Box::new(move |r| {
+                    if let (Some(d), Some(s)) = (r.header_base(&d), r.header_base(&s)) {
+                        let (d, s) = (d as usize, s as usize);
+                        r.st.slots.copy_within(s..s + n, d);
+                    }
+                    Flow::Next
+                })
+            }
+            Op::SetValid(HeaderRef::Fixed(b), v) => {
+                let (b, v) = (*b as usize, u128::from(*v));
+                Box::new(move |r| {
+                    r.st.slots[b] = v;
+                    Flow::Next
+                })
+            }
+            Op::SetValid(h, v) => {
+                let (h, v) = (self.header(h), u128::from(*v));
+                Box::new(move |r| {
+                    if let Some(b) = r.header_base(&h) {
+                        r.st.slots[b as usize] = v;
+                    }
+                    Flow::Next
+                })
+            }
+            Op::If(c, t, f) => self.if_of(c, self.block(t), self.block(f)),
+            Op::Switch(on, cases, default) => {
+                let on = self.value(on);
+                let cases: Box<[(Box<[u128]>, Block)]> =
+                    cases.iter().map(|(v, b)| (v.clone().into(), self.block(b))).collect();
+                let default = self.block(default);
+                Box::new(move |r| {
+                    let v = on(r);
+                    cases
+                        .iter()
+                        .find(|c| c.0.contains(&v))
+                        .map_or(&default, |c| &c.1)
+                        .run(r)
+                })
+            }
+            Op::Apply(t, None) => {
+                let t = *t;
+                Box::new(move |r| {
+                    r.apply(t);
+                    Flow::Next
+                })
+            }
+            Op::Apply(t, Some(switch)) => {
+                let t = *t;
+                let (cases, default) = &**switch;
+                let cases: Box<[(Box<[usize]>, Block)]> =
+                    cases.iter().map(|(a, b)| (a.clone().into(), self.block(b))).collect();
+                let default = self.block(default);
+                Box::new(move |r| {
+                    let (_, action) = r.apply(t);
+                    cases
+                        .iter()
+                        .find(|c| c.0.contains(&action))
+                        .map_or(&default, |c| &c.1)
+                        .run(r)
+                })
+            }
+            Op::Call(a, args, back) => {
+                let a = *a;
+                let params: Box<[(usize, u128, Value)]> = self.p.actions[a]
+                    .params
+                    .iter()
+                    .zip(args)
+                    .map(|(p, e)| (p.slot as usize, mask(p.width), self.value(e)))
+                    .collect();
+                let back: Box<[(CPlace, Slot)]> = back.iter().map(|(p, s)| (self.place(p), *s)).collect();
+                Box::new(move |r| {
+                    for (slot, m, v) in params.iter() {
+                        let x = v(r) & m;
+                        r.st.slots[*slot] = x;
+                    }
+                    let dp = r.dp;
+                    if dp.code.actions[a].run(r) == Flow::Exit {
+                        return Flow::Exit;
+                    }
+                    for (place, slot) in back.iter() {
+                        let v = r.st.slots[*slot as usize];
+                        r.set(place, v);
+                    }
+                    Flow::Next
+                })
+            }
+            Op::Extern(x) => {
+                let x = self.external(x);
+                Box::new(move |r| {
+                    r.external(&x);
+                    Flow::Next
+                })
+            }
+            Op::Exit => Box::new(|_| Flow::Exit),
+            Op::Return => Box::new(|_| Flow::Return),
+            Op::Extract(h, t) => {
+                let (h, t) = (self.header(h), *t);
+                Box::new(move |r| r.extract(&h, t))
+            }
+            Op::Advance(n) => {
+                let n = self.value(n);
+                Box::new(move |r| {
+                    let n = n(r) as usize;
+                    if r.st.cursor + n > r.packet.len() * 8 {
+                        return r.fail("PacketTooShort");
+                    }
+                    r.st.cursor += n;
+                    Flow::Next
+                })
+            }
+            Op::Verify(c, err) => {
+                let (c, err) = (self.value(c), *err);
+                let slot = self.p.std.parser_error as usize;
+                Box::new(move |r| {
+                    if c(r) == 0 {
+                        r.st.slots[slot] = err;
+                        return Flow::Reject;
+                    }
+                    Flow::Next
+                })
+            }
+            // Most headers a deparser names are fixed ones, and most of those are invalid.
+            Op::Emit(HeaderRef::Fixed(b), t) => {
+                let (b, t) = (*b, *t);
+                Box::new(move |r| {
+                    if r.st.slots[b as usize] != 0 {
+                        r.emit(b, t);
+                    }
+                    Flow::Next
+                })
+            }
+            Op::Emit(h, t) => {
+                let (h, t) = (self.header(h), *t);
+                Box::new(move |r| {
+                    if let Some(b) = r.header_base(&h)
+                        && r.st.slots[b as usize] != 0
+                    {
+                        r.emit(b, t);
+                    }
+                    Flow::Next
+                })
+            }
+            Op::PushFront(s, n) => {
+                let (s, n) = (*s, *n);
+                Box::new(move |r| {
+                    r.push_front(&s, n);
+                    Flow::Next
+                })
+            }
+            Op::PopFront(s, n) => {
+                let (s, n) = (*s, *n);
+                Box::new(move |r| {
+                    r.pop_front(&s, n);
+                    Flow::Next
+                })
+            }
+        }
+    }
+
+    /// An `if`: a test of one bit of a slot (the commonest condition, `if (f[3:3] == 1)`) reads
+    /// it inline.
+    fn if_of(&self, c: &Expr, then: Block, otherwise: Block) -> Stmt {
+        match *c {
+            Expr::BinaryConst(Binary::Eq, ref a, v, _, _) if matches!(**a, Expr::SlotBits(_, _, 1)) => {
+                let Expr::SlotBits(s, lo, _) = **a else {
+                    unreachable!("matched above")
+                };
+                let (s, want) = (s as usize, v);
+                if_stmt(move |r| (r.st.slots[s] >> lo) & 1 == want, then, otherwise)
+            }
+            Expr::IsValid(HeaderRef::Fixed(b)) => {
+                let b = b as usize;
+                if_stmt(move |r| r.st.slots[b] != 0, then, otherwise)
+            }
+            _ => {
+                let c = self.value(c);
+                if_stmt(move |r| c(r) != 0, then, otherwise)
+            }
+        }
+    }
+
+    fn value(&self, e: &Expr) -> Value {
+        match e {
+            &Expr::Const(c) => Box::new(move |_| c),
+            &Expr::Slot(s) => {
+                let s = s as usize;
+                Box::new(move |r| r.st.slots[s])
+            }
+            &Expr::SlotBits(s, lo, w) => {
+                let (s, m) = (s as usize, mask(w));
+                Box::new(move |r| (r.st.slots[s] >> lo) & m)
+            }
+            Expr::Element(stack, i, off) => {
+                let (stack, off, i) = (*stack, *off, self.value(i));
+                Box::new(move |r| {
+                    let i = i(r);
+                    if i < u128::from(stack.size) {
+                        r.st.slots[(stack.element(i as u32) + off) as usize]
+                    } else {
+                        0
+                    }
+                })
+            }
+            Expr::Unary(op, a, w) => {
+                let (op, w) = (*op, *w);
+                with_leaf(self, a, move |v| ops::unary(op, v, w))
+            }
+            Expr::Binary(Binary::LogicalAnd, a, b, _, _) => {
+                let (a, b) = (self.value(a), self.value(b));
+                Box::new(move |r| u128::from(a(r) != 0 && b(r) != 0))
+            }
+            Expr::Binary(Binary::LogicalOr, a, b, _, _) => {
+                let (a, b) = (self.value(a), self.value(b));
+                Box::new(move |r| u128::from(a(r) != 0 || b(r) != 0))
+            }
+            Expr::Binary(op, a, b, w, s) => self.binary(*op, a, b, *w, *s),
+            Expr::BinaryConst(op, a, c, w, s) => self.binary_const(*op, a, *c, *w, *s),
+            Expr::Cond(c, a, b) => {
+                let (c, a, b) = (self.value(c), self.value(a), self.value(b));
+                Box::new(move |r| if c(r) != 0 { a(r) } else { b(r) })
+            }
+            Expr::Slice(a, lo, w) => {
+                let (lo, m) = (*lo, mask(*w));
+                with_leaf(self, a, move |v| (v >> lo) & m)
+            }
+            Expr::Concat(a, b, wb) => {
+                let wb = *wb;
+                with_two(self, a, b, move |x, y| (x << wb) | y)
+            }
+            Expr::Cast(a, from, to, s) => {
+                let (from, to, s) = (*from, *to, *s);
+                if s && to > from {
+                    with_leaf(self, a, move |v| ops::cast(v, from, to, true))
+                } else {
+                    let m = mask(to);
+                    with_leaf(self, a, move |v| v & m)
+                }
+            }
+            Expr::IsValid(HeaderRef::Fixed(b)) => {
+                let b = *b as usize;
+                Box::new(move |r| u128::from(r.st.slots[b] != 0))
+            }
+            Expr::IsValid(h) => {
+                let h = self.header(h);
+                Box::new(move |r| match r.header_base(&h) {
+                    Some(b) => u128::from(r.st.slots[b as usize] != 0),
+                    None => 0,
+                })
+            }
+            &Expr::Apply(t, hit) => Box::new(move |r| u128::from(r.apply(t).0 == hit)),
+            &Expr::Lookahead { skip, width } => Box::new(move |r| r.lookahead(skip, width)),
+            &Expr::Intlab(v) => Box::new(move |r| r.intlab(v)),
+        }
+    }
+
+    /// A binary operator (not `&&`, `||`), the common ones as closures of their own.
+    fn binary(&self, op: Binary, a: &Expr, b: &Expr, w: u16, signed: bool) -> Value {
+        let m = mask(w);
+        match (op, signed) {
+            (Binary::Add, _) => with_two(self, a, b, move |x, y| x.wrapping_add(y) & m),
+            (Binary::Sub, _) => with_two(self, a, b, move |x, y| x.wrapping_sub(y) & m),
+            (Binary::And, _) => with_two(self, a, b, |x, y| x & y),
+            (Binary::Or, _) => with_two(self, a, b, |x, y| x | y),
+            (Binary::Xor, _) => with_two(self, a, b, |x, y| x ^ y),
+            (Binary::Eq, _) => with_two(self, a, b, |x, y| u128::from(x == y)),
+            (Binary::Ne, _) => with_two(self, a, b, |x, y| u128::from(x != y)),
+            (Binary::Lt, false) => with_two(self, a, b, |x, y| u128::from(x < y)),
+            (Binary::Le, false) => with_two(self, a, b, |x, y| u128::from(x <= y)),
+            (Binary::Gt, false) => with_two(self, a, b, |x, y| u128::from(x > y)),
+            (Binary::Ge, false) => with_two(self, a, b, |x, y| u128::from(x >= y)),
+            _ => with_two(self, a, b, move |x, y| ops::binary(op, x, y, w, signed)),
+        }
+    }
+
+    /// A binary operator with a constant right operand.
+    fn binary_const(&self, op: Binary, a: &Expr, c: u128, w: u16, signed: bool) -> Value {
+        let m = mask(w);
+        match (op, signed) {
+            (Binary::Add, _) => with_leaf(self, a, move |x| x.wrapping_add(c) & m),
+            (Binary::Sub, _) => with_leaf(self, a, move |x| x.wrapping_sub(c) & m),
+            (Binary::And, _) => with_leaf(self, a, move |x| x & c),
+            (Binary::Or, _) => with_leaf(self, a, move |x| x | c),
+            (Binary::Eq, _) => with_leaf(self, a, move |x| u128::from(x == c)),
+            (Binary::Ne, _) => with_leaf(self, a, move |x| u128::from(x != c)),
+            (Binary::Lt, false) => with_leaf(self, a, move |x| u128::from(x < c)),
+            (Binary::Le, false) => with_leaf(self, a, move |x| u128::from(x <= c)),
+            (Binary::Gt, false) => with_leaf(self, a, move |x| u128::from(x > c)),
+            (Binary::Ge, false) => with_leaf(self, a, move |x| u128::from(x >= c)),
+            (Binary::Shl, _) if c < u128::from(w) => with_leaf(self, a, move |x| (x << c) & m),
+            (Binary::Shr, false) => with_leaf(self, a, move |x| x.checked_shr(c.min(128) as u32).unwrap_or(0)),
+            _ => with_leaf(self, a, move |x| ops::binary(op, x, c, w, signed)),
+        }
+    }
+
+    fn place(&self, p: &Place) -> CPlace {
+        match p {
+            Place::Slot(s, w) => CPlace::Slot(*s, mask(*w)),
+            Place::Element(stack, i, off, w) => CPlace::Element(*stack, self.value(i), *off, mask(*w)),
+            Place::Slice(inner, lo, w) => CPlace::Slice(Box::new(self.place(inner)), *lo, mask(*w)),
+        }
+    }
+
+    fn header(&self, h: &HeaderRef) -> CHeader {
+        match h {
+            HeaderRef::Fixed(s) => CHeader::Fixed(*s),
+            HeaderRef::Element(stack, i) => CHeader::Element(*stack, self.value(i)),
+            HeaderRef::Next(stack) => CHeader::Next(*stack),
+        }
+    }
+
+    fn items(&self, items: &[ListItem]) -> Box<[CItem]> {
+        items
+            .iter()
+            .map(|it| CItem {
+                value: self.value(&it.value),
+                width: it.width,
+                valid: it.valid,
+            })
+            .collect()
+    }
+
+    fn external(&self, x: &Extern) -> CExtern {
+        match x {
+            Extern::MarkToDrop => CExtern::MarkToDrop,
+            Extern::Hash {
+                out,
+                algo,
+                base,
+                data,
+                max,
+            } => CExtern::Hash {
+                out: self.place(out),
+                algo: *algo,
+                base: self.value(base),
+                data: self.items(data),
+                max: self.value(max),
+            },
+            Extern::Checksum {
+                verify,
+                condition,
+                data,
+                field,
+                current,
+                payload,
+                ..
+            } => CExtern::Checksum {
+                verify: *verify,
+                condition: self.value(condition),
+                data: self.items(data),
+                field: self.place(field),
+                current: self.value(current),
+                payload: *payload,
+            },
+            Extern::RegisterRead(i, out, at) => CExtern::RegisterRead(*i, self.place(out), self.value(at)),
+            Extern::RegisterWrite(i, at, v) => CExtern::RegisterWrite(*i, self.value(at), self.value(v)),
+            Extern::Count(i, at) => CExtern::Count(*i, self.value(at)),
+            Extern::Clone { session, field_list } => CExtern::Clone {
+                session: self.value(session),
+                field_list: *field_list,
+            },
+            Extern::Truncate(n) => CExtern::Truncate(self.value(n)),
+            Extern::Log(fmt, values) => CExtern::Log(fmt.clone(), values.iter().map(|v| self.value(v)).collect()),
+            Extern::Random(out, lo, hi) => CExtern::Random(self.place(out), self.value(lo), self.value(hi)),
+            Extern::Assert(c) => CExtern::Assert(self.value(c)),
+        }
+    }
+}
