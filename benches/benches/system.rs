@@ -11,7 +11,8 @@
 //! at 64 B (blaster and iperf3): `p4/programs/int_transit.p4` (the same INT hop) and a
 //! tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`). Options via
 //! environment: INTLAB_BENCH_SECS (default 3), INTLAB_BENCH_WORKERS (switch workers, default:
-//! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone).
+//! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone), INTLAB_BENCH_ONLY=io (the switch's port
+//! I/O, system calls against mapped rings, with the bridge, under the blaster and applications).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use int_format::ethernet::MacAddress;
 use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
 use intlab_switch::Switch;
-use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_testbed::netns::{self, Namespace};
 
@@ -112,7 +113,7 @@ fn p4_spec(pipeline: SwitchPipeline) -> Option<P4Spec> {
     })
 }
 
-fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
+fn through_switch(workers: usize, pipeline: SwitchPipeline, packet_io: PacketIo) -> Path {
     let (h1, h2, mid, devs) = hosts(&format!("s{workers}"));
     let port = |name: &str, dev: &str, p4_port: u16| PortSpec {
         name: name.into(),
@@ -149,6 +150,7 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline) -> Path {
         counters_file: None,
         seed: 1,
         poll: intlab_runtime::PollMode::default(),
+        packet_io,
         queue_trace_every: intlab_switch::units::Nanos(0),
         p4: p4_spec(pipeline),
         mmu: None,
@@ -389,6 +391,9 @@ fn main() {
     if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "p4") {
         return p4_programs(secs, workers);
     }
+    if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "io") {
+        return packet_io(secs, workers);
+    }
     println!("intlab system benchmark: {secs} s per point, switch workers {workers}, INT stamping on");
     println!(
         "{:<10} {:>14} {:>10} {:>14} {:>10} {:>8}",
@@ -399,7 +404,7 @@ fn main() {
         let bridge = through_bridge();
         let (b_pps, b_gbps) = blast(&bridge, &payload, secs);
         drop(bridge);
-        let switch = through_switch(workers, SwitchPipeline::BuiltIn);
+        let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
         let (s_pps, s_gbps) = blast(&switch, &payload, secs);
         drop(switch);
         println!(
@@ -415,7 +420,7 @@ fn main() {
     let bridge = through_bridge();
     let (b50, b99) = latency(&bridge);
     drop(bridge);
-    let switch = through_switch(workers, SwitchPipeline::BuiltIn);
+    let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
     let (s50, s99) = latency(&switch);
     let late = switch._switch.as_ref().map(|s| s.counters().ports).unwrap_or_default();
     drop(switch);
@@ -458,7 +463,7 @@ fn p4_programs(secs: u64, workers: usize) {
     let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); pipelines.len()];
     let order: Vec<usize> = (0..pipelines.len()).chain((0..pipelines.len()).rev()).collect();
     for &i in &order {
-        let path = through_switch(workers, pipelines[i]);
+        let path = through_switch(workers, pipelines[i], PacketIo::Syscalls);
         let (pps, _) = blast(&path, &payload, secs);
         let udp = if iperf { iperf3_udp(&path, 64, secs).0 } else { f64::NAN };
         drop(path);
@@ -573,6 +578,86 @@ fn applications(path: &Path, secs: u64) -> AppFigures {
     }
 }
 
+/// The switch's two ways of reading and writing its veth ports (system calls, mapped rings)
+/// against the bridge: blaster at 64 B and 1400 B, iperf3 UDP and TCP, ping. Each path runs
+/// twice, in mirrored order (bridge, syscalls, rings, rings, syscalls, bridge); the figures
+/// are the means of the two.
+fn packet_io(secs: u64, workers: usize) {
+    #[derive(Clone, Copy)]
+    enum Way {
+        Bridge,
+        Switch(PacketIo),
+    }
+    let ways = [
+        Way::Bridge,
+        Way::Switch(PacketIo::Syscalls),
+        Way::Switch(PacketIo::Ring),
+    ];
+    let name = |w: Way| match w {
+        Way::Bridge => "bridge",
+        Way::Switch(PacketIo::Syscalls) => "switch, syscalls",
+        Way::Switch(PacketIo::Ring) => "switch, rings",
+    };
+    let (small, large) = (int_datagram(64), int_datagram(1400));
+    let mut runs: Vec<Vec<[f64; 7]>> = vec![Vec::new(); ways.len()];
+    let order: Vec<usize> = (0..ways.len()).chain((0..ways.len()).rev()).collect();
+    println!("switch port I/O, {workers} workers, each path twice in mirrored order:");
+    for &i in &order {
+        let path = match ways[i] {
+            Way::Bridge => through_bridge(),
+            Way::Switch(io) => through_switch(workers, SwitchPipeline::BuiltIn, io),
+        };
+        let (b64, _) = blast(&path, &small, secs);
+        let (_, b1400) = blast(&path, &large, secs);
+        let a = applications(&path, secs);
+        drop(path);
+        let row = [
+            b64 / 1e3,
+            b1400,
+            a.udp64_kpps,
+            a.udp1400_gbps,
+            a.tcp_gbps,
+            a.ping_ms,
+            a.udp64_loss * 100.0,
+        ];
+        println!(
+            "    {:<17} blaster 64 B {:>7.1} kpps, 1400 B {:>5.2} Gb/s; iperf3 UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
+            name(ways[i]),
+            row[0],
+            row[1],
+            row[2],
+            row[6],
+            row[3],
+            row[4],
+            row[5]
+        );
+        runs[i].push(row);
+    }
+    let mean = |r: &[[f64; 7]]| {
+        let mut m = [0.0; 7];
+        for row in r {
+            for (a, b) in m.iter_mut().zip(row) {
+                *a += b / r.len() as f64;
+            }
+        }
+        m
+    };
+    let base = mean(&runs[0]);
+    for (w, r) in ways.iter().zip(&runs) {
+        let m = mean(r);
+        println!(
+            "  {:<17} blaster 64 B {:.2}x, 1400 B {:.2}x; iperf3 UDP 64 B {:.2}x, 1400 B {:.2}x, TCP {:.2}x; ping {:.2}x (of the bridge)",
+            name(*w),
+            m[0] / base[0],
+            m[1] / base[1],
+            m[2] / base[2],
+            m[3] / base[3],
+            m[4] / base[4],
+            m[5] / base[5]
+        );
+    }
+}
+
 /// The switch and the bridge under real applications (iperf3, ping), same namespaces and veths.
 fn with_applications(secs: u64, workers: usize) {
     for program in ["iperf3", "ping"] {
@@ -584,7 +669,7 @@ fn with_applications(secs: u64, workers: usize) {
     let bridge = through_bridge();
     let b = applications(&bridge, secs);
     drop(bridge);
-    let switch = through_switch(workers, SwitchPipeline::BuiltIn);
+    let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
     let s = applications(&switch, secs);
     drop(switch);
     println!("applications (iperf3 and ping in h1 and h2), bridge vs switch with {workers} workers:");

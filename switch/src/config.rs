@@ -61,6 +61,18 @@ pub enum PortIo {
     Link(crate::port::LinkEnd),
 }
 
+/// How a switch reads and writes its veth ports' AF_PACKET sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacketIo {
+    /// recvmmsg and sendmmsg: a system call per batch each way.
+    #[default]
+    Syscalls,
+    /// Receive and transmit rings mapped into the process (PACKET_MMAP): received frames are
+    /// read without a system call, sent ones handed over with one `send` per batch.
+    Ring,
+}
+
 /// ECN marking with RED thresholds, applied at dequeue to ECN-capable frames.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EcnSpec {
@@ -181,6 +193,8 @@ pub struct SwitchSpec {
     pub seed: u64,
     /// How the workers wait (see docs/switch.md).
     pub poll: intlab_runtime::PollMode,
+    /// How veth ports are read and written.
+    pub packet_io: PacketIo,
     /// Interval of each port's queue-over-time trace, returned in the final counters (0: none).
     pub queue_trace_every: Nanos,
     /// A P4 program that replaces the native pipeline.
@@ -222,6 +236,8 @@ struct RawSwitch {
     seed: u64,
     #[serde(default)]
     poll: intlab_runtime::PollMode,
+    #[serde(default)]
+    packet_io: PacketIo,
     #[serde(default)]
     queue_trace_every: Nanos,
     #[serde(default)]
@@ -830,6 +846,7 @@ impl Resolver<'_> {
             counters_file: raw.counters_file,
             seed: raw.seed,
             poll: raw.poll,
+            packet_io: raw.packet_io,
             queue_trace_every: raw.queue_trace_every,
             p4: raw.p4.map(|p| P4Spec {
                 program: crate::pipeline::relative_to(self.path, &p.program),

@@ -278,11 +278,12 @@ impl Fabric {
                 if let PortIo::Link(end) = &p.io {
                     ends.insert(end.clone(), global);
                 }
-                let port = Port::open(&p.io).map_err(|cause| StartError::Port {
-                    switch: spec.name.clone(),
-                    port: p.name.clone(),
-                    cause,
-                })?;
+                let port =
+                    Port::open(&p.io, spec.packet_io, frame_capacity(spec)).map_err(|cause| StartError::Port {
+                        switch: spec.name.clone(),
+                        port: p.name.clone(),
+                        cause,
+                    })?;
                 let capture = match &spec.capture {
                     Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
                         let path = c.dir.join(format!("{}-{}.pcapng", spec.name, p.name));

@@ -60,6 +60,8 @@ pub struct LabConfig {
     pub workers: usize,
     /// How the workers wait for their next deadline.
     pub poll: PollMode,
+    /// How switches read and write their veth ports.
+    pub packet_io: intlab_switch::config::PacketIo,
     /// Round-trip overhead of this machine allowed for before the lab measures it (ns): host
     /// and switch wake-ups, about 300-400 us measured here. Real time by nature: it does not
     /// scale with the dilation. It sizes the RTO and the sampling intervals; the controllers'
@@ -131,6 +133,7 @@ impl LabConfig {
             prefix: netns::run_prefix(std::process::id(), tag),
             workers: intlab_runtime::cores(),
             poll: PollMode::default(),
+            packet_io: intlab_switch::config::PacketIo::default(),
             host_overhead_ns: 400_000,
             dilation: 1.0,
             capture: None,
@@ -324,6 +327,7 @@ impl Lab {
                 counters_file: None,
                 seed: cfg.seed.wrapping_add(k as u64),
                 poll: cfg.poll,
+                packet_io: cfg.packet_io,
                 queue_trace_every: Nanos(cfg.queue_trace_every_ns),
                 p4: t.nodes[s].p4.as_ref().map(|p| p.spec.clone()),
                 mmu: t.mmu_of(s),

@@ -817,6 +817,7 @@ fn hold_lab(
     let mut cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
     cfg.workers = runtime.workers;
     cfg.poll = runtime.poll;
+    cfg.packet_io = runtime.packet_io;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     let socket = StandingLab::socket_path(name);
     intlab_testbed::p4_control::serve(&socket, lab.p4_datapaths())

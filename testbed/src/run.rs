@@ -169,6 +169,7 @@ pub fn run(
     cfg.seed = s.seed;
     cfg.workers = s.runtime.workers;
     cfg.poll = s.runtime.poll;
+    cfg.packet_io = s.runtime.packet_io;
     cfg.dilation = d;
     if s.capture || opts.capture {
         let dir = opts.out.join("capture");

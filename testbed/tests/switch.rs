@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use int_format::int::{HopRecord, IntHeaders};
 use intlab_switch::DropReason;
-use intlab_switch::config::EcnSpec;
+use intlab_switch::config::{EcnSpec, PacketIo};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use support::{Attach, TwoHosts, host, inspect, int_payload, set_tos, udp_in};
 
@@ -73,6 +73,18 @@ fn veth_ports_carry_ping_and_udp() {
     udp_echo(&lab);
     let c = lab.stop();
     assert!(c[0].ports[0].totals.tx_frames >= 103, "{:?}", c[0].ports[0]);
+    assert_eq!(c[0].failed_workers, 0);
+}
+
+#[test]
+fn veth_ports_on_mapped_rings_carry_ping_and_udp() {
+    let _serial = support::serial();
+    let mut lab = TwoHosts::single("vr", Attach::Veth, false, |s| s.packet_io = PacketIo::Ring);
+    ping(&lab);
+    udp_echo(&lab);
+    let c = lab.stop();
+    assert!(c[0].ports[0].totals.tx_frames >= 103, "{:?}", c[0].ports[0]);
+    assert!(c[0].ports[1].totals.rx_frames >= 103, "{:?}", c[0].ports[1]);
     assert_eq!(c[0].failed_workers, 0);
 }
 
@@ -430,7 +442,7 @@ fn bad_frames_are_counted_and_never_fatal() {
     let pool = FramePool::new(2048, 16);
     let mut sock = lab
         .h(1)
-        .run(move || PacketSocket::open(&dev))
+        .run(move || PacketSocket::open(&dev, PacketIo::Syscalls, 2048))
         .expect("raw socket in h1");
     let batch: Vec<_> = frames
         .iter()
@@ -485,7 +497,7 @@ fn a_pfc_pause_holds_its_priority_until_an_xon_while_other_priorities_pass() {
     let pool = FramePool::new(2048, 4);
     let mut sock = lab
         .h(2)
-        .run(move || PacketSocket::open(&dev))
+        .run(move || PacketSocket::open(&dev, PacketIo::Syscalls, 2048))
         .expect("raw socket in h2");
     let mut send_pause = |quanta: u16| {
         let mut f = pool.get();

@@ -57,6 +57,24 @@ fn socket(domain: libc::c_int, kind: libc::c_int, protocol: libc::c_int) -> io::
 /// A non-blocking AF_PACKET socket bound to interface `device`: every frame it receives carries
 /// the kernel's receive time; its own transmissions are not received.
 pub fn packet(device: &str) -> io::Result<OwnedFd> {
+    let fd = packet_unbound()?;
+    bind_packet(fd.as_raw_fd(), device)?;
+    set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    large_buffers(fd.as_raw_fd())?;
+    Ok(fd)
+}
+
+/// A non-blocking AF_PACKET socket bound to no interface yet, which will not receive its own
+/// transmissions. Protocol 0 receives nothing until bound, so no frame of another interface
+/// slips in while it is being set up.
+pub fn packet_unbound() -> io::Result<OwnedFd> {
+    let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    Ok(fd)
+}
+
+/// Binds AF_PACKET socket `fd` to interface `device`, every protocol.
+pub fn bind_packet(fd: RawFd, device: &str) -> io::Result<()> {
     let name = CString::new(device).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in device name"))?;
     // SAFETY: if_nametoindex reads a valid C string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
@@ -66,8 +84,6 @@ pub fn packet(device: &str) -> io::Result<OwnedFd> {
             format!("no interface `{device}`"),
         ));
     }
-    // Protocol 0 receives nothing until bind, so no frame of another interface slips in.
-    let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
     // SAFETY: an all-zero sockaddr_ll is valid; the fields needed are set below.
     let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -76,15 +92,12 @@ pub fn packet(device: &str) -> io::Result<OwnedFd> {
     // SAFETY: sll is a valid sockaddr_ll of the size passed.
     check(unsafe {
         libc::bind(
-            fd.as_raw_fd(),
+            fd,
             (&sll as *const libc::sockaddr_ll).cast(),
             size_of::<libc::sockaddr_ll>() as u32,
         )
-    })?;
-    set_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
-    set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-    large_buffers(fd.as_raw_fd())?;
-    Ok(fd)
+    })
+    .map(|_| ())
 }
 
 /// A non-blocking AF_PACKET socket that receives the frames of EtherType `ethertype` arriving

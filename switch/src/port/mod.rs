@@ -16,7 +16,7 @@ pub use tap::TapDevice;
 use intlab_runtime::clock::RealtimeMap;
 use intlab_runtime::sys::mmsg::RecvMeta;
 
-use crate::config::PortIo;
+use crate::config::{PacketIo, PortIo};
 use crate::frame::FrameBuf;
 
 /// An open port.
@@ -31,17 +31,17 @@ pub enum Port {
 }
 
 impl Port {
-    /// Opens the port `io` describes.
-    pub fn open(io: &PortIo) -> io::Result<Port> {
+    /// Opens the port `io` describes; a veth port is read and written as `packet_io` says, for
+    /// frames of up to `max_frame` bytes.
+    pub fn open(io: &PortIo, packet_io: PacketIo, max_frame: usize) -> io::Result<Port> {
         match io {
             PortIo::Tap { device } => TapDevice::create(device).map(Port::Tap),
             PortIo::Veth { device, netns } => {
                 let device = device.clone();
+                let open = move || PacketSocket::open(&device, packet_io, max_frame);
                 match netns {
-                    Some(ns) => {
-                        intlab_runtime::sys::netns::run_in(ns, move || PacketSocket::open(&device)).map(Port::Packet)
-                    }
-                    None => PacketSocket::open(&device).map(Port::Packet),
+                    Some(ns) => intlab_runtime::sys::netns::run_in(ns, open).map(Port::Packet),
+                    None => open().map(Port::Packet),
                 }
             }
             PortIo::Link(end) => Ok(Port::Link(end.clone())),

@@ -47,6 +47,8 @@ pub struct RuntimeSettings {
     pub workers: usize,
     /// How they wait for their next deadline (default: adaptive).
     pub poll: PollMode,
+    /// How switches read and write their veth ports (default: system calls).
+    pub packet_io: intlab_switch::config::PacketIo,
 }
 
 impl Default for RuntimeSettings {
@@ -54,6 +56,7 @@ impl Default for RuntimeSettings {
         RuntimeSettings {
             workers: intlab_runtime::cores(),
             poll: PollMode::default(),
+            packet_io: intlab_switch::config::PacketIo::default(),
         }
     }
 }
@@ -184,6 +187,9 @@ impl Checker<'_> {
                     ));
                 }
                 runtime.workers = w.value;
+            }
+            if let Some(io) = r.value.packet_io {
+                runtime.packet_io = io;
             }
             if let Some(p) = r.value.poll {
                 runtime.poll = p;
@@ -645,6 +651,16 @@ links:
         let s = load(&format!("{w}dilation: 20\n")).unwrap();
         assert_eq!((s.dilation, s.dilation_auto), (20.0, false));
         assert!(load(&format!("{w}dilation: fast\n")).is_err(), "only `auto` is a word");
+    }
+
+    #[test]
+    fn the_switch_port_io_is_system_calls_unless_rings_are_asked_for() {
+        let w = "workload:\n  incast: { receiver: h3, size: 10KB }\n";
+        let s = load(w).unwrap();
+        assert_eq!(s.runtime.packet_io, intlab_switch::config::PacketIo::Syscalls);
+        let s = load(&format!("{w}runtime: {{ packet_io: ring }}\n")).unwrap();
+        assert_eq!(s.runtime.packet_io, intlab_switch::config::PacketIo::Ring);
+        assert!(load(&format!("{w}runtime: {{ packet_io: xdp }}\n")).is_err());
     }
 
     #[test]

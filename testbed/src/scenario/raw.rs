@@ -49,6 +49,8 @@ pub(crate) struct RawRuntime {
     pub workers: Option<Spanned<usize>>,
     #[serde(default)]
     pub poll: Option<intlab_runtime::PollMode>,
+    #[serde(default)]
+    pub packet_io: Option<intlab_switch::config::PacketIo>,
 }
 
 /// One axis of the grid `intlab sweep` runs when given none: a key and its values.
