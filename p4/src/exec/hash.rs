@@ -69,6 +69,18 @@ fn fold(mut sum: u64) -> u16 {
     sum as u16
 }
 
+/// `(value, width)`s packed as a field list is; the bytes (for tests).
+#[cfg(test)]
+pub(crate) fn packed(items: &[(u128, u16)]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut p = BitPacker::new(&mut buf);
+    for &(v, w) in items {
+        p.push(v, w);
+    }
+    p.finish();
+    buf
+}
+
 /// The hash of `data` with `algo`.
 pub fn hash(algo: Algorithm, data: &[u8]) -> u64 {
     match algo {
@@ -194,17 +206,6 @@ mod tests {
             sum = (sum & 0xffff) + (sum >> 16);
         }
         assert_eq!(csum16(&data), !(sum as u16));
-    }
-
-    /// Packs `(value, width)`s; returns the bytes.
-    fn packed(items: &[(u128, u16)]) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut p = BitPacker::new(&mut buf);
-        for &(v, w) in items {
-            p.push(v, w);
-        }
-        p.finish();
-        buf
     }
 
     #[test]

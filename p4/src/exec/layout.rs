@@ -142,18 +142,7 @@ fn read_header(b: &[u8], values: &mut [u128], widths: impl Iterator<Item = u16>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::hash::BitPacker;
-
-    /// Packs `(value, width)`s; returns the bytes.
-    fn packed(items: &[(u128, u16)]) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut p = BitPacker::new(&mut buf);
-        for &(v, w) in items {
-            p.push(v, w);
-        }
-        p.finish();
-        buf
-    }
+    use crate::exec::hash::packed;
 
     /// Random headers of random field widths (1 to `max` bits) and values.
     fn headers(max: u64, n: usize) -> Vec<(Vec<u16>, Vec<u128>)> {
