@@ -444,11 +444,22 @@ fn main() {
     p4_programs(secs, workers);
 }
 
+/// Measures each of `n` paths twice, in mirrored order (0 to n-1, then back), and returns each
+/// path's figures averaged over its two runs: on this shared machine a run's place in the
+/// sequence moved it by a tenth or more.
+fn mirrored<const K: usize>(n: usize, mut measure: impl FnMut(usize) -> [f64; K]) -> Vec<[f64; K]> {
+    let mut sums = vec![[0.0; K]; n];
+    for i in (0..n).chain((0..n).rev()) {
+        for (sum, v) in sums[i].iter_mut().zip(measure(i)) {
+            *sum += v / 2.0;
+        }
+    }
+    sums
+}
+
 /// The switch running P4 programs against its built-in pipeline at 64 B, blaster and iperf3
-/// UDP, received kpps and the ratio to the built-in pipeline. Each pipeline runs twice, the
-/// order forward and then backward (built-in, programs, programs reversed, built-in), and its
-/// figure is the mean of its two runs: on this shared machine a run's place in the sequence
-/// moved it by a tenth or more.
+/// UDP, received kpps and the ratio to the built-in pipeline, each pipeline twice in mirrored
+/// order ([`mirrored`]).
 fn p4_programs(secs: u64, workers: usize) {
     let payload = int_datagram(64);
     let iperf = std::process::Command::new("iperf3").arg("-V").output().is_ok();
@@ -460,9 +471,7 @@ fn p4_programs(secs: u64, workers: usize) {
         SwitchPipeline::BuiltIn => "built-in",
         SwitchPipeline::P4 { name, .. } => name,
     };
-    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); pipelines.len()];
-    let order: Vec<usize> = (0..pipelines.len()).chain((0..pipelines.len()).rev()).collect();
-    for &i in &order {
+    let means = mirrored(pipelines.len(), |i| {
         let path = through_switch(workers, pipelines[i], PacketIo::Syscalls);
         let (pps, _) = blast(&path, &payload, secs);
         let udp = if iperf { iperf3_udp(&path, 64, secs).0 } else { f64::NAN };
@@ -473,18 +482,10 @@ fn p4_programs(secs: u64, workers: usize) {
             pps / 1e3,
             udp / 1e3
         );
-        runs[i].push((pps, udp));
-    }
-    let mean = |r: &[(f64, f64)]| {
-        let n = r.len() as f64;
-        (
-            r.iter().map(|x| x.0).sum::<f64>() / n,
-            r.iter().map(|x| x.1).sum::<f64>() / n,
-        )
-    };
-    let (b_pps, b_udp) = mean(&runs[0]);
-    for (p, r) in pipelines.iter().zip(&runs) {
-        let (pps, udp) = mean(r);
+        [pps, udp]
+    });
+    let [b_pps, b_udp] = means[0];
+    for (p, &[pps, udp]) in pipelines.iter().zip(&means) {
         println!(
             "  {:<16} blaster {:>8.1} kpps ({:.2}x), iperf3 UDP {:>8.1} kpps ({:.2}x); {:.1}x BMv2",
             name(p),
@@ -579,9 +580,8 @@ fn applications(path: &Path, secs: u64) -> AppFigures {
 }
 
 /// The switch's two ways of reading and writing its veth ports (system calls, mapped rings)
-/// against the bridge: blaster at 64 B and 1400 B, iperf3 UDP and TCP, ping. Each path runs
-/// twice, in mirrored order (bridge, syscalls, rings, rings, syscalls, bridge); the figures
-/// are the means of the two.
+/// against the bridge: blaster at 64 B and 1400 B, iperf3 UDP and TCP, ping, each path twice in
+/// mirrored order ([`mirrored`]).
 fn packet_io(secs: u64, workers: usize) {
     #[derive(Clone, Copy)]
     enum Way {
@@ -599,10 +599,8 @@ fn packet_io(secs: u64, workers: usize) {
         Way::Switch(PacketIo::Ring) => "switch, rings",
     };
     let (small, large) = (int_datagram(64), int_datagram(1400));
-    let mut runs: Vec<Vec<[f64; 7]>> = vec![Vec::new(); ways.len()];
-    let order: Vec<usize> = (0..ways.len()).chain((0..ways.len()).rev()).collect();
     println!("switch port I/O, {workers} workers, each path twice in mirrored order:");
-    for &i in &order {
+    let means = mirrored(ways.len(), |i| {
         let path = match ways[i] {
             Way::Bridge => through_bridge(),
             Way::Switch(io) => through_switch(workers, SwitchPipeline::BuiltIn, io),
@@ -631,20 +629,10 @@ fn packet_io(secs: u64, workers: usize) {
             row[4],
             row[5]
         );
-        runs[i].push(row);
-    }
-    let mean = |r: &[[f64; 7]]| {
-        let mut m = [0.0; 7];
-        for row in r {
-            for (a, b) in m.iter_mut().zip(row) {
-                *a += b / r.len() as f64;
-            }
-        }
-        m
-    };
-    let base = mean(&runs[0]);
-    for (w, r) in ways.iter().zip(&runs) {
-        let m = mean(r);
+        row
+    });
+    let base = means[0];
+    for (w, m) in ways.iter().zip(&means) {
         println!(
             "  {:<17} blaster 64 B {:.2}x, 1400 B {:.2}x; iperf3 UDP 64 B {:.2}x, 1400 B {:.2}x, TCP {:.2}x; ping {:.2}x (of the bridge)",
             name(*w),
