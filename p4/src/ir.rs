@@ -196,6 +196,11 @@ impl StackRef {
     pub fn element(&self, i: u32) -> Slot {
         self.base + 1 + i * self.stride
     }
+
+    /// Base slot of element `i` computed at run time, when the stack has one.
+    pub fn element_in(&self, i: u128) -> Option<Slot> {
+        (i < u128::from(self.size)).then(|| self.element(i as u32))
+    }
 }
 
 /// Something a value is written to.

@@ -493,11 +493,7 @@ impl Compiler<'_> {
                 let (stack, off, i) = (*stack, *off, self.value(i));
                 Box::new(move |r| {
                     let i = i(r);
-                    if i < u128::from(stack.size) {
-                        r.st.slots[(stack.element(i as u32) + off) as usize]
-                    } else {
-                        0
-                    }
+                    stack.element_in(i).map_or(0, |e| r.st.slots[(e + off) as usize])
                 })
             }
             Expr::Unary(op, a, w) => {

@@ -140,11 +140,11 @@ impl<'a> Run<'a> {
         let base = match h {
             CHeader::Next(s) => {
                 let i = self.slot(s.base);
-                if i >= u128::from(s.size) {
+                let Some(e) = s.element_in(i) else {
                     return self.fail("StackOutOfBounds");
-                }
+                };
                 self.st.slots[s.base as usize] = i + 1;
-                s.element(i as u32)
+                e
             }
             h => match self.header_base(h) {
                 Some(b) => b,
@@ -217,12 +217,9 @@ impl<'a> Run<'a> {
             CHeader::Fixed(s) => Some(*s),
             CHeader::Element(s, i) => {
                 let i = i(self);
-                (i < u128::from(s.size)).then(|| s.element(i as u32))
+                s.element_in(i)
             }
-            CHeader::Next(s) => {
-                let i = self.slot(s.base);
-                (i < u128::from(s.size)).then(|| s.element(i as u32))
-            }
+            CHeader::Next(s) => s.element_in(self.slot(s.base)),
         }
     }
 
@@ -258,8 +255,8 @@ impl<'a> Run<'a> {
             CPlace::Slot(s, m) => self.st.slots[*s as usize] = v & m,
             CPlace::Element(s, i, off, m) => {
                 let i = i(self);
-                if i < u128::from(s.size) {
-                    self.st.slots[(s.element(i as u32) + off) as usize] = v & m;
+                if let Some(e) = s.element_in(i) {
+                    self.st.slots[(e + off) as usize] = v & m;
                 }
             }
             CPlace::Slice(inner, lo, m) => {
@@ -275,11 +272,7 @@ impl<'a> Run<'a> {
             CPlace::Slot(s, _) => self.slot(*s),
             CPlace::Element(s, i, off, _) => {
                 let i = i(self);
-                if i < u128::from(s.size) {
-                    self.slot(s.element(i as u32) + off)
-                } else {
-                    0
-                }
+                s.element_in(i).map_or(0, |e| self.slot(e + off))
             }
             CPlace::Slice(inner, lo, m) => (self.get(inner) >> lo) & m,
         }
