@@ -12,7 +12,9 @@
 //! tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`). Options via
 //! environment: INTLAB_BENCH_SECS (default 3), INTLAB_BENCH_WORKERS (switch workers, default:
 //! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone), INTLAB_BENCH_ONLY=io (the switch's port
-//! I/O, system calls against mapped rings, with the bridge, under the blaster and applications).
+//! I/O, system calls against mapped rings, with the bridge, under the blaster and applications),
+//! INTLAB_BENCH_PIPELINES (the P4 part's pipelines by name, comma-separated, the first the
+//! reference; default `built-in,int_transit.p4,basic`).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -466,10 +468,21 @@ fn p4_programs(secs: u64, workers: usize) {
     println!(
         "P4 programs at 64 B, switch with {workers} workers, each pipeline twice in mirrored order (BMv2 simple_switch: 29.5 kpps on this machine class):"
     );
-    let pipelines: Vec<SwitchPipeline> = std::iter::once(SwitchPipeline::BuiltIn).chain(P4_PROGRAMS).collect();
     let name = |p: &SwitchPipeline| match p {
         SwitchPipeline::BuiltIn => "built-in",
         SwitchPipeline::P4 { name, .. } => name,
+    };
+    let all = std::iter::once(SwitchPipeline::BuiltIn).chain(P4_PROGRAMS);
+    let pipelines: Vec<SwitchPipeline> = match std::env::var("INTLAB_BENCH_PIPELINES") {
+        Ok(list) => list
+            .split(',')
+            .map(|wanted| {
+                all.clone()
+                    .find(|p| name(p) == wanted.trim())
+                    .unwrap_or_else(|| panic!("INTLAB_BENCH_PIPELINES: no pipeline `{wanted}`"))
+            })
+            .collect(),
+        Err(_) => all.collect(),
     };
     let means = mirrored(pipelines.len(), |i| {
         let path = through_switch(workers, pipelines[i], PacketIo::Syscalls);

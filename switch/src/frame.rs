@@ -1,6 +1,7 @@
 //! Frame buffers and the pool that recycles them, so forwarding allocates nothing once warm.
 
-use crossbeam_channel::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use int_format::frame::FrameLayout;
 
 /// Bytes kept free past the largest frame, for the INT hops a frame gains on its way.
@@ -38,6 +39,14 @@ impl FrameBuf {
             truncated: false,
             p4: None,
         }
+    }
+
+    /// Forgets the frame it held (the buffers stay for reuse).
+    fn reset(&mut self) {
+        self.len = 0;
+        self.arrival_known = false;
+        self.layout = None;
+        self.truncated = false;
     }
 
     /// The frame.
@@ -87,42 +96,139 @@ impl AsMut<[u8]> for FrameBuf {
     }
 }
 
-/// A bounded pool of equal-sized frame buffers shared by all workers of a switch.
+/// A bounded pool of equal-sized frame buffers shared by all workers of a switch, last in
+/// first out, so that the buffers in use stay few and warm in the caches.
 #[derive(Debug, Clone)]
 pub struct FramePool {
-    free_tx: Sender<FrameBuf>,
-    free_rx: Receiver<FrameBuf>,
+    free: Arc<Mutex<Vec<FrameBuf>>>,
+    keep: usize,
     capacity: usize,
 }
 
 impl FramePool {
     /// A pool of buffers of `capacity` bytes, keeping at most `keep` free ones.
     pub fn new(capacity: usize, keep: usize) -> FramePool {
-        let (free_tx, free_rx) = crossbeam_channel::bounded(keep);
         FramePool {
-            free_tx,
-            free_rx,
+            free: Arc::new(Mutex::new(Vec::new())),
+            keep,
             capacity,
         }
     }
 
+    fn free(&self) -> MutexGuard<'_, Vec<FrameBuf>> {
+        // A worker that panicked holding the lock left a list of whole buffers: still usable.
+        self.free.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// A free buffer (allocated only while the pool is still filling up).
     pub fn get(&self) -> FrameBuf {
-        let mut b = self.free_rx.try_recv().unwrap_or_else(|_| FrameBuf::new(self.capacity));
-        b.len = 0;
-        b.arrival_known = false;
-        b.layout = None;
-        b.truncated = false;
+        let mut b = self.free().pop().unwrap_or_else(|| FrameBuf::new(self.capacity));
+        b.reset();
         b
     }
 
     /// Gives a buffer back.
     pub fn put(&self, b: FrameBuf) {
-        let _ = self.free_tx.try_send(b);
+        let mut free = self.free();
+        if free.len() < self.keep {
+            free.push(b);
+        }
+    }
+
+    /// Moves up to `n` free buffers to `to`.
+    fn take(&self, n: usize, to: &mut Vec<FrameBuf>) {
+        let mut free = self.free();
+        let from = free.len().saturating_sub(n);
+        to.extend(free.drain(from..));
+    }
+
+    /// Gives back the buffers of `from` past its first `keep`.
+    fn give(&self, from: &mut Vec<FrameBuf>, keep: usize) {
+        let mut free = self.free();
+        let room = self.keep.saturating_sub(free.len());
+        let surplus = from.len().saturating_sub(keep);
+        free.extend(from.drain(from.len() - surplus..).take(room));
     }
 
     /// Buffer capacity in bytes.
     pub fn buffer_capacity(&self) -> usize {
         self.capacity
+    }
+}
+
+/// A worker's own stack of free buffers in front of the shared pool: the buffer freed last is
+/// the next one used, so a worker keeps recycling the few buffers still in its cache. (The
+/// shared pool is first in, first out: on its own it would cycle every frame through all the
+/// buffers a queue ever held, each cold, and with it the P4 state each buffer keeps.)
+#[derive(Debug)]
+pub struct FrameStack {
+    pool: FramePool,
+    free: Vec<FrameBuf>,
+}
+
+/// Free buffers a worker keeps before it gives them back to the shared pool.
+const STACK_DEPTH: usize = 64;
+
+impl FrameStack {
+    /// An empty stack in front of `pool`.
+    pub fn new(pool: FramePool) -> FrameStack {
+        FrameStack {
+            pool,
+            free: Vec::with_capacity(STACK_DEPTH),
+        }
+    }
+
+    /// A free buffer, the one freed last if any.
+    pub fn get(&mut self) -> FrameBuf {
+        if self.free.is_empty() {
+            // A worker that only receives (its frames freed by the workers that send them)
+            // refills from the pool, a batch per lock.
+            self.pool.take(STACK_DEPTH / 2, &mut self.free);
+        }
+        match self.free.pop() {
+            Some(mut b) => {
+                b.reset();
+                b
+            }
+            None => self.pool.get(),
+        }
+    }
+
+    /// Gives a buffer back.
+    pub fn put(&mut self, b: FrameBuf) {
+        if self.free.len() >= STACK_DEPTH {
+            self.pool.give(&mut self.free, STACK_DEPTH / 2);
+        }
+        self.free.push(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_reuses_the_buffer_it_freed_last() {
+        let mut stack = FrameStack::new(FramePool::new(64, 16));
+        let (a, b) = (stack.get(), stack.get());
+        let last = b.data.as_ptr();
+        stack.put(a);
+        stack.put(b);
+        assert_eq!(stack.get().data.as_ptr(), last);
+    }
+
+    #[test]
+    fn buffers_one_worker_frees_come_back_to_the_worker_that_receives() {
+        // The receiving worker takes buffers, the sending worker frees them: they must flow
+        // back through the shared pool, not be allocated anew.
+        let pool = FramePool::new(64, 1 << 10);
+        let (mut receiving, mut sending) = (FrameStack::new(pool.clone()), FrameStack::new(pool.clone()));
+        let frames: Vec<FrameBuf> = (0..3 * STACK_DEPTH).map(|_| receiving.get()).collect();
+        let addresses: Vec<*const u8> = frames.iter().map(|f| f.data.as_ptr()).collect();
+        for f in frames {
+            sending.put(f);
+        }
+        let again = receiving.get();
+        assert!(addresses.contains(&again.data.as_ptr()), "a fresh buffer was allocated");
     }
 }

@@ -22,7 +22,7 @@ use crate::capture::PortCapture;
 use crate::counters::{DropReason, PortCounters};
 use crate::egress::{self, EgressPort, Fate};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
-use crate::frame::FrameBuf;
+use crate::frame::{FrameBuf, FrameStack};
 use crate::pipeline::{P4Verdict, Verdict};
 use crate::port::Port;
 use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
@@ -88,6 +88,8 @@ pub struct Shard {
     releases: BinaryHeap<Reverse<(u64, usize)>>,
     clock: &'static Clock,
     rng: fastrand::Rng,
+    /// Free buffers, the last freed first.
+    frames: FrameStack,
     rx: Vec<FrameBuf>,
     meta: Vec<RecvMeta>,
     /// Frames received in this run, in the order to run ingress on them: (arrival, slot, frame).
@@ -144,6 +146,7 @@ impl Shard {
             releases: BinaryHeap::new(),
             clock: Clock::get(),
             rng: fastrand::Rng::with_seed(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            frames: FrameStack::new(fabric.pool.clone()),
             rx,
             meta: vec![RecvMeta::default(); BATCH],
             arrivals: Vec::with_capacity(BATCH * 4),
@@ -173,7 +176,7 @@ impl Shard {
             };
             let now = self.clock.now_ns();
             for i in 0..n {
-                let fresh = self.fabric.pool.get();
+                let fresh = self.frames.get();
                 let mut frame = std::mem::replace(&mut self.rx[i], fresh);
                 if !frame.arrival_known {
                     frame.arrival_ns = now;
@@ -230,11 +233,11 @@ impl Shard {
                 let from = self.slots[s].index;
                 let ports = self.fabric.switch_ports(self.slots[s].switch);
                 for p in (0..ports).filter(|&p| p != from) {
-                    let mut copy = self.fabric.pool.get();
+                    let mut copy = self.frames.get();
                     copy.copy_from(&frame);
                     self.route(s, base + p, copy);
                 }
-                self.fabric.pool.put(frame);
+                self.frames.put(frame);
             }
             Verdict::Drop(why) => self.drop_at(s, frame, why, false),
         }
@@ -262,7 +265,7 @@ impl Shard {
             }
             Err(_) => self.slots[s].counters.totals.mac_control_ignored += 1,
         }
-        self.fabric.pool.put(frame);
+        self.frames.put(frame);
     }
 
     /// Runs a switch's P4 program on frame `frame` arriving at slot `s`.
@@ -275,7 +278,7 @@ impl Shard {
         }
         let base = self.fabric.base[sw];
         if let Some(c) = clone_to {
-            let mut copy = self.fabric.pool.get();
+            let mut copy = self.frames.get();
             if p4.clone_of(&frame, &mut copy) {
                 self.route(s, base + c, copy);
             } else {
@@ -291,7 +294,7 @@ impl Shard {
                     self.route(s, base + p, copy);
                 }
                 self.replicas = replicas;
-                self.fabric.pool.put(frame);
+                self.frames.put(frame);
             }
             P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
             P4Verdict::NoPort(_) => self.drop_at(s, frame, DropReason::P4NoPort, false),
@@ -299,8 +302,8 @@ impl Shard {
     }
 
     /// A copy of `frame` and its P4 state, as multicast replica `rid`.
-    fn replica_of(&self, frame: &FrameBuf, rid: u16) -> FrameBuf {
-        let mut copy = self.fabric.pool.get();
+    fn replica_of(&mut self, frame: &FrameBuf, rid: u16) -> FrameBuf {
+        let mut copy = self.frames.get();
         copy.copy_from(frame);
         crate::pipeline::replica_state(frame, &mut copy, rid);
         copy
@@ -349,7 +352,7 @@ impl Shard {
     /// pauses or resumes (ahead of that port's queues).
     fn send_pfc(&mut self) {
         while let Some((sw, sig, at_ns, from)) = self.pfc_due.pop() {
-            let mut frame = self.fabric.pool.get();
+            let mut frame = self.frames.get();
             let mut quanta = [None; PRIORITIES];
             quanta[usize::from(sig.priority) % PRIORITIES] = Some(if sig.pause { u16::MAX } else { 0 });
             let node = self.fabric.switches[sw].node_id.to_be_bytes();
@@ -363,7 +366,7 @@ impl Shard {
                 Ok(len) => frame.len = len,
                 Err(e) => {
                     tracing::warn!("building a PFC frame: {e}");
-                    self.fabric.pool.put(frame);
+                    self.frames.put(frame);
                     continue;
                 }
             }
@@ -447,7 +450,7 @@ impl Shard {
             if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
                 c.dropped(at, frame.bytes(), why, true);
             }
-            self.fabric.pool.put(frame);
+            self.frames.put(frame);
         }
     }
 
@@ -496,7 +499,7 @@ impl Shard {
                 slot.counters.totals.tx_bytes -= f.len as u64;
                 slot.counters.drop(DropReason::TxError);
             }
-            self.fabric.pool.put(f);
+            self.frames.put(f);
         }
     }
 
@@ -506,7 +509,7 @@ impl Shard {
         if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
             c.dropped(frame.arrival_ns, frame.bytes(), why, outbound);
         }
-        self.fabric.pool.put(frame);
+        self.frames.put(frame);
     }
 
     /// Runs ingress on what arrived, earliest first, until nothing is left (a frame released
@@ -535,7 +538,7 @@ impl Shard {
                 if let Err(e) = tx.try_send(h) {
                     // The other worker is too far behind: the frame is lost where it came in.
                     self.slots[from].counters.drop(DropReason::HandoffFull);
-                    self.fabric.pool.put(e.into_inner().into_frame());
+                    self.frames.put(e.into_inner().into_frame());
                 }
             }
             waker.wake();
@@ -590,11 +593,11 @@ impl Task for Shard {
             match h {
                 Handoff::Egress { port, frame } => match self.local[port] {
                     Some(s) => self.enqueue(s, frame),
-                    None => self.fabric.pool.put(frame),
+                    None => self.frames.put(frame),
                 },
                 Handoff::Arrive { port, frame } => match self.local[port] {
                     Some(s) => self.arrivals.push((frame.arrival_ns, s, frame)),
-                    None => self.fabric.pool.put(frame),
+                    None => self.frames.put(frame),
                 },
             }
         }
@@ -644,7 +647,7 @@ impl Task for Shard {
     fn stop(&mut self) {
         for s in &mut self.slots {
             for f in s.queue.drain() {
-                self.fabric.pool.put(f);
+                self.frames.put(f);
             }
             if let Some(c) = &mut s.capture {
                 c.flush();

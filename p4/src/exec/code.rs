@@ -56,9 +56,17 @@ pub(super) enum CHeader {
     Next(StackRef),
 }
 
+/// Where a field list item's value comes from.
+pub(super) enum ItemSource {
+    /// A slot, read directly (a header's field: nearly every item of a checksum's list).
+    Slot(Slot),
+    /// Any other expression.
+    Value(Value),
+}
+
 /// One item of a field list.
 pub(super) struct CItem {
-    pub(super) value: Value,
+    pub(super) source: ItemSource,
     pub(super) width: u16,
     /// Skipped when this validity slot is 0.
     pub(super) valid: Option<Slot>,
@@ -607,7 +615,10 @@ impl Compiler<'_> {
         items
             .iter()
             .map(|it| CItem {
-                value: self.value(&it.value),
+                source: match it.value {
+                    Expr::Slot(s) => ItemSource::Slot(s),
+                    ref e => ItemSource::Value(self.value(e)),
+                },
                 width: it.width,
                 valid: it.valid,
             })

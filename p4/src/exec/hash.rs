@@ -99,7 +99,7 @@ pub fn hash(algo: Algorithm, data: &[u8]) -> u64 {
 pub struct BitPacker<'a> {
     out: &'a mut Vec<u8>,
     /// Bits not yet written, at the bottom: fewer than 64 between pushes.
-    acc: u128,
+    acc: u64,
     held: u32,
 }
 
@@ -114,30 +114,40 @@ impl<'a> BitPacker<'a> {
     pub fn push(&mut self, value: u128, width: u16) {
         let w = u32::from(width);
         if w > 64 {
-            self.put(value >> 64, w - 64);
-            self.put(value & u128::from(u64::MAX), 64);
+            self.put((value >> 64) as u64, w - 64);
+            self.put(value as u64, 64);
         } else {
-            self.put(value, w);
+            self.put(value as u64, w);
         }
     }
 
+    /// Appends `width` (at most 64) bits, 64-bit arithmetic only: most fields are narrow.
     #[inline]
-    fn put(&mut self, value: u128, width: u32) {
-        self.acc = (self.acc << width) | value;
-        self.held += width;
-        if self.held >= 64 {
-            self.held -= 64;
-            self.out
-                .extend_from_slice(&((self.acc >> self.held) as u64).to_be_bytes());
-            self.acc &= (1u128 << self.held) - 1;
+    fn put(&mut self, value: u64, width: u32) {
+        let total = self.held + width;
+        if total < 64 {
+            // `width` < 64 here, so the shift is defined.
+            self.acc = (self.acc << width) | value;
+            self.held = total;
+            return;
         }
+        // A word is full: the bits held on top, then the value's leading bits.
+        let spill = total - 64;
+        let top = if self.held == 0 {
+            0
+        } else {
+            self.acc << (64 - self.held)
+        };
+        self.out.extend_from_slice(&(top | (value >> spill)).to_be_bytes());
+        self.acc = if spill == 0 { 0 } else { value & ((1u64 << spill) - 1) };
+        self.held = spill;
     }
 
     /// Writes the bits still held, the last byte padded with zeros.
     pub fn finish(self) {
         let bytes = self.held.div_ceil(8) as usize;
         if bytes > 0 {
-            let last = ((self.acc << (64 - self.held)) as u64).to_be_bytes();
+            let last = (self.acc << (64 - self.held)).to_be_bytes();
             self.out.extend_from_slice(&last[..bytes]);
         }
     }

@@ -11,11 +11,26 @@ struct FieldAt {
     mask: u64,
 }
 
+/// A piece of a field's value that lands in one big-endian 8-byte word of the header: the
+/// field's low 64 bits (or the bits above them), shifted to its place in the word.
+#[derive(Debug, Clone, Copy)]
+struct WordPart {
+    field: u32,
+    high: bool,
+    /// Left shift if positive, right shift if negative.
+    shift: i32,
+}
+
 /// The layout of a header type.
 #[derive(Debug, Clone)]
 pub(super) struct HeaderLayout {
     widths: Box<[u16]>,
     fields: Box<[FieldAt]>,
+    /// The parts of each 8-byte word of the header, the words in order (the last one may be
+    /// partly outside the header): `write` ORs them together and stores the word.
+    parts: Box<[WordPart]>,
+    /// Where each word's parts end in `parts`.
+    word_ends: Box<[u32]>,
     /// Its length in bytes.
     bytes: usize,
     /// Every field fits the 8-byte word at its first byte (none wider than 57 bits, or
@@ -39,9 +54,12 @@ impl HeaderLayout {
             });
             bit += w as usize;
         }
+        let (parts, word_ends) = word_parts(widths);
         HeaderLayout {
             widths: widths.into(),
             fields: fields.into(),
+            parts,
+            word_ends,
             bytes: bit / 8,
             fast,
         }
@@ -61,47 +79,67 @@ impl HeaderLayout {
         }
     }
 
-    /// Appends the header with field `values` (each within its width) to `out`. (Not a store
-    /// per field like `read`'s loads: a store that the next field's 8-byte load overlaps stalls
-    /// the load until the store completes, which measured slower than the accumulator.)
+    /// Appends the header with field `values` (each within its width) to `out`: each 8-byte
+    /// word made in a register from the parts planned for it, then stored once. (A store per
+    /// field, like `read`'s loads, stalls when the next field's 8-byte load overlaps it; a
+    /// bit accumulator spends a branch and 128-bit shifts on every field.)
     pub(super) fn write(&self, out: &mut Vec<u8>, values: &[u128]) {
-        push_header(out, values, self.widths.iter().copied(), self.bytes)
+        let length = out.len() + self.bytes;
+        out.reserve(8 * self.word_ends.len());
+        let mut start = 0usize;
+        for &end in self.word_ends.iter() {
+            let mut word = 0u64;
+            for p in &self.parts[start..end as usize] {
+                let v = values[p.field as usize];
+                let v = if p.high { (v >> 64) as u64 } else { v as u64 };
+                word |= if p.shift >= 0 { v << p.shift } else { v >> -p.shift };
+            }
+            start = end as usize;
+            // Whole words, a constant-length copy; what passes the header is cut off below.
+            out.extend_from_slice(&word.to_be_bytes());
+        }
+        out.truncate(length);
     }
 }
 
-/// Appends a header, its field `values` of `widths` bits (whole bytes in all), to `out`, which
-/// ends on a byte boundary (the deparser's output only ever holds whole headers).
-fn push_header(out: &mut Vec<u8>, values: &[u128], widths: impl Iterator<Item = u16>, bytes: usize) {
-    let start = out.len();
-    out.resize(start + bytes, 0);
-    let dst = &mut out[start..];
-    // Bits not yet written sit at the bottom of `acc`, fewer than 64 between fields; they leave
-    // eight bytes at a time.
-    let (mut acc, mut held, mut at) = (0u128, 0u32, 0usize);
-    let mut put = |value: u128, width: u32| {
-        acc = (acc << width) | value;
-        held += width;
-        if held >= 64 {
-            held -= 64;
-            dst[at..at + 8].copy_from_slice(&((acc >> held) as u64).to_be_bytes());
-            at += 8;
-            acc &= (1u128 << held) - 1;
-        }
-    };
-    for (&v, w) in values.iter().zip(widths) {
-        let w = u32::from(w);
+/// The plan of [`HeaderLayout::write`] for fields `widths` bits wide: each word's parts, and
+/// where each word's parts end.
+fn word_parts(widths: &[u16]) -> (Box<[WordPart]>, Box<[u32]>) {
+    // Every field as pieces of at most 64 bits: (field, high half, first bit, width).
+    let mut pieces = Vec::new();
+    let mut bit = 0i64;
+    for (i, &w) in widths.iter().enumerate() {
+        let w = i64::from(w);
         if w > 64 {
-            put(v >> 64, w - 64);
-            put(v & u128::from(u64::MAX), 64);
+            pieces.push((i as u32, true, bit, w - 64));
+            pieces.push((i as u32, false, bit + w - 64, 64));
         } else {
-            put(v, w);
+            pieces.push((i as u32, false, bit, w));
+        }
+        bit += w;
+    }
+    let words = (bit as usize).div_ceil(64);
+    let mut per_word: Vec<Vec<WordPart>> = vec![Vec::new(); words];
+    for (field, high, first, width) in pieces {
+        let end = first + width;
+        // A piece ending at bit `end` of the header sits `64 * (k + 1) - end` bits above the
+        // bottom of word k (negative: below it, so it is shifted right into the word).
+        for k in (first / 64)..=((end - 1) / 64) {
+            let shift = 64 * (k + 1) - end;
+            per_word[k as usize].push(WordPart {
+                field,
+                high,
+                shift: shift as i32,
+            });
         }
     }
-    let rest = (held / 8) as usize;
-    if rest > 0 {
-        let last = ((acc << (64 - held)) as u64).to_be_bytes();
-        dst[at..at + rest].copy_from_slice(&last[..rest]);
+    let mut parts = Vec::new();
+    let mut ends = Vec::new();
+    for w in per_word {
+        parts.extend(w);
+        ends.push(parts.len() as u32);
     }
+    (parts.into(), ends.into())
 }
 
 /// Reads a header's fields of `widths` bits from `b` (its bytes, starting on a byte boundary)

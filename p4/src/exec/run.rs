@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::code::{Block, CExtern, CHeader, CItem, CNext, CPlace};
+use super::code::{Block, CExtern, CHeader, CItem, CNext, CPlace, ItemSource};
 use super::hash::{self, BitPacker, read_bits};
 use super::table::TableState;
 use super::{ControlPlane, Datapath, Departure, PacketState};
@@ -306,11 +306,23 @@ impl<'a> Run<'a> {
         let mut buf = std::mem::take(&mut self.st.list);
         buf.clear();
         let mut packer = BitPacker::new(&mut buf);
+        // A header's fields come one after another with one validity slot: looked up once.
+        let mut valid: Option<(Slot, bool)> = None;
         for it in items {
-            if it.valid.is_some_and(|v| self.slot(v) == 0) {
-                continue;
+            if let Some(v) = it.valid {
+                let is = match valid {
+                    Some((slot, is)) if slot == v => is,
+                    _ => self.slot(v) != 0,
+                };
+                valid = Some((v, is));
+                if !is {
+                    continue;
+                }
             }
-            let v = (it.value)(self);
+            let v = match &it.source {
+                ItemSource::Slot(s) => self.st.slots[*s as usize],
+                ItemSource::Value(value) => value(self),
+            };
             packer.push(v, it.width);
         }
         packer.finish();
