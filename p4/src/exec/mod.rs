@@ -31,8 +31,8 @@ pub const INSTANCE_REPLICATION: u32 = 5;
 /// A program with its tables and extern state.
 #[derive(Debug)]
 pub struct Datapath {
-    /// The program.
-    pub program: ir::Program,
+    /// The program (read-only outside: `code` is compiled from it once).
+    pub(crate) program: ir::Program,
     /// The program compiled to closures: what packets run.
     code: code::Code,
     /// Tables, groups and sessions as packets see them now.
@@ -159,6 +159,11 @@ impl Datapath {
             slots: vec![0; self.program.slots],
             ..PacketState::default()
         }
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &ir::Program {
+        &self.program
     }
 
     /// The control plane's state as packets see it now.
