@@ -13,6 +13,8 @@
 //! environment: INTLAB_BENCH_SECS (default 3), INTLAB_BENCH_WORKERS (switch workers, default:
 //! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone), INTLAB_BENCH_ONLY=io (the switch's port
 //! I/O, system calls against mapped rings, with the bridge, under the blaster and applications),
+//! INTLAB_BENCH_ONLY=apps (iperf3 and ping, bridge and switch), INTLAB_BENCH_ONLY=ping (ping
+//! alone, bridge and switch, mirrored),
 //! INTLAB_BENCH_PIPELINES (the P4 part's pipelines by name, comma-separated, the first the
 //! reference; default `built-in,int_transit.p4,basic`).
 
@@ -395,6 +397,25 @@ fn main() {
     }
     if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "io") {
         return packet_io(secs, workers);
+    }
+    if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "apps") {
+        return with_applications(secs, workers);
+    }
+    if std::env::var("INTLAB_BENCH_ONLY").is_ok_and(|v| v == "ping") {
+        let means = mirrored(2, |i| {
+            let path = if i == 0 {
+                through_bridge()
+            } else {
+                through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls)
+            };
+            [ping_ms(&path)]
+        });
+        let (b, s) = (means[0][0], means[1][0]);
+        println!(
+            "ping, bridge vs switch with {workers} workers: {b:.3} vs {s:.3} ms ({:.2}x)",
+            s / b
+        );
+        return;
     }
     println!("intlab system benchmark: {secs} s per point, switch workers {workers}, INT stamping on");
     println!(
