@@ -307,6 +307,8 @@ pub enum Expr {
         skip: u16,
         /// Its width in bits.
         width: u16,
+        /// Bits the looked-at type has (a header's whole length): fewer left is PacketTooShort.
+        need: u32,
     },
     /// One of intlab's exact values (`intlab_metadata` methods).
     Intlab(IntlabValue),

@@ -518,3 +518,31 @@ fn lookahead_fields_of_a_header_choose_the_state_before_it_is_extracted() {
     let short = &frame(0x50, 1, 43)[..16];
     assert_eq!(forward(&dp, &mut st, short, 4, Departure::default()).0, Decision::Drop);
 }
+
+#[test]
+fn a_lookahead_past_the_end_of_the_frame_is_packet_too_short_even_for_a_field_that_fits() {
+    let dp = datapath("peek_short.p4", "{}");
+    let mut st = dp.packet_state();
+    let frame = |after: &[u8]| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x12, 0x34];
+        f.extend_from_slice(after);
+        f
+    };
+    let mut port = |f: &[u8]| match forward(&dp, &mut st, f, 7, Departure::default()).0 {
+        Decision::Unicast(p) => p,
+        d => panic!("decided {d:?}"),
+    };
+    assert_eq!(
+        port(&frame(&[1, 0, 0, 0, 0, 0, 0, 0])),
+        1,
+        "the whole header there: accepted"
+    );
+    assert_eq!(
+        port(&frame(&[2, 0, 0, 0, 0, 0, 0, 0])),
+        2,
+        "another kind: no case matches (NoMatch)"
+    );
+    // `kind` is there, the 7 bytes after it are not: the lookahead itself fails.
+    assert_eq!(port(&frame(&[1, 0])), 3, "PacketTooShort");
+    assert_eq!(port(&frame(&[])), 3, "nothing after Ethernet: PacketTooShort");
+}

@@ -551,7 +551,7 @@ impl Compiler<'_> {
                 })
             }
             &Expr::Apply(t, hit) => Box::new(move |r| u128::from(r.apply(t).0 == hit)),
-            &Expr::Lookahead { skip, width } => Box::new(move |r| r.lookahead(skip, width)),
+            &Expr::Lookahead { skip, width, need } => Box::new(move |r| r.lookahead(skip, width, need)),
             &Expr::Intlab(v) => Box::new(move |r| r.intlab(v)),
         }
     }

@@ -30,6 +30,8 @@ pub(super) struct Run<'a> {
     pub(super) st: &'a mut PacketState,
     pub(super) packet: &'a [u8],
     env: Departure,
+    /// A lookahead ran past the end of the frame.
+    short: bool,
 }
 
 impl<'a> Run<'a> {
@@ -46,6 +48,7 @@ impl<'a> Run<'a> {
             st,
             packet,
             env,
+            short: false,
         }
     }
 
@@ -73,7 +76,9 @@ impl<'a> Run<'a> {
             if self.dp.trace {
                 tracing::debug!(target: "p4", switch = %self.dp.name, "parser state {}", s.name);
             }
-            if s.ops.run(self) == Flow::Reject {
+            // A lookahead past the frame fails the state; the statements after it in the same
+            // state have run on a 0 (not undone: only a lookahead that fits is exact here).
+            if s.ops.run(self) == Flow::Reject || self.lookahead_failed() {
                 return self.finish_parse("reject");
             }
             let target = match &s.next {
@@ -90,6 +95,9 @@ impl<'a> Run<'a> {
                         .find(|(sets, _)| sets.iter().zip(&values).all(|(set, v)| set.contains(*v)))
                         .map(|c| c.1);
                     self.st.key = values;
+                    if self.lookahead_failed() {
+                        return self.finish_parse("reject");
+                    }
                     match found {
                         Some(t) => t,
                         None => {
@@ -107,6 +115,16 @@ impl<'a> Run<'a> {
         }
         self.fail("ParserTimeout");
         self.finish_parse("reject (too many states)");
+    }
+
+    /// Whether a lookahead since the last call ran past the frame (then PacketTooShort is
+    /// recorded).
+    fn lookahead_failed(&mut self) -> bool {
+        if !std::mem::take(&mut self.short) {
+            return false;
+        }
+        self.fail("PacketTooShort");
+        true
     }
 
     fn finish_parse(&mut self, how: &str) {
@@ -279,13 +297,14 @@ impl<'a> Run<'a> {
     }
 
     /// The `w` bits `skip` bits past the parser's cursor (0 past the frame's end).
-    pub(super) fn lookahead(&self, skip: u16, w: u16) -> u128 {
-        let at = self.st.cursor + usize::from(skip);
-        if at + usize::from(w) > self.packet.len() * 8 {
-            0
-        } else {
-            read_bits(self.packet, at, w)
+    /// `w` bits `skip` bits past the cursor, of a lookahead at a type `need` bits long; 0, and
+    /// the parser fails with PacketTooShort after the expression, when the frame is shorter.
+    pub(super) fn lookahead(&mut self, skip: u16, w: u16, need: u32) -> u128 {
+        if self.st.cursor + need as usize > self.packet.len() * 8 {
+            self.short = true;
+            return 0;
         }
+        read_bits(self.packet, self.st.cursor + usize::from(skip), w)
     }
 
     /// One of intlab's exact values of this frame's departure.

@@ -293,6 +293,7 @@ impl Lowerer<'_> {
             return self.err(pos, format!("`.{f}` of a lookahead needs a header type"));
         };
         let ht = &self.out.headers[h];
+        let need: u32 = ht.fields.iter().map(|(_, w)| u32::from(*w)).sum();
         let mut skip = 0u32;
         for (name, w) in &ht.fields {
             if name == f {
@@ -300,6 +301,7 @@ impl Lowerer<'_> {
                     Expr::Lookahead {
                         skip: skip as u16,
                         width: *w,
+                        need,
                     },
                     Ty::Bits(*w, false),
                 )));
@@ -327,7 +329,14 @@ impl Lowerer<'_> {
                     let Some(w) = t.width() else {
                         return self.err(e.pos, "lookahead of a header is not supported; use lookahead<bit<W>>()");
                     };
-                    return Ok((Expr::Lookahead { skip: 0, width: w }, t));
+                    return Ok((
+                        Expr::Lookahead {
+                            skip: 0,
+                            width: w,
+                            need: u32::from(w),
+                        },
+                        t,
+                    ));
                 }
                 Some(Binding::Intlab) => {
                     use ir::IntlabValue as V;
