@@ -142,7 +142,8 @@ impl FramePool {
         to.extend(free.drain(from..));
     }
 
-    /// Gives back the buffers of `from` past its first `keep`.
+    /// Gives back the buffers of `from` past its first `keep` (those the pool has no room for
+    /// are freed).
     fn give(&self, from: &mut Vec<FrameBuf>, keep: usize) {
         let mut free = self.free();
         let room = self.keep.saturating_sub(free.len());
@@ -157,9 +158,10 @@ impl FramePool {
 }
 
 /// A worker's own stack of free buffers in front of the shared pool: the buffer freed last is
-/// the next one used, so a worker keeps recycling the few buffers still in its cache. (The
-/// shared pool is first in, first out: on its own it would cycle every frame through all the
-/// buffers a queue ever held, each cold, and with it the P4 state each buffer keeps.)
+/// the next one used, so a worker keeps recycling the few buffers still in its cache, and
+/// takes the pool's lock once per batch, not per frame. (A first-in first-out pool would cycle
+/// every frame through all the buffers a queue ever held, each cold, and with it the P4 state
+/// each buffer keeps.)
 #[derive(Debug)]
 pub struct FrameStack {
     pool: FramePool,

@@ -110,6 +110,9 @@ fn word_parts(widths: &[u16]) -> (Box<[WordPart]>, Box<[u32]>) {
     let mut bit = 0i64;
     for (i, &w) in widths.iter().enumerate() {
         let w = i64::from(w);
+        if w == 0 {
+            continue; // `bit<0>`: nothing to place
+        }
         if w > 64 {
             pieces.push((i as u32, true, bit, w - 64));
             pieces.push((i as u32, false, bit + w - 64, 64));
@@ -201,6 +204,13 @@ mod tests {
             out.push((widths, values));
         }
         out
+    }
+
+    #[test]
+    fn a_zero_width_field_takes_no_bits() {
+        let mut out = Vec::new();
+        HeaderLayout::new(&[0, 8, 0, 8]).write(&mut out, &[0, 0x12, 0, 0x34]);
+        assert_eq!(out, [0x12, 0x34]);
     }
 
     #[test]
