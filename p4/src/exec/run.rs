@@ -296,8 +296,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The `w` bits `skip` bits past the parser's cursor (0 past the frame's end).
-    /// `w` bits `skip` bits past the cursor, of a lookahead at a type `need` bits long; 0, and
+    /// The `w` bits `skip` bits past the cursor, of a lookahead at a type `need` bits long; 0, and
     /// the parser fails with PacketTooShort after the expression, when the frame is shorter.
     pub(super) fn lookahead(&mut self, skip: u16, w: u16, need: u32) -> u128 {
         if self.st.cursor + need as usize > self.packet.len() * 8 {
