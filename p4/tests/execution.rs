@@ -523,11 +523,13 @@ fn lookahead_fields_of_a_header_choose_the_state_before_it_is_extracted() {
 fn a_lookahead_past_the_end_of_the_frame_is_packet_too_short_even_for_a_field_that_fits() {
     let dp = datapath("peek_short.p4", "{}");
     let mut st = dp.packet_state();
-    let frame = |after: &[u8]| {
-        let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa, 0x12, 0x34];
+    let framed = |ether_type: [u8; 2], after: &[u8]| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 0xbb, 0x02, 0, 0, 0, 0, 0xaa];
+        f.extend_from_slice(&ether_type);
         f.extend_from_slice(after);
         f
     };
+    let frame = |after: &[u8]| framed([0x12, 0x34], after);
     let mut port = |f: &[u8]| match forward(&dp, &mut st, f, 7, Departure::default()).0 {
         Decision::Unicast(p) => p,
         d => panic!("decided {d:?}"),
@@ -545,4 +547,11 @@ fn a_lookahead_past_the_end_of_the_frame_is_packet_too_short_even_for_a_field_th
     // `kind` is there, the 7 bytes after it are not: the lookahead itself fails.
     assert_eq!(port(&frame(&[1, 0])), 3, "PacketTooShort");
     assert_eq!(port(&frame(&[])), 3, "nothing after Ethernet: PacketTooShort");
+    // Peeked into a variable: the failed lookahead ends the state; `meta.after = 1` is not run.
+    assert_eq!(port(&framed([0x56, 0x78], &[1, 0, 0, 0, 0, 0, 0, 0])), 1, "accepted");
+    assert_eq!(
+        port(&framed([0x56, 0x78], &[1])),
+        3,
+        "PacketTooShort, the statement after the lookahead not run"
+    );
 }

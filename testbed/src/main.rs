@@ -198,6 +198,10 @@ enum ImportCommand {
         /// The P4 program the switches run (the one the exercise's Makefile names).
         #[arg(long)]
         program: PathBuf,
+        /// `SWITCH=FILE.p4`: the program one switch runs instead (where topology.json gives it
+        /// its own compiled program, as the firewall exercise's s2 to s4 run basic); repeatable.
+        #[arg(long = "switch-program", value_name = "SWITCH=FILE.p4", value_parser = switch_program)]
+        switch_programs: Vec<(String, PathBuf)>,
         /// The scenario file to write.
         #[arg(long)]
         out: PathBuf,
@@ -278,6 +282,14 @@ enum RlccCommand {
         #[arg(long)]
         trees: Option<PathBuf>,
     },
+}
+
+/// Reads `SWITCH=FILE.p4` of `--switch-program`.
+fn switch_program(arg: &str) -> Result<(String, PathBuf), String> {
+    match arg.split_once('=') {
+        Some((switch, file)) if !switch.is_empty() && !file.is_empty() => Ok((switch.to_owned(), file.into())),
+        _ => Err(format!("`{arg}`: expected SWITCH=FILE.p4, e.g. s2=basic.p4")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -376,10 +388,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(ImportCommand::P4Topology {
             topology,
             program,
+            switch_programs,
             out,
             name,
         }) => {
-            let done = intlab_testbed::topology::tutorial_json::import(&topology, &program, &out, name.as_deref())?;
+            let per_switch = switch_programs.into_iter().collect();
+            let done = intlab_testbed::topology::tutorial_json::import(
+                &topology,
+                &program,
+                &per_switch,
+                &out,
+                name.as_deref(),
+            )?;
             for w in &done.warnings {
                 eprintln!("intlab: not converted: {w}");
             }

@@ -23,13 +23,17 @@ type Stmt = Box<dyn Fn(&mut Run<'_>) -> Flow + Send + Sync>;
 pub(super) struct Block(Box<[Stmt]>);
 
 impl Block {
-    /// Runs the statements; the first that does not continue ends the block.
+    /// Runs the statements; the first that does not continue ends the block, and so does a
+    /// lookahead past the frame's end (the parser state then rejects; nothing after it runs).
     #[inline]
     pub(super) fn run(&self, r: &mut Run<'_>) -> Flow {
         for s in self.0.iter() {
             let f = s(r);
             if f != Flow::Next {
                 return f;
+            }
+            if r.ran_short() {
+                return Flow::Reject;
             }
         }
         Flow::Next

@@ -76,9 +76,9 @@ impl<'a> Run<'a> {
             if self.dp.trace {
                 tracing::debug!(target: "p4", switch = %self.dp.name, "parser state {}", s.name);
             }
-            // A lookahead past the frame fails the state; the statements after it in the same
-            // state have run on a 0 (not undone: only a lookahead that fits is exact here).
-            if s.ops.run(self) == Flow::Reject || self.lookahead_failed() {
+            // A lookahead past the frame fails the state at once (its block stops there).
+            let flow = s.ops.run(self);
+            if self.lookahead_failed() || flow == Flow::Reject {
                 return self.finish_parse("reject");
             }
             let target = match &s.next {
@@ -115,6 +115,11 @@ impl<'a> Run<'a> {
         }
         self.fail("ParserTimeout");
         self.finish_parse("reject (too many states)");
+    }
+
+    /// Whether a lookahead ran past the frame and the parser has not yet failed for it.
+    pub(super) fn ran_short(&self) -> bool {
+        self.short
     }
 
     /// Whether a lookahead since the last call ran past the frame (then PacketTooShort is

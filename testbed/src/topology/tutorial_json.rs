@@ -111,9 +111,16 @@ impl AddressMove {
 }
 
 /// Reads `topology` (a tutorials-style file), writes a scenario to `out` whose switches run
-/// `program`, with the runtime or command files it names moved into the lab's addresses
-/// beside `out`. `name` is the scenario's name (default: `out`'s file stem).
-pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -> Result<Imported, ImportError> {
+/// `program` (or the one `per_switch` gives a switch by name), with the runtime or command
+/// files it names moved into the lab's addresses beside `out`. `name` is the scenario's name
+/// (default: `out`'s file stem).
+pub fn import(
+    topology: &Path,
+    program: &Path,
+    per_switch: &BTreeMap<String, PathBuf>,
+    out: &Path,
+    name: Option<&str>,
+) -> Result<Imported, ImportError> {
     let fail = |file: &Path, message: String| ImportError {
         file: file.to_owned(),
         message,
@@ -121,8 +128,20 @@ pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -
     let text = std::fs::read_to_string(topology).map_err(|e| fail(topology, e.to_string()))?;
     let topo: TutorialTopology = serde_json::from_str(&text)
         .map_err(|e| fail(topology, format!("line {} column {}: {e}", e.line(), e.column())))?;
-    if !program.is_file() {
-        return Err(fail(program, "no such P4 program".into()));
+    for p in std::iter::once(program).chain(per_switch.values().map(PathBuf::as_path)) {
+        if !p.is_file() {
+            return Err(fail(p, "no such P4 program".into()));
+        }
+    }
+    if let Some(s) = per_switch.keys().find(|s| !topo.switches.contains_key(*s)) {
+        let known: Vec<&str> = topo.switches.keys().map(String::as_str).collect();
+        return Err(fail(
+            topology,
+            format!(
+                "a program is given for switch `{s}`, which is not in `switches` ({})",
+                known.join(", ")
+            ),
+        ));
     }
     let out_dir = out
         .parent()
@@ -208,9 +227,11 @@ pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -
                 ("runtime_json" | "cli_input", None) => {
                     return Err(fail(topology, format!("switches.{s}.{key}: expected a file name")));
                 }
+                ("program", _) if per_switch.contains_key(s) => continue,
                 ("program", _) => {
                     warnings.push(format!(
-                        "switch {s}: `program` names a compiled BMv2 file; the switch runs {} instead",
+                        "switch {s}: `program` names a compiled BMv2 file; the switch runs {} instead \
+                         (`--switch-program {s}=FILE.p4` names its source)",
                         program.display()
                     ));
                     continue;
@@ -246,7 +267,7 @@ pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -
         switches.insert(s.clone(), p4);
     }
 
-    let program_ref = path_from(out_dir, program).map_err(|m| fail(program, m))?;
+    let program_ref = |p: &Path| path_from(out_dir, p).map_err(|m| fail(p, m));
     let mut y = String::new();
     writeln!(
         y,
@@ -290,7 +311,7 @@ pub fn import(topology: &Path, program: &Path, out: &Path, name: Option<&str>) -
         writeln!(
             y,
             "  {s}: {{ kind: switch, p4: {{ program: {}{tables}, ports: {{ {} }} }} }}",
-            program_ref.display(),
+            program_ref(per_switch.get(s).map_or(program, PathBuf::as_path))?.display(),
             port_list.join(", ")
         )
         .expect(STRING_WRITE);
@@ -551,7 +572,7 @@ mod tests {
                 "links": [["h1", "s1-p1", "0", 0.25], ["h2", "s1-p2", "250"], ["h3", "s1-p3", 2]]}"#,
         )
         .expect("write");
-        import(&topology, &program, &dir.join("s.yaml"), None).expect("imports");
+        import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None).expect("imports");
         let yaml = std::fs::read_to_string(dir.join("s.yaml")).expect("the scenario");
         for (end, delay) in [
             ("s1:eth1", "delay: 0ms"),
@@ -565,6 +586,55 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_given_its_own_program_runs_it_and_the_others_run_the_default() {
+        let dir = std::env::temp_dir().join(format!("intlab-tutorial-programs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4/forward_dscp.p4");
+        let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/programs/int_transit.p4");
+        let topology = dir.join("topology.json");
+        // As the firewall exercise: s2 names its own compiled program.
+        std::fs::write(
+            &topology,
+            r#"{"hosts": {"h1": {"ip": "10.0.1.1/24", "mac": "08:00:00:00:01:11"},
+                          "h2": {"ip": "10.0.2.2/24", "mac": "08:00:00:00:02:22"}},
+                "switches": {"s1": {}, "s2": {"program": "../basic/build/basic.json"}},
+                "links": [["h1", "s1-p1"], ["h2", "s2-p1"], ["s1-p2", "s2-p2"]]}"#,
+        )
+        .expect("write");
+        let out = dir.join("s.yaml");
+        let switch_line = |s: &str| {
+            let yaml = std::fs::read_to_string(&out).expect("the scenario");
+            let prefix = format!("  {s}: ");
+            yaml.lines()
+                .find(|l| l.starts_with(&prefix))
+                .expect("the switch")
+                .to_owned()
+        };
+        let done = import(&topology, &program, &BTreeMap::new(), &out, None).expect("imports");
+        assert!(switch_line("s2").contains("forward_dscp.p4"), "{}", switch_line("s2"));
+        assert!(
+            done.warnings.iter().any(|w| w.contains("--switch-program s2=FILE.p4")),
+            "{:?}",
+            done.warnings
+        );
+        let per_switch = BTreeMap::from([("s2".to_owned(), other.clone())]);
+        let done = import(&topology, &program, &per_switch, &out, None).expect("imports");
+        assert!(switch_line("s1").contains("forward_dscp.p4"), "{}", switch_line("s1"));
+        assert!(switch_line("s2").contains("int_transit.p4"), "{}", switch_line("s2"));
+        assert!(
+            done.warnings.iter().all(|w| !w.contains("compiled BMv2 file")),
+            "{:?}",
+            done.warnings
+        );
+        let per_switch = BTreeMap::from([("s9".to_owned(), other)]);
+        let e = import(&topology, &program, &per_switch, &out, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("switch `s9`, which is not in `switches` (s1, s2)"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("temp dir removed");
+    }
+
+    #[test]
     fn a_topology_that_cannot_become_a_lab_is_refused_with_where() {
         let dir = std::env::temp_dir().join(format!("intlab-tutorial-json-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
@@ -572,7 +642,7 @@ mod tests {
         let try_import = |json: &str| {
             let topology = dir.join("topology.json");
             std::fs::write(&topology, json).expect("write");
-            import(&topology, &program, &dir.join("s.yaml"), None)
+            import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string()
