@@ -20,7 +20,7 @@ use intlab_switch::SwitchSpec;
 use intlab_switch::counters::PortCounters;
 use intlab_switch::egress::{self, EgressPort};
 use intlab_switch::frame::FramePool;
-use intlab_switch::pipeline::{P4Pipeline, P4Verdict, Pipeline, Verdict};
+use intlab_switch::pipeline::{P4Pipeline, P4Scratch, P4Verdict, Pipeline, Verdict};
 use intlab_switch::tm::{EgressQueue, Until};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -93,6 +93,8 @@ struct Stage {
     counters: PortCounters,
     rng: fastrand::Rng,
     now_ns: u64,
+    /// The packet states a P4 program runs in (as a switch worker keeps them).
+    scratch: Option<P4Scratch>,
 }
 
 impl Stage {
@@ -106,6 +108,7 @@ impl Stage {
             counters: PortCounters::default(),
             rng: fastrand::Rng::with_seed(1),
             now_ns: 0,
+            scratch: None,
         }
     }
 
@@ -118,14 +121,17 @@ impl Stage {
         f.arrival_ns = self.now_ns;
         let forwarded = match mode {
             Mode::Native(p) => matches!(p.ingress(&mut f).0, Verdict::Forward(1)),
-            Mode::P4(p) => matches!(p.ingress(&mut f, 0).0, P4Verdict::Forward(1)),
+            Mode::P4(p) => {
+                let work = self.scratch.get_or_insert_with(|| p.scratch());
+                matches!(p.ingress(&mut f, 0, work).0, P4Verdict::Forward(1))
+            }
         };
         assert!(forwarded, "the frame is routed to p2");
         self.queue.enqueue(f, 0).expect("room");
         let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
         let program = match mode {
             Mode::Native(_) => None,
-            Mode::P4(p) => Some(&**p),
+            Mode::P4(p) => Some((&**p, self.scratch.as_mut().expect("made at ingress"))),
         };
         egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng, program);
         self.queue.send(d);

@@ -22,7 +22,8 @@ use std::path::Path;
 
 pub use error::{P4Error, Result};
 pub use exec::{
-    Arrival, Datapath, Decision, Departure, INSTANCE_INGRESS_CLONE, INSTANCE_REPLICATION, IngressResult, PacketState,
+    Arrival, CarriedState, Datapath, Decision, Departure, INSTANCE_INGRESS_CLONE, INSTANCE_REPLICATION, IngressResult,
+    PacketState,
 };
 pub use info::ProgramInfo;
 pub use source::SourceMap;

@@ -59,18 +59,22 @@ pub enum Fate {
 }
 
 /// Marks, stamps and decides the fate of a frame leaving `port`. On a switch that runs a P4
-/// `program`, the program's egress replaces ECN marking and the INT hop.
+/// `program` (run in the worker's scratch states), the program's egress replaces ECN marking and
+/// the INT hop.
 pub fn process(
     d: &mut Dequeued,
     port: &EgressPort,
     counters: &mut PortCounters,
     rng: &mut fastrand::Rng,
-    program: Option<&crate::pipeline::P4Pipeline>,
+    program: Option<(&crate::pipeline::P4Pipeline, &mut crate::pipeline::P4Scratch)>,
 ) -> Fate {
     counters.record_queue(d.start_ns, d.qlen);
     match program {
-        Some(p) if !p.egress(d, port) => return Fate::Dropped,
-        Some(_) => {}
+        Some((p, work)) => {
+            if !p.egress(d, port, work) {
+                return Fate::Dropped;
+            }
+        }
         None => {
             // On the frame's own queue, as the ns-3 HPCC switch marks (per port and priority).
             if let Some(red) = &port.red {

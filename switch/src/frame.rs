@@ -23,8 +23,9 @@ pub struct FrameBuf {
     pub layout: Option<FrameLayout>,
     /// The frame was longer than the buffer and arrived cut short.
     pub truncated: bool,
-    /// Its P4 program's values between ingress and egress (kept with the buffer for reuse).
-    pub p4: Option<Box<intlab_p4::PacketState>>,
+    /// What egress needs of its P4 program's values after ingress (kept with the buffer for
+    /// reuse).
+    pub p4: Option<Box<intlab_p4::CarriedState>>,
 }
 
 impl FrameBuf {

@@ -23,7 +23,7 @@ use crate::counters::{DropReason, PortCounters};
 use crate::egress::{self, EgressPort, Fate};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
-use crate::pipeline::{P4Verdict, Verdict};
+use crate::pipeline::{P4Scratch, P4Verdict, Verdict};
 use crate::port::Port;
 use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
 
@@ -106,6 +106,8 @@ pub struct Shard {
     /// (switch, one of its slots here) for each switch with PFC this shard has ports of: it
     /// refreshes their pauses.
     pfc_switches: Vec<(usize, usize)>,
+    /// Per switch of the fabric that runs a P4 program: the packet states this worker runs it on.
+    p4_scratch: Vec<Option<P4Scratch>>,
     /// A reused list for refreshed pauses.
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
@@ -157,6 +159,11 @@ impl Shard {
             pfc_due: Vec::new(),
             pfc_switches,
             refreshed: Vec::new(),
+            p4_scratch: fabric
+                .switches
+                .iter()
+                .map(|s| s.p4.as_ref().map(|p| p.scratch()))
+                .collect(),
             next_publish: 0,
             publish_seen: 0,
             fabric,
@@ -272,14 +279,15 @@ impl Shard {
     fn ingress_p4(&mut self, s: usize, mut frame: FrameBuf) {
         let (sw, index) = (self.slots[s].switch, self.slots[s].index);
         let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
-        let (verdict, clone_to) = p4.ingress(&mut frame, index);
+        let work = self.p4_scratch[sw].as_mut().expect("a P4 switch's scratch");
+        let (verdict, clone_to) = p4.ingress(&mut frame, index, work);
         if let P4Verdict::Multicast(g) = verdict {
             p4.group(g, &mut self.replicas);
         }
         let base = self.fabric.base[sw];
         if let Some(c) = clone_to {
             let mut copy = self.frames.get();
-            if p4.clone_of(&frame, &mut copy) {
+            if p4.clone_of(&frame, &mut copy, work) {
                 self.route(s, base + c, copy);
             } else {
                 self.drop_at(s, copy, DropReason::P4Drop, false);
@@ -436,7 +444,7 @@ impl Shard {
                     &slot.egress,
                     &mut slot.counters,
                     &mut self.rng,
-                    switch.p4.as_ref(),
+                    switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()),
                 ) {
                     Fate::Send => {
                         slot.transmit(d);

@@ -141,11 +141,17 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
             out: Vec::new(),
         })
         .collect();
+    // Ingress and egress in packet states of their own, as on two workers: egress sees only
+    // what the frame carries.
+    let (mut ingress_work, mut egress_work) = match mode {
+        Mode::Native(_) => (None, None),
+        Mode::P4(p) => (Some(p.scratch()), Some(p.scratch())),
+    };
     let mut start = |port: &mut PortState, until: Until| {
         while let Some(mut d) = port.queue.start_due(until) {
             let program = match mode {
                 Mode::Native(_) => None,
-                Mode::P4(p) => Some(*p),
+                Mode::P4(p) => Some((*p, egress_work.as_mut().expect("a P4 switch's scratch"))),
             };
             let fate = egress::process(&mut d, &port.egress, &mut port.counters, &mut rng, program);
             assert_eq!(fate, Fate::Send);
@@ -164,7 +170,10 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
                 Verdict::Forward(o) => Some(o),
                 _ => None,
             },
-            Mode::P4(p) => match p.ingress(&mut f, *inp).0 {
+            Mode::P4(p) => match p
+                .ingress(&mut f, *inp, ingress_work.as_mut().expect("a P4 switch's scratch"))
+                .0
+            {
                 P4Verdict::Forward(o) => Some(o),
                 _ => None,
             },

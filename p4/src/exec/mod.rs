@@ -1,8 +1,10 @@
 //! Running a lowered program on frames, as BMv2's simple_switch runs v1model: parser, verify
 //! checksum and ingress when a frame arrives; egress, compute checksum and deparser when it
-//! starts transmission. Per-packet state is a reused [`PacketState`]; tables and extern state
-//! live in the [`Datapath`] shared by every worker.
+//! starts transmission. Per-packet state is a reused [`PacketState`], of which a frame carries
+//! from ingress to egress only the part that is not 0 ([`CarriedState`]); tables and extern
+//! state live in the [`Datapath`] shared by every worker.
 
+mod carried;
 mod code;
 pub mod control_plane;
 pub mod eval;
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 
 use crate::ir;
+pub use carried::CarriedState;
 pub use control_plane::ControlPlane;
 
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
@@ -457,14 +460,5 @@ impl PacketState {
     pub fn mark_copy(&mut self, rid: u16, instance_type: u32) {
         self.rid = rid;
         self.instance_type = instance_type;
-    }
-
-    /// Copies `other` into this state, reusing its buffers (for multicast copies and clones).
-    pub fn copy_from(&mut self, other: &PacketState) {
-        self.slots.clone_from(&other.slots);
-        self.header_bytes = other.header_bytes;
-        self.cursor = other.cursor;
-        self.clone_session = None;
-        self.truncate = other.truncate;
     }
 }

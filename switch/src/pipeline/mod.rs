@@ -8,5 +8,7 @@ mod p4;
 mod tables;
 
 pub use ingress::{IngressNotes, Pipeline, Verdict};
-pub use p4::{P4LoadError, P4Pipeline, P4Verdict, default_p4_port, load_datapath, relative_to, replica_state};
+pub use p4::{
+    P4LoadError, P4Pipeline, P4Scratch, P4Verdict, default_p4_port, load_datapath, relative_to, replica_state,
+};
 pub use tables::{FlowKey, Lpm, MacTable};

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use intlab_p4::{Arrival, Datapath, Decision, Departure, PacketState};
+use intlab_p4::{Arrival, CarriedState, Datapath, Decision, Departure, PacketState};
 
 use crate::config::{P4Spec, PortSpec};
 use crate::egress::EgressPort;
@@ -58,6 +58,16 @@ pub struct P4Pipeline {
     to_index: Vec<Option<usize>>,
     /// Port index → P4 port number.
     to_p4: Vec<u16>,
+}
+
+/// A worker's own packet states for one P4 switch. The program runs on these, which stay in the
+/// worker's cache; a frame carries only what egress needs ([`CarriedState`]).
+#[derive(Debug)]
+pub struct P4Scratch {
+    /// The frame in hand, from its arrival to the end of ingress, or through egress.
+    packet: PacketState,
+    /// An ingress clone being made.
+    clone: PacketState,
 }
 
 /// The P4 port number of port `index` named `name` when none is given: the number its name ends
@@ -131,23 +141,29 @@ impl P4Pipeline {
         self.to_index.get(usize::from(n)).copied().flatten()
     }
 
-    /// Runs the parser and ingress on `frame`, which arrived on port `index`. A clone the program
-    /// asked for comes back as its port.
-    pub fn ingress(&self, frame: &mut FrameBuf, index: usize) -> (P4Verdict, Option<usize>) {
-        let mut st = frame
-            .p4
-            .take()
-            .unwrap_or_else(|| Box::new(self.datapath.packet_state()));
+    /// The packet states a worker runs this program's frames on.
+    pub fn scratch(&self) -> P4Scratch {
+        P4Scratch {
+            packet: self.datapath.packet_state(),
+            clone: self.datapath.packet_state(),
+        }
+    }
+
+    /// Runs the parser and ingress on `frame`, which arrived on port `index`, in `work`. A clone
+    /// the program asked for comes back as its port (make it with [`P4Pipeline::clone_of`]
+    /// before `work` runs another frame).
+    pub fn ingress(&self, frame: &mut FrameBuf, index: usize, work: &mut P4Scratch) -> (P4Verdict, Option<usize>) {
+        let st = &mut work.packet;
         let arrival = Arrival {
             port: self.to_p4[index],
             now_ns: frame.arrival_ns,
         };
         let mut len = frame.len;
-        let r = self.datapath.ingress(&mut st, frame.buffer_mut(), &mut len, arrival);
+        let r = self.datapath.ingress(st, frame.buffer_mut(), &mut len, arrival);
         frame.len = len;
         frame.layout = None;
         st.mark_copy(0, 0);
-        frame.p4 = Some(st);
+        st.save(frame.p4.get_or_insert_with(Box::default));
         let verdict = match r.decision {
             Decision::Drop => P4Verdict::Drop,
             Decision::Multicast(g) => P4Verdict::Multicast(g),
@@ -167,12 +183,14 @@ impl P4Pipeline {
         out.extend(replicas.filter_map(|&(p, rid)| Some((self.port(p)?, rid))));
     }
 
-    /// Runs egress and the deparser on a frame that starts transmission on `port`; false if
-    /// the program dropped it.
-    pub fn egress(&self, d: &mut Dequeued, port: &EgressPort) -> bool {
-        let Some(mut st) = d.frame.p4.take() else {
-            return false;
-        };
+    /// Runs egress and the deparser, in `work`, on a frame that starts transmission on `port`;
+    /// false if the program dropped it.
+    pub fn egress(&self, d: &mut Dequeued, port: &EgressPort, work: &mut P4Scratch) -> bool {
+        let st = &mut work.packet;
+        match &d.frame.p4 {
+            Some(carried) if st.restore(carried) => {}
+            _ => return false,
+        }
         let departure = Departure {
             port: self.to_p4[usize::from(port.index)],
             arrival_ns: d.frame.arrival_ns,
@@ -187,27 +205,23 @@ impl P4Pipeline {
             mtu: u32::try_from(port.mtu).unwrap_or(u32::MAX),
         };
         let mut len = d.frame.len;
-        let sent = self.datapath.egress(&mut st, d.frame.buffer_mut(), &mut len, departure);
+        let sent = self.datapath.egress(st, d.frame.buffer_mut(), &mut len, departure);
         d.frame.len = len;
-        d.frame.p4 = Some(st);
         sent
     }
-}
 
-impl P4Pipeline {
-    /// Makes `copy` the ingress-to-egress clone of `frame` (whose ingress asked for one): the
-    /// frame as it arrived, parsed again, as BMv2 does; false if it does not fit `copy`.
-    pub fn clone_of(&self, frame: &FrameBuf, copy: &mut FrameBuf) -> bool {
-        let Some(from) = &frame.p4 else {
-            return false;
-        };
+    /// Makes `copy` the ingress-to-egress clone of `frame`, whose ingress in `work` (just run)
+    /// asked for one: the frame as it arrived, parsed again, as BMv2 does; false if it does not
+    /// fit `copy`.
+    pub fn clone_of(&self, frame: &FrameBuf, copy: &mut FrameBuf, work: &mut P4Scratch) -> bool {
         copy.copy_from(frame);
-        let mut st: Box<PacketState> = copy.p4.take().unwrap_or_default();
         let mut len = 0;
-        let made = self.datapath.ingress_clone(from, &mut st, copy.buffer_mut(), &mut len);
+        let made = self
+            .datapath
+            .ingress_clone(&work.packet, &mut work.clone, copy.buffer_mut(), &mut len);
         copy.len = len;
         copy.layout = None;
-        copy.p4 = Some(st);
+        work.clone.save(copy.p4.get_or_insert_with(Box::default));
         made
     }
 }
@@ -215,9 +229,8 @@ impl P4Pipeline {
 /// A copy of a frame's P4 state for its multicast replica `rid`.
 pub fn replica_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16) {
     if let Some(src) = &from.p4 {
-        let mut st: Box<PacketState> = to.p4.take().unwrap_or_default();
-        st.copy_from(src);
+        let st: &mut CarriedState = to.p4.get_or_insert_with(Box::default);
+        st.clone_from(src);
         st.mark_copy(rid, intlab_p4::INSTANCE_REPLICATION);
-        to.p4 = Some(st);
     }
 }
