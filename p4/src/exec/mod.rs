@@ -453,11 +453,14 @@ impl PacketState {
         self.clone_session = None;
         self.clone_field_list = None;
         self.truncate = None;
+        // An arrival is an original frame until it is marked as a copy.
+        self.rid = 0;
+        self.instance_type = 0;
     }
 
     /// Marks this state as a copy: its replication id and `instance_type` (0 normal, 1 ingress
     /// clone, 5 multicast replica), as egress will see them.
-    pub fn mark_copy(&mut self, rid: u16, instance_type: u32) {
+    fn mark_copy(&mut self, rid: u16, instance_type: u32) {
         self.rid = rid;
         self.instance_type = instance_type;
     }

@@ -162,7 +162,6 @@ impl P4Pipeline {
         let r = self.datapath.ingress(st, frame.buffer_mut(), &mut len, arrival);
         frame.len = len;
         frame.layout = None;
-        st.mark_copy(0, 0);
         st.save(frame.p4.get_or_insert_with(Box::default));
         let verdict = match r.decision {
             Decision::Drop => P4Verdict::Drop,
