@@ -110,6 +110,28 @@ pub fn measure() -> std::io::Result<Measurements> {
     })
 }
 
+/// How far the line-rate load term may overestimate a workload: finite flows of a fabric never
+/// all run at line rate at once (measured on the reference machine: fat-tree k=4 and leaf-spine
+/// all-to-all keep time at 5 where the term asks 13-19, parking-lot at 1 where it asks 4).
+pub const RATE_OVERESTIMATE: f64 = 4.0;
+
+/// The largest dilation `dilation: auto` tries.
+pub const AUTO_MAX: f64 = 1000.0;
+
+/// Where `dilation: auto` starts for suggestion `g`: the timing term as it is (a thread wakes
+/// no sooner under load than idle, so no smaller dilation can keep time), the rate term
+/// divided by [`RATE_OVERESTIMATE`]; a run that then warns is repeated one step up
+/// ([`auto_next`]).
+pub fn auto_start(g: &Suggestion) -> f64 {
+    round_up(g.for_timing.max(g.for_rate / RATE_OVERESTIMATE)).min(AUTO_MAX)
+}
+
+/// The dilation `dilation: auto` runs at after a run at `d`: one step of 1, 2, 5 × 10^k up when
+/// that run did not keep time (`warned`), none when it did or `d` is [`AUTO_MAX`] already.
+pub fn auto_next(d: f64, warned: bool) -> Option<f64> {
+    (warned && d < AUTO_MAX).then(|| round_up(d * 1.001).min(AUTO_MAX))
+}
+
 /// 1, 2, 5 × 10^k at or above `x` (at least 1).
 fn round_up(x: f64) -> f64 {
     if x <= 1.0 {
@@ -210,5 +232,29 @@ mod tests {
             (round_up(0.3), round_up(1.5), round_up(2.0), round_up(51.0)),
             (1.0, 2.0, 2.0, 100.0)
         );
+        let next = |d| auto_next(d, true);
+        assert_eq!(
+            (next(1.0), next(2.0), next(5.0), next(200.0)),
+            (Some(2.0), Some(5.0), Some(10.0), Some(500.0))
+        );
+        assert_eq!(auto_next(50.0, false), None, "a run that kept time is kept");
+        assert_eq!(next(AUTO_MAX), None, "no higher than the cap");
+    }
+
+    #[test]
+    fn auto_starts_at_the_timing_term_or_a_quarter_of_the_rate_term() {
+        let g = |for_timing, for_rate| Suggestion {
+            rtt_min_ns: 8_000,
+            for_timing,
+            packets_per_s: 1e6,
+            for_rate,
+            dilation: round_up(f64::max(for_timing, for_rate)),
+        };
+        // incast-16to1 on the reference machine: timing 54, rate 41.
+        assert_eq!(auto_start(&g(53.8, 41.2)), 100.0);
+        // fat-tree k=4: timing 0.6, rate 19.4 (it keeps time at 5).
+        assert_eq!(auto_start(&g(0.6, 19.4)), 5.0);
+        assert_eq!(auto_start(&g(0.5, 0.4)), 1.0);
+        assert_eq!(auto_start(&g(5e3, 1.0)), AUTO_MAX);
     }
 }

@@ -665,7 +665,11 @@ fn run_doctor(file: Option<&std::path::Path>, set: Vec<String>) -> Result<ExitCo
         "suggested dilation: {} (the scenario says {}){}",
         g.dilation,
         if s.dilation_auto {
-            "auto, which picks this".to_owned()
+            format!(
+                "auto, which starts at {} and goes one step up (to {} at most) while a run warns",
+                doctor::auto_start(&g),
+                doctor::AUTO_MAX
+            )
         } else {
             s.dilation.to_string()
         },

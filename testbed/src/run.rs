@@ -139,30 +139,76 @@ fn cpu_steal_and_total() -> Option<(u64, u64)> {
 }
 
 /// Runs `s`, writes its results into `opts.out`, and returns them. `stop` ends the run early
-/// (its results are still written, marked interrupted).
+/// (its results are still written, marked interrupted). With `dilation: auto` the run starts
+/// at the dilation this machine is expected to keep time at, and runs again one step up while
+/// the run warns that it did not (the results are the last run's; its summary lists the
+/// dilations that warned).
 pub fn run(
     s: &Scenario,
     opts: &RunOptions,
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
+    if !s.dilation_auto {
+        return run_once(s, opts, stop, progress, &[]);
+    }
+    let mut d = auto_start(s, progress)?;
+    let mut warned = Vec::new();
+    let mut opts = opts.clone();
+    loop {
+        let r = run_once(&at_dilation(s, d), &opts, stop, progress, &warned)?;
+        match step_up_after(&r, stop, progress) {
+            Some(next) => {
+                warned.push(d);
+                d = next;
+                // What is in the folder now is the warned run's.
+                opts.force = true;
+            }
+            None => return Ok(r),
+        }
+    }
+}
+
+/// Where `dilation: auto` starts for `s` on this machine (measured, about 1 s).
+fn auto_start(s: &Scenario, progress: &mut dyn Progress) -> Result<f64, RunError> {
+    progress.step("measuring this machine for `dilation: auto` (about 1 s)");
+    let m = crate::doctor::measure().map_err(|e| RunError::Machine(e.to_string()))?;
+    let g = crate::doctor::suggest(s, &m, s.runtime.workers);
+    let d = crate::doctor::auto_start(&g);
+    tracing::info!(?g, start = d, "dilation: auto");
+    Ok(d)
+}
+
+/// `s` at dilation `d` (still marked as picked by `dilation: auto`).
+fn at_dilation(s: &Scenario, d: f64) -> Scenario {
+    Scenario {
+        dilation: d,
+        ..s.clone()
+    }
+}
+
+/// The dilation to run again at after a `dilation: auto` run that did not keep time (`r`);
+/// None when it did, was stopped, or is at [`crate::doctor::AUTO_MAX`] already.
+fn step_up_after(r: &Results, stop: &AtomicBool, progress: &mut dyn Progress) -> Option<f64> {
+    let d = r.summary.dilation;
+    let next = crate::doctor::auto_next(d, r.summary.timing_warning && !stop.load(Ordering::Relaxed))?;
+    progress.step(&format!(
+        "dilation {d} did not keep time on this machine (timing warning): running again at {next}"
+    ));
+    Some(next)
+}
+
+/// One run at `s.dilation`; `warned` are the dilations `dilation: auto` tried before it.
+fn run_once(
+    s: &Scenario,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+    warned: &[f64],
+) -> Result<Results, RunError> {
     crate::prerequisites::check()?;
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
-    let chosen;
-    let s = if s.dilation_auto {
-        progress.step("measuring this machine for `dilation: auto` (about 1 s)");
-        let m = crate::doctor::measure().map_err(|e| RunError::Machine(e.to_string()))?;
-        let g = crate::doctor::suggest(s, &m, s.runtime.workers);
-        tracing::info!(?g, "dilation: auto");
-        chosen = Scenario {
-            dilation: g.dilation,
-            ..s.clone()
-        };
-        &chosen
-    } else {
-        s
-    };
     let d = s.dilation;
     let topology = dilate(&s.topology, d);
     let mut cfg = LabConfig::new(&opts.tag);
@@ -331,6 +377,7 @@ pub fn run(
     };
     let mut results = Results::collect(s, &plan, report, time, ending, &measured);
     results.summary.diagnosis = diagnosis;
+    results.summary.dilation_warned = warned.to_vec();
     if let (Some((s0, t0)), Some((s1, t1))) = (cpu_before, cpu_after)
         && t1 > t0
     {
@@ -385,21 +432,42 @@ pub fn run_series(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Vec<Results>, (String, RunError)> {
-    let mut out = Vec::new();
-    for (k, (label, dir, s)) in series.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    // Runs set side by side share one dilation: when one of them warns under `dilation: auto`,
+    // every run of the series is made again one step up.
+    let mut d = match series.iter().find(|(_, _, s)| s.dilation_auto) {
+        Some((label, _, s)) => Some(auto_start(s, progress).map_err(|e| (label.clone(), e))?),
+        None => None,
+    };
+    let mut warned = Vec::new();
+    'series: loop {
+        let mut out = Vec::new();
+        for (k, (label, dir, s)) in series.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            progress.step(&format!("run {} of {}: {label}", k + 1, series.len()));
+            let opts = RunOptions {
+                out: dir.clone(),
+                capture: false,
+                tag: format!("{tag}{k}"),
+                force: !warned.is_empty(),
+            };
+            let r = match d.filter(|_| s.dilation_auto) {
+                Some(at) => run_once(&at_dilation(s, at), &opts, stop, progress, &warned),
+                None => run_once(s, &opts, stop, progress, &[]),
+            }
+            .map_err(|e| (label.clone(), e))?;
+            if s.dilation_auto
+                && let Some(next) = step_up_after(&r, stop, progress)
+            {
+                warned.push(r.summary.dilation);
+                d = Some(next);
+                continue 'series;
+            }
+            out.push(r);
         }
-        progress.step(&format!("run {} of {}: {label}", k + 1, series.len()));
-        let opts = RunOptions {
-            out: dir.clone(),
-            capture: false,
-            tag: format!("{tag}{k}"),
-            force: false,
-        };
-        out.push(run(s, &opts, stop, progress).map_err(|e| (label.clone(), e))?);
+        return Ok(out);
     }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -54,6 +54,10 @@ fn compare_writes_a_table_a_report_and_overlaid_plots() {
     )
     .expect("the comparison runs");
     assert_eq!(c.entries.len(), 2);
+    // The shipped file says `dilation: auto`: both runs at the one dilation it settled on.
+    let dilation = |e: &compare::Entry| (e.results.summary.dilation, e.results.summary.dilation_warned.clone());
+    assert!(c.entries[0].results.summary.dilation_auto);
+    assert_eq!(dilation(&c.entries[0]), dilation(&c.entries[1]));
     let csv = std::fs::read_to_string(out.join(compare::TABLE_CSV)).expect("table");
     assert_eq!(csv.lines().count(), 3, "a header and a row per controller:\n{csv}");
     assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("hpcc,4/4,")), "{csv}");

@@ -280,6 +280,8 @@ pub struct Summary {
     pub dilation: f64,
     /// True when the run picked it itself (`dilation: auto`).
     pub dilation_auto: bool,
+    /// The dilations `dilation: auto` ran at first, each of which did not keep time.
+    pub dilation_warned: Vec<f64>,
     /// How it ended.
     pub ending: Ending,
     /// Flows planned.
@@ -734,6 +736,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         controller: s.controller.name().to_owned(),
         dilation: s.dilation,
         dilation_auto: s.dilation_auto,
+        dilation_warned: Vec::new(),
         ending,
         flows: flows.len(),
         completed: done.len(),

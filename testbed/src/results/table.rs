@@ -34,6 +34,19 @@ fn row(out: &mut String, name: &str, q: Option<Quantiles>, f: fn(f64) -> String)
     let _ = writeln!(out, "  {name:<22} {:>12} {:>12} {:>12}", cells[0], cells[1], cells[2]);
 }
 
+/// What the summary's first line says of a dilation `dilation: auto` picked.
+fn auto_note(s: &Summary) -> String {
+    if !s.dilation_auto {
+        return String::new();
+    }
+    let mut note = ", picked by `dilation: auto` for this machine".to_owned();
+    if !s.dilation_warned.is_empty() {
+        let tried: Vec<String> = s.dilation_warned.iter().map(f64::to_string).collect();
+        let _ = write!(note, " after {} did not keep time", tried.join(" and "));
+    }
+    note
+}
+
 /// The summary as aligned text.
 pub fn summary_table(s: &Summary) -> String {
     let mut out = String::new();
@@ -49,11 +62,7 @@ pub fn summary_table(s: &Summary) -> String {
         s.scenario,
         s.controller,
         s.dilation,
-        if s.dilation_auto {
-            ", picked by `dilation: auto` for this machine"
-        } else {
-            ""
-        },
+        auto_note(s),
         ending,
         s.completed,
         s.flows
