@@ -149,9 +149,12 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
+    crate::prerequisites::check()?;
     if !s.dilation_auto {
         return run_once(s, opts, stop, progress, &[]);
     }
+    // Refused before the machine is measured, not a second later.
+    results::prepare(&opts.out, opts.force)?;
     let mut d = auto_start(s, progress)?;
     let mut warned = Vec::new();
     let mut opts = opts.clone();
@@ -206,7 +209,6 @@ fn run_once(
     progress: &mut dyn Progress,
     warned: &[f64],
 ) -> Result<Results, RunError> {
-    crate::prerequisites::check()?;
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = s.dilation;
@@ -432,6 +434,9 @@ pub fn run_series(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Vec<Results>, (String, RunError)> {
+    if let Some((label, _, _)) = series.first() {
+        crate::prerequisites::check().map_err(|e| (label.clone(), e.into()))?;
+    }
     // Runs set side by side share one dilation: when one of them warns under `dilation: auto`,
     // every run of the series is made again one step up.
     let mut d = match series.iter().find(|(_, _, s)| s.dilation_auto) {
