@@ -66,6 +66,12 @@ impl Waker {
         self.shared.send(Message::Wake(self.task));
     }
 
+    /// Whether the task's worker is asleep in the kernel (neither running tasks nor polling):
+    /// a wake reaches it only after the scheduler runs it again.
+    pub fn worker_asleep(&self) -> bool {
+        self.shared.asleep()
+    }
+
     /// The worker the task runs on.
     pub fn worker(&self) -> usize {
         self.shared.index

@@ -36,6 +36,8 @@ pub(crate) struct WorkerShared {
     bell: Doorbell,
     /// True while the worker waits with a timeout: a message must ring the bell.
     sleeping: AtomicBool,
+    /// True while that wait may put the thread to sleep (a timeout above 0, not a poll).
+    asleep: AtomicBool,
 }
 
 impl WorkerShared {
@@ -45,7 +47,13 @@ impl WorkerShared {
             tx,
             bell,
             sleeping: AtomicBool::new(false),
+            asleep: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the worker is waiting in the kernel: a message reaches it only after a wake-up.
+    pub(crate) fn asleep(&self) -> bool {
+        self.asleep.load(Ordering::Relaxed)
     }
 
     /// Sends a message and rings the bell if the worker may be asleep. A worker that has
@@ -255,6 +263,7 @@ impl Worker {
             if !self.rx.is_empty() {
                 timeout = 0;
             }
+            self.shared.asleep.store(timeout > 0, Ordering::Relaxed);
             let n = match self.epoll.wait(&mut events, Some(timeout)) {
                 Ok(n) => n,
                 Err(e) => {
@@ -267,6 +276,7 @@ impl Worker {
                 let due = now + timeout;
                 self.note_hiccup(due, self.clock.now_ns().saturating_sub(due));
             }
+            self.shared.asleep.store(false, Ordering::Relaxed);
             self.shared.sleeping.store(false, Ordering::SeqCst);
             ready.clear();
             for ev in &events[..n] {

@@ -324,6 +324,10 @@ pub struct SwitchSnapshot {
     pub ports: Vec<PortSnapshot>,
     /// Worker threads that ended by panicking (0 in a healthy switch).
     pub failed_workers: usize,
+    /// Times a worker ran another worker's ports itself, frames in hand, because that worker
+    /// was asleep (over every switch of the lab).
+    #[serde(default)]
+    pub borrowed_runs: u64,
 }
 
 impl SwitchSnapshot {

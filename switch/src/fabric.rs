@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
@@ -21,7 +21,7 @@ use crate::egress::EgressPort;
 use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
 use crate::pipeline::{P4Pipeline, Pipeline};
 use crate::port::Port;
-use crate::shard::{PortSlot, Shard};
+use crate::shard::{PortSlot, Shard, ShardTask, SharedShard};
 use crate::tm::{EgressQueue, Mmu, MmuSpec, mmu_port};
 
 /// A port's number across the fabric.
@@ -176,6 +176,9 @@ pub(crate) struct FabricShared {
     pub(crate) pool: FramePool,
     /// Per worker: its shard's hand-off channel and waker (workers without ports have none).
     pub(crate) inboxes: Vec<(Sender<Handoff>, Waker)>,
+    /// Per worker: its shard, for other workers to run while it is idle (weak: the worker's
+    /// task owns it, and with it the ports' sockets).
+    running: Vec<OnceLock<Weak<SharedShard>>>,
     pub(crate) capture_drops: bool,
     /// Raised by whoever wants counters now rather than at the next regular publication.
     pub(crate) publish_request: AtomicU64,
@@ -185,6 +188,8 @@ pub(crate) struct FabricShared {
     pub(crate) measure_from: AtomicU64,
     /// Workers that panicked, as the runtime reported on stopping.
     failed_workers: AtomicUsize,
+    /// Runs of a shard on another worker's thread ([`SharedShard::run_here`]).
+    pub(crate) borrowed_runs: AtomicU64,
     shards: usize,
 }
 
@@ -195,6 +200,11 @@ impl FabricShared {
 
     pub(crate) fn workers(&self) -> usize {
         self.inboxes.len()
+    }
+
+    /// Worker `w`'s shard, while its worker runs.
+    pub(crate) fn shard(&self, w: usize) -> Option<Arc<SharedShard>> {
+        self.running.get(w)?.get()?.upgrade()
     }
 
     pub(crate) fn switch_ports(&self, s: usize) -> usize {
@@ -211,6 +221,7 @@ impl FabricShared {
             time_ns: Clock::get().now_ns(),
             ports: sw.published.lock().map(|p| p.clone()).unwrap_or_default(),
             failed_workers: self.failed_workers.load(Ordering::Relaxed),
+            borrowed_runs: self.borrowed_runs.load(Ordering::Relaxed),
         }
     }
 }
@@ -394,12 +405,14 @@ impl Fabric {
             owner,
             peer,
             pool,
+            running: (0..workers).map(|_| OnceLock::new()).collect(),
             inboxes,
             capture_drops: specs.iter().any(|s| s.capture.as_ref().is_some_and(|c| c.drops)),
             publish_request: AtomicU64::new(0),
             publish_acks: AtomicU64::new(0),
             measure_from: AtomicU64::new(0),
             failed_workers: AtomicUsize::new(0),
+            borrowed_runs: AtomicU64::new(0),
             shards: slots.iter().filter(|s| !s.is_empty()).count(),
         });
         let seed = specs.first().map_or(0, |s| s.seed);
@@ -408,8 +421,9 @@ impl Fabric {
                 continue;
             }
             let w = place.worker();
-            let shard = Shard::new(w, shared.clone(), mine, rx, seed);
-            rt.install(place, Box::new(shard));
+            let shard = SharedShard::new(Shard::new(w, shared.clone(), mine, rx, seed));
+            shared.running[w].get_or_init(|| Arc::downgrade(&shard));
+            rt.install(place, Box::new(ShardTask(shard)));
         }
         let files: Vec<(usize, PathBuf)> = specs
             .iter()

@@ -8,8 +8,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crossbeam_channel::Receiver;
 use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
@@ -112,6 +112,10 @@ pub struct Shard {
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
     publish_seen: u64,
+    /// Running on another worker's thread ([`SharedShard::run_here`]).
+    borrowed: bool,
+    /// Its worker has stopped it: no other worker runs it any more.
+    stopped: bool,
 }
 
 impl std::fmt::Debug for Shard {
@@ -166,6 +170,8 @@ impl Shard {
                 .collect(),
             next_publish: 0,
             publish_seen: 0,
+            borrowed: false,
+            stopped: false,
             fabric,
         }
     }
@@ -509,6 +515,12 @@ impl Shard {
             }
             self.frames.put(f);
         }
+        if self.borrowed {
+            // The kernel delivered those frames before send returned, and whatever it answers
+            // at once (a ping's reply, a TCP ACK) is on the port already: read here, it goes on
+            // without waking this shard's own worker.
+            self.receive(s);
+        }
     }
 
     fn drop_at(&mut self, s: usize, frame: FrameBuf, why: DropReason, outbound: bool) {
@@ -535,21 +547,26 @@ impl Shard {
         self.send_pfc();
     }
 
-    /// Hands every frame for other workers over, waking each of them once.
+    /// Hands every frame for other workers over. A worker's shard that no thread is running
+    /// takes them on this thread at once ([`SharedShard::run_here`]); a busy one is woken, once.
     fn flush_outbox(&mut self) {
-        for (w, frames) in self.outbox.iter_mut().enumerate() {
-            if frames.is_empty() {
+        for w in 0..self.outbox.len() {
+            if self.outbox[w].is_empty() {
                 continue;
             }
             let (tx, waker) = &self.fabric.inboxes[w];
-            for (from, h) in frames.drain(..) {
+            for (from, h) in self.outbox[w].drain(..) {
                 if let Err(e) = tx.try_send(h) {
                     // The other worker is too far behind: the frame is lost where it came in.
                     self.slots[from].counters.drop(DropReason::HandoffFull);
                     self.frames.put(e.into_inner().into_frame());
                 }
             }
-            waker.wake();
+            // A worker that polls or runs finds them within microseconds: it keeps its work.
+            let ran = waker.worker_asleep() && self.fabric.shard(w).is_some_and(|other| other.run_here());
+            if !ran {
+                waker.wake();
+            }
         }
     }
 
@@ -583,11 +600,8 @@ fn is_mac_control(frame: &FrameBuf) -> bool {
     EthernetFrame::new_checked(frame.bytes()).is_ok_and(|e| e.ethertype() == ethertype::MAC_CONTROL)
 }
 
-impl Task for Shard {
-    fn name(&self) -> &str {
-        "switch shard"
-    }
-
+impl Shard {
+    /// Its ports' descriptors, each with its slot as the token.
     fn sources(&self) -> Vec<(RawFd, u32)> {
         self.slots
             .iter()
@@ -596,7 +610,9 @@ impl Task for Shard {
             .collect()
     }
 
-    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+    /// Does what is due: hand-offs, input on the ports `ready` names, releases, publication;
+    /// returns when it next needs running.
+    fn run(&mut self, ready: &[u32]) -> Option<u64> {
         while let Ok(h) = self.inbox.try_recv() {
             match h {
                 Handoff::Egress { port, frame } => match self.local[port] {
@@ -609,7 +625,7 @@ impl Task for Shard {
                 },
             }
         }
-        for &token in cx.ready {
+        for &token in ready {
             self.receive(token as usize);
         }
         self.ingress_arrivals();
@@ -652,7 +668,9 @@ impl Task for Shard {
         Some(refresh.map_or(next, |r| r.min(next)))
     }
 
+    /// The runtime stops: frames still queued are freed, captures flushed, counters published.
     fn stop(&mut self) {
+        self.stopped = true;
         for s in &mut self.slots {
             for f in s.queue.drain() {
                 self.frames.put(f);
@@ -662,5 +680,94 @@ impl Task for Shard {
             }
         }
         self.publish(true);
+    }
+}
+
+/// A shard as its worker runs it and as other workers may borrow it: a worker that hands
+/// frames to a shard whose own worker is asleep runs the shard itself, so a frame crosses from
+/// one worker's port to another's without waiting for that worker to wake (on a virtual
+/// machine, tens of microseconds for a halted vCPU).
+pub(crate) struct SharedShard {
+    shard: Mutex<Shard>,
+    /// The deadline its worker's timer holds (lab ns; `u64::MAX`: none): a borrowed run that
+    /// needs an earlier one wakes the worker.
+    armed: AtomicU64,
+}
+
+/// How soon a worker that found its shard borrowed looks again: at its timer's deadline, but
+/// no sooner than the first (a borrowed run takes microseconds) and no later than the second.
+const BORROWED_RETRY_NS: (u64, u64) = (20_000, 1_000_000);
+
+impl SharedShard {
+    pub(crate) fn new(shard: Shard) -> Arc<SharedShard> {
+        Arc::new(SharedShard {
+            shard: Mutex::new(shard),
+            armed: AtomicU64::new(u64::MAX),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shard> {
+        // A run that panicked left frames and counts, not broken invariants, behind.
+        self.shard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The shard, unless another thread is running it.
+    fn try_lock(&self) -> Option<MutexGuard<'_, Shard>> {
+        match self.shard.try_lock() {
+            Ok(s) => Some(s),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Runs the shard on the calling thread if no other thread is running it: what was handed
+    /// to it, what is due, and what its ports answer to what it sends. Wakes its worker when
+    /// the shard now needs running before that worker's timer says. False when it was busy.
+    pub(crate) fn run_here(&self) -> bool {
+        let Some(mut shard) = self.try_lock().filter(|s| !s.stopped) else {
+            return false;
+        };
+        shard.borrowed = true;
+        let next = shard.run(&[]);
+        shard.borrowed = false;
+        shard.fabric.borrowed_runs.fetch_add(1, Ordering::Relaxed);
+        if next.is_some_and(|t| t < self.armed.load(Ordering::Acquire)) {
+            let waker = shard.fabric.inboxes[shard.worker].1.clone();
+            drop(shard);
+            waker.wake();
+        }
+        true
+    }
+}
+
+/// The runtime's task for a shard on its own worker.
+pub(crate) struct ShardTask(pub(crate) Arc<SharedShard>);
+
+impl Task for ShardTask {
+    fn name(&self) -> &str {
+        "switch shard"
+    }
+
+    fn sources(&self) -> Vec<(RawFd, u32)> {
+        self.0.lock().sources()
+    }
+
+    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+        let Some(mut shard) = self.0.try_lock() else {
+            // Another worker is running it, and wakes this one if it needs running sooner than
+            // its timer says: keep that timer (but look again soon if it has passed).
+            let (soonest, latest) = BORROWED_RETRY_NS;
+            let now = cx.now();
+            let retry = self.0.armed.load(Ordering::Acquire).clamp(now + soonest, now + latest);
+            self.0.armed.store(retry, Ordering::Release);
+            return Some(retry);
+        };
+        let next = shard.run(cx.ready);
+        self.0.armed.store(next.unwrap_or(u64::MAX), Ordering::Release);
+        next
+    }
+
+    fn stop(&mut self) {
+        self.0.lock().stop();
     }
 }
