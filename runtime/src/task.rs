@@ -66,10 +66,11 @@ impl Waker {
         self.shared.send(Message::Wake(self.task));
     }
 
-    /// Whether the task's worker is asleep in the kernel (neither running tasks nor polling):
-    /// a wake reaches it only after the scheduler runs it again.
-    pub fn worker_asleep(&self) -> bool {
-        self.shared.asleep()
+    /// How long the task's worker has been asleep in the kernel with nothing to run, at lab
+    /// time `now` (ns): a wake reaches it only after the scheduler runs it again. None while
+    /// it runs tasks or polls.
+    pub fn worker_idle_ns(&self, now: u64) -> Option<u64> {
+        self.shared.idle_ns(now)
     }
 
     /// The worker the task runs on.

@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 use hdrhistogram::Histogram;
@@ -36,8 +36,9 @@ pub(crate) struct WorkerShared {
     bell: Doorbell,
     /// True while the worker waits with a timeout: a message must ring the bell.
     sleeping: AtomicBool,
-    /// True while that wait may put the thread to sleep (a timeout above 0, not a poll).
-    asleep: AtomicBool,
+    /// While the worker waits in the kernel (a timeout above 0, not a poll): since when it has
+    /// had nothing to run (lab ns); `u64::MAX` while it runs tasks or polls.
+    idle_since: AtomicU64,
 }
 
 impl WorkerShared {
@@ -47,13 +48,15 @@ impl WorkerShared {
             tx,
             bell,
             sleeping: AtomicBool::new(false),
-            asleep: AtomicBool::new(false),
+            idle_since: AtomicU64::new(u64::MAX),
         }
     }
 
-    /// Whether the worker is waiting in the kernel: a message reaches it only after a wake-up.
-    pub(crate) fn asleep(&self) -> bool {
-        self.asleep.load(Ordering::Relaxed)
+    /// How long the worker has been waiting in the kernel with nothing to run at `now` (lab
+    /// ns): a message reaches it only after a wake-up. None while it runs tasks or polls.
+    pub(crate) fn idle_ns(&self, now: u64) -> Option<u64> {
+        let since = self.idle_since.load(Ordering::Relaxed);
+        (since != u64::MAX).then(|| now.saturating_sub(since))
     }
 
     /// Sends a message and rings the bell if the worker may be asleep. A worker that has
@@ -122,6 +125,8 @@ pub(crate) struct Worker {
     busy_ns: u64,
     /// Deadlines before this and runs started before it are not measured (lab ns).
     measure_from: u64,
+    /// Since when it has run no task (lab ns), while it sleeps between runs.
+    idle_start: Option<u64>,
 }
 
 impl Worker {
@@ -144,6 +149,7 @@ impl Worker {
             timer_runs: 0,
             busy_ns: 0,
             measure_from: 0,
+            idle_start: None,
         })
     }
 
@@ -193,6 +199,7 @@ impl Worker {
             return;
         };
         let start = self.clock.now_ns();
+        self.idle_start = None;
         slot.woken = false;
         let mut cx = Context {
             clock: self.clock,
@@ -263,7 +270,12 @@ impl Worker {
             if !self.rx.is_empty() {
                 timeout = 0;
             }
-            self.shared.asleep.store(timeout > 0, Ordering::Relaxed);
+            let idle_since = if timeout > 0 {
+                *self.idle_start.get_or_insert(now)
+            } else {
+                u64::MAX
+            };
+            self.shared.idle_since.store(idle_since, Ordering::Relaxed);
             let n = match self.epoll.wait(&mut events, Some(timeout)) {
                 Ok(n) => n,
                 Err(e) => {
@@ -276,7 +288,7 @@ impl Worker {
                 let due = now + timeout;
                 self.note_hiccup(due, self.clock.now_ns().saturating_sub(due));
             }
-            self.shared.asleep.store(false, Ordering::Relaxed);
+            self.shared.idle_since.store(u64::MAX, Ordering::Relaxed);
             self.shared.sleeping.store(false, Ordering::SeqCst);
             ready.clear();
             for ev in &events[..n] {

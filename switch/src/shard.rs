@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crossbeam_channel::Receiver;
@@ -29,6 +29,11 @@ use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
 
 /// Counters are published this often (lab clock, ns).
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
+/// A worker asleep this long with nothing to run (lab ns) has its shard run by a worker that
+/// hands it frames: well above the gaps within a flow, so that a flow between two workers keeps
+/// both (at 100 us, TCP through a 2-port switch on 2 workers lost 15 % of its throughput), and
+/// well below the gaps of light traffic (ping's 10 ms or more).
+const BORROW_AFTER_IDLE_NS: u64 = 1_000_000;
 /// Batches read from one port per run: a port that never runs dry must not starve the
 /// releases (and the other ports) of its worker.
 const RX_BATCHES_PER_RUN: usize = 4;
@@ -547,8 +552,8 @@ impl Shard {
         self.send_pfc();
     }
 
-    /// Hands every frame for other workers over. A worker's shard that no thread is running
-    /// takes them on this thread at once ([`SharedShard::run_here`]); a busy one is woken, once.
+    /// Hands every frame for other workers over and wakes each of them once; the shard of a
+    /// worker long asleep takes them on this thread first ([`SharedShard::run_here`]).
     fn flush_outbox(&mut self) {
         for w in 0..self.outbox.len() {
             if self.outbox[w].is_empty() {
@@ -562,11 +567,16 @@ impl Shard {
                     self.frames.put(e.into_inner().into_frame());
                 }
             }
-            // A worker that polls or runs finds them within microseconds: it keeps its work.
-            let ran = waker.worker_asleep() && self.fabric.shard(w).is_some_and(|other| other.run_here());
-            if !ran {
-                waker.wake();
+            // A worker asleep for a while has its ports run here, at once. It is woken all the
+            // same: for a flow that goes on it takes its share again (it is then busy, and no
+            // longer borrowed), and a worker that polls or ran a moment ago keeps its work.
+            let idle = waker.worker_idle_ns(self.clock.now_ns());
+            if idle.is_some_and(|t| t >= BORROW_AFTER_IDLE_NS)
+                && let Some(other) = self.fabric.shard(w)
+            {
+                other.run_here();
             }
+            waker.wake();
         }
     }
 
@@ -687,56 +697,38 @@ impl Shard {
 /// frames to a shard whose own worker is asleep runs the shard itself, so a frame crosses from
 /// one worker's port to another's without waiting for that worker to wake (on a virtual
 /// machine, tens of microseconds for a halted vCPU).
-pub(crate) struct SharedShard {
-    shard: Mutex<Shard>,
-    /// The deadline its worker's timer holds (lab ns; `u64::MAX`: none): a borrowed run that
-    /// needs an earlier one wakes the worker.
-    armed: AtomicU64,
-}
-
-/// How soon a worker that found its shard borrowed looks again: at its timer's deadline, but
-/// no sooner than the first (a borrowed run takes microseconds) and no later than the second.
-const BORROWED_RETRY_NS: (u64, u64) = (20_000, 1_000_000);
+pub(crate) struct SharedShard(Mutex<Shard>);
 
 impl SharedShard {
     pub(crate) fn new(shard: Shard) -> Arc<SharedShard> {
-        Arc::new(SharedShard {
-            shard: Mutex::new(shard),
-            armed: AtomicU64::new(u64::MAX),
-        })
+        Arc::new(SharedShard(Mutex::new(shard)))
     }
 
     fn lock(&self) -> MutexGuard<'_, Shard> {
         // A run that panicked left frames and counts, not broken invariants, behind.
-        self.shard.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The shard, unless another thread is running it.
     fn try_lock(&self) -> Option<MutexGuard<'_, Shard>> {
-        match self.shard.try_lock() {
+        match self.0.try_lock() {
             Ok(s) => Some(s),
             Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
             Err(TryLockError::WouldBlock) => None,
         }
     }
 
-    /// Runs the shard on the calling thread if no other thread is running it: what was handed
-    /// to it, what is due, and what its ports answer to what it sends. Wakes its worker when
-    /// the shard now needs running before that worker's timer says. False when it was busy.
-    pub(crate) fn run_here(&self) -> bool {
+    /// Runs the shard on the calling thread unless another thread is running it: what was
+    /// handed to it, what is due, and what its ports answer at once to what it sends. The
+    /// caller then wakes the shard's worker, which sets its own next deadline.
+    pub(crate) fn run_here(&self) {
         let Some(mut shard) = self.try_lock().filter(|s| !s.stopped) else {
-            return false;
+            return;
         };
         shard.borrowed = true;
-        let next = shard.run(&[]);
+        let _next_is_for_its_worker = shard.run(&[]);
         shard.borrowed = false;
         shard.fabric.borrowed_runs.fetch_add(1, Ordering::Relaxed);
-        if next.is_some_and(|t| t < self.armed.load(Ordering::Acquire)) {
-            let waker = shard.fabric.inboxes[shard.worker].1.clone();
-            drop(shard);
-            waker.wake();
-        }
-        true
     }
 }
 
@@ -753,18 +745,9 @@ impl Task for ShardTask {
     }
 
     fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
-        let Some(mut shard) = self.0.try_lock() else {
-            // Another worker is running it, and wakes this one if it needs running sooner than
-            // its timer says: keep that timer (but look again soon if it has passed).
-            let (soonest, latest) = BORROWED_RETRY_NS;
-            let now = cx.now();
-            let retry = self.0.armed.load(Ordering::Acquire).clamp(now + soonest, now + latest);
-            self.0.armed.store(retry, Ordering::Release);
-            return Some(retry);
-        };
-        let next = shard.run(cx.ready);
-        self.0.armed.store(next.unwrap_or(u64::MAX), Ordering::Release);
-        next
+        // Borrowed by another worker, which wakes this one when done: nothing to wait for
+        // until then.
+        self.0.try_lock()?.run(cx.ready)
     }
 
     fn stop(&mut self) {
