@@ -14,7 +14,8 @@
 //! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone), INTLAB_BENCH_ONLY=io (the switch's port
 //! I/O, system calls against mapped rings, with the bridge, under the blaster and applications),
 //! INTLAB_BENCH_ONLY=apps (iperf3 and ping, bridge and switch), INTLAB_BENCH_ONLY=ping (ping
-//! alone, bridge and switch, mirrored),
+//! alone, bridge and switch, mirrored), INTLAB_BENCH_ONLY=floor (iperf3 and ping through a
+//! forwarder with no logic, AF_PACKET and AF_XDP, beside the bridge and the switch),
 //! INTLAB_BENCH_PIPELINES (the P4 part's pipelines by name, comma-separated, the first the
 //! reference; default `built-in,int_transit.p4,basic`).
 
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
 use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
+use intlab_benches::bare_forwarder::{BareForwarder, BareIo};
 use intlab_switch::Switch;
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
@@ -42,6 +44,7 @@ fn host(i: u8) -> (MacAddress, Ipv4Addr) {
 /// Two hosts joined through the device under test.
 struct Path {
     _switch: Option<Switch>,
+    _forwarder: Option<BareForwarder>,
     h1: Namespace,
     h2: Namespace,
     _mid: Namespace,
@@ -169,6 +172,7 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline, packet_io: PacketIo)
     }
     Path {
         _switch: Some(switch),
+        _forwarder: None,
         h1,
         h2,
         _mid: mid,
@@ -184,6 +188,24 @@ fn through_bridge() -> Path {
     mid.ip(&["link", "set", "dev", "br0", "up"]).expect("bridge up");
     Path {
         _switch: None,
+        _forwarder: None,
+        h1,
+        h2,
+        _mid: mid,
+    }
+}
+
+/// Through a forwarder with no logic (see [`BareForwarder`]).
+fn through_bare_forwarder(io: BareIo) -> Path {
+    let tag = match io {
+        BareIo::Syscalls => "fs",
+        BareIo::Xdp => "fx",
+    };
+    let (h1, h2, mid, devs) = hosts(tag);
+    let fwd = BareForwarder::start(mid.path().as_path(), &devs[2], &devs[3], io).expect("bare forwarder starts");
+    Path {
+        _switch: None,
+        _forwarder: Some(fwd),
         h1,
         h2,
         _mid: mid,
@@ -397,9 +419,18 @@ fn main() {
         Ok("io") => return packet_io(secs, workers),
         Ok("apps") => return with_applications(secs, workers),
         Ok("ping") => return ping_alone(workers),
+        Ok("floor") => return floor(secs),
         _ => {}
     }
-    println!("intlab system benchmark: {secs} s per point, switch workers {workers}, INT stamping on");
+    // The blaster and latency points measure the switch as `intlab switch` runs it by default
+    // (AF_XDP ports where possible, one worker for two ports) unless INTLAB_BENCH_WORKERS says.
+    let main_workers = match std::env::var("INTLAB_BENCH_WORKERS") {
+        Ok(_) => workers,
+        Err(_) => intlab_switch::config::standalone_workers(2),
+    };
+    println!(
+        "intlab system benchmark: {secs} s per point, switch workers {main_workers}, port I/O auto, INT stamping on"
+    );
     println!(
         "{:<10} {:>14} {:>10} {:>14} {:>10} {:>8}",
         "payload", "bridge kpps", "Gb/s", "switch kpps", "Gb/s", "ratio"
@@ -409,7 +440,7 @@ fn main() {
         let bridge = through_bridge();
         let (b_pps, b_gbps) = blast(&bridge, &payload, secs);
         drop(bridge);
-        let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
+        let switch = through_switch(main_workers, SwitchPipeline::BuiltIn, PacketIo::Auto);
         let (s_pps, s_gbps) = blast(&switch, &payload, secs);
         drop(switch);
         println!(
@@ -425,7 +456,7 @@ fn main() {
     let bridge = through_bridge();
     let (b50, b99) = latency(&bridge);
     drop(bridge);
-    let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
+    let switch = through_switch(main_workers, SwitchPipeline::BuiltIn, PacketIo::Auto);
     let (s50, s99) = latency(&switch);
     let late = switch._switch.as_ref().map(|s| s.counters().ports).unwrap_or_default();
     drop(switch);
@@ -589,7 +620,7 @@ fn ping_alone(workers: usize) {
         let path = if i == 0 {
             through_bridge()
         } else {
-            through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls)
+            through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Auto)
         };
         [ping_ms(&path)]
     });
@@ -612,7 +643,7 @@ fn applications(path: &Path, secs: u64) -> AppFigures {
     }
 }
 
-/// The switch's two ways of reading and writing its veth ports (system calls, mapped rings)
+/// The switch's ways of reading and writing its veth ports (system calls, mapped rings, AF_XDP)
 /// against the bridge: blaster at 64 B and 1400 B, iperf3 UDP and TCP, ping, each path twice in
 /// mirrored order ([`mirrored`]).
 fn packet_io(secs: u64, workers: usize) {
@@ -625,11 +656,13 @@ fn packet_io(secs: u64, workers: usize) {
         Way::Bridge,
         Way::Switch(PacketIo::Syscalls),
         Way::Switch(PacketIo::Ring),
+        Way::Switch(PacketIo::Xdp),
     ];
     let name = |w: Way| match w {
         Way::Bridge => "bridge",
         Way::Switch(PacketIo::Syscalls) => "switch, syscalls",
         Way::Switch(PacketIo::Ring) => "switch, rings",
+        Way::Switch(PacketIo::Xdp | PacketIo::Auto) => "switch, AF_XDP",
     };
     let (small, large) = (int_datagram(64), int_datagram(1400));
     println!("switch port I/O, {workers} workers, each path twice in mirrored order:");
@@ -679,7 +712,66 @@ fn packet_io(secs: u64, workers: usize) {
     }
 }
 
-/// The switch and the bridge under real applications (iperf3, ping), same namespaces and veths.
+/// What applications get through a forwarder with no logic at all (AF_PACKET and AF_XDP) and
+/// through the switch as `intlab switch` runs by default, against the bridge, each path twice
+/// in mirrored order: the share of the bridge no user-space switch on this machine can exceed.
+fn floor(secs: u64) {
+    #[derive(Clone, Copy)]
+    enum Way {
+        Bridge,
+        Bare(BareIo),
+        Switch,
+    }
+    let ways = [
+        Way::Bridge,
+        Way::Bare(BareIo::Syscalls),
+        Way::Bare(BareIo::Xdp),
+        Way::Switch,
+    ];
+    let default_workers = intlab_switch::config::standalone_workers(2);
+    let name = |w: Way| match w {
+        Way::Bridge => "bridge",
+        Way::Bare(BareIo::Syscalls) => "bare, AF_PACKET",
+        Way::Bare(BareIo::Xdp) => "bare, AF_XDP",
+        Way::Switch => "switch (default)",
+    };
+    println!("applications through a forwarder with no logic, each path twice in mirrored order:");
+    let means = mirrored(ways.len(), |i| {
+        let path = match ways[i] {
+            Way::Bridge => through_bridge(),
+            Way::Bare(io) => through_bare_forwarder(io),
+            Way::Switch => through_switch(default_workers, SwitchPipeline::BuiltIn, PacketIo::Auto),
+        };
+        let a = applications(&path, secs);
+        drop(path);
+        println!(
+            "    {:<18} iperf3 UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
+            name(ways[i]),
+            a.udp64_kpps,
+            a.udp64_loss * 100.0,
+            a.udp1400_gbps,
+            a.tcp_gbps,
+            a.ping_ms
+        );
+        [a.udp64_kpps, a.udp1400_gbps, a.tcp_gbps, a.ping_ms]
+    });
+    let base = means[0];
+    for (w, m) in ways.iter().zip(&means).skip(1) {
+        println!(
+            "  {:<18} iperf3 UDP 64 B {:.2}x, 1400 B {:.2}x, TCP {:.2}x; ping {:.2}x (of the bridge)",
+            name(*w),
+            m[0] / base[0],
+            m[1] / base[1],
+            m[2] / base[2],
+            m[3] / base[3]
+        );
+    }
+}
+
+/// The switch and the bridge under real applications (iperf3, ping), same namespaces and veths,
+/// each path twice in mirrored order: the switch as `intlab switch` runs by default (AF_XDP
+/// ports, one worker for its two ports), and with `workers` workers on AF_XDP and on AF_PACKET
+/// sockets (the configuration issue 13 measured).
 fn with_applications(secs: u64, workers: usize) {
     for program in ["iperf3", "ping"] {
         if std::process::Command::new(program).arg("-V").output().is_err() {
@@ -687,37 +779,56 @@ fn with_applications(secs: u64, workers: usize) {
             return;
         }
     }
-    let bridge = through_bridge();
-    let b = applications(&bridge, secs);
-    drop(bridge);
-    let switch = through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Syscalls);
-    let s = applications(&switch, secs);
-    drop(switch);
-    println!("applications (iperf3 and ping in h1 and h2), bridge vs switch with {workers} workers:");
-    println!(
-        "  UDP 64 B:   {:.1} vs {:.1} kpps received ({:.2}x; loss {:.2} % vs {:.2} %)",
-        b.udp64_kpps,
-        s.udp64_kpps,
-        s.udp64_kpps / b.udp64_kpps,
-        b.udp64_loss * 100.0,
-        s.udp64_loss * 100.0
-    );
-    println!(
-        "  UDP 1400 B: {:.2} vs {:.2} Gb/s ({:.2}x)",
-        b.udp1400_gbps,
-        s.udp1400_gbps,
-        s.udp1400_gbps / b.udp1400_gbps
-    );
-    println!(
-        "  TCP:        {:.2} vs {:.2} Gb/s ({:.2}x)",
-        b.tcp_gbps,
-        s.tcp_gbps,
-        s.tcp_gbps / b.tcp_gbps
-    );
-    println!(
-        "  ping:       {:.3} vs {:.3} ms ({:.2}x)",
-        b.ping_ms,
-        s.ping_ms,
-        s.ping_ms / b.ping_ms
-    );
+    let default_workers = intlab_switch::config::standalone_workers(2);
+    let ways: [Option<(usize, PacketIo)>; 4] = [
+        None,
+        Some((workers, PacketIo::Syscalls)),
+        Some((workers, PacketIo::Auto)),
+        Some((default_workers, PacketIo::Auto)),
+    ];
+    let name = |i: usize| match ways[i] {
+        None => "bridge".to_string(),
+        Some((n, io)) => format!(
+            "switch, {n} worker{}, {}{}",
+            if n == 1 { "" } else { "s" },
+            if io == PacketIo::Syscalls {
+                "AF_PACKET"
+            } else {
+                "AF_XDP"
+            },
+            if i == 3 { " (default)" } else { "" }
+        ),
+    };
+    println!("applications (iperf3 and ping in h1 and h2), each path twice in mirrored order:");
+    let means = mirrored(ways.len(), |i| {
+        let path = match ways[i] {
+            None => through_bridge(),
+            Some((n, io)) => through_switch(n, SwitchPipeline::BuiltIn, io),
+        };
+        let a = applications(&path, secs);
+        drop(path);
+        println!(
+            "    {:<34} UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
+            name(i),
+            a.udp64_kpps,
+            a.udp64_loss * 100.0,
+            a.udp1400_gbps,
+            a.tcp_gbps,
+            a.ping_ms
+        );
+        [a.udp64_kpps, a.udp1400_gbps, a.tcp_gbps, a.ping_ms]
+    });
+    let b = means[0];
+    for (i, m) in means.iter().enumerate().skip(1) {
+        println!(
+            "  {:<34} UDP 64 B {:.2}x, UDP 1400 B {:.2}x, TCP {:.2}x of the bridge; ping {:.2}x ({:.3} vs {:.3} ms)",
+            name(i),
+            m[0] / b[0],
+            m[1] / b[1],
+            m[2] / b[2],
+            m[3] / b[3],
+            m[3],
+            b[3]
+        );
+    }
 }

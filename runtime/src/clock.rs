@@ -10,6 +10,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 pub struct Clock {
     origin: Instant,
     epoch_ns_at_origin: u128,
+    /// CLOCK_MONOTONIC's reading at the origin (the clock `Instant` reads on Linux).
+    monotonic_ns_at_origin: u64,
 }
 
 static CLOCK: OnceLock<Clock> = OnceLock::new();
@@ -17,10 +19,28 @@ static CLOCK: OnceLock<Clock> = OnceLock::new();
 impl Clock {
     /// The shared clock, started on first use.
     pub fn get() -> &'static Clock {
-        CLOCK.get_or_init(|| Clock {
-            origin: Instant::now(),
-            epoch_ns_at_origin: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+        CLOCK.get_or_init(|| {
+            let origin = Instant::now();
+            // Both read CLOCK_MONOTONIC: the reading least after the origin's is the closest.
+            let monotonic_ns_at_origin = (0..5)
+                .map(|_| monotonic_ns().saturating_sub(origin.elapsed().as_nanos() as u64))
+                .min()
+                .unwrap_or(0);
+            Clock {
+                origin,
+                epoch_ns_at_origin: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+                monotonic_ns_at_origin,
+            }
         })
+    }
+
+    /// The lab-clock reading of CLOCK_MONOTONIC reading `monotonic_ns` (a kernel timestamp,
+    /// such as an XDP program's), never later than now: both are the same clock, so no wall
+    /// clock step can shift it.
+    pub fn lab_ns_of_monotonic(&self, monotonic_ns: u64) -> u64 {
+        monotonic_ns
+            .saturating_sub(self.monotonic_ns_at_origin)
+            .min(self.now_ns())
     }
 
     /// The instant readings count from, so other components can share the time base.
@@ -50,6 +70,14 @@ impl Clock {
     pub fn epoch_ns(&self, t: u64) -> u128 {
         self.epoch_ns_at_origin + u128::from(t)
     }
+}
+
+/// CLOCK_MONOTONIC now, in ns.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a live timespec for the kernel to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Wall clock to lab clock, as measured at one moment (see [`Clock::realtime_map`]).
@@ -82,5 +110,17 @@ mod tests {
         assert!(t + 1_000_000 >= before && t <= c.now_ns(), "{before} {t}");
         assert_eq!(m.lab_ns(rt + 10_000_000_000), m.now, "never in the future");
         assert_eq!(m.lab_ns(0), 0);
+    }
+
+    #[test]
+    fn monotonic_readings_map_onto_the_lab_clock() {
+        let c = Clock::get();
+        let before = c.now_ns();
+        let t = c.lab_ns_of_monotonic(monotonic_ns());
+        let after = c.now_ns();
+        assert!(t >= before && t <= after, "{before} <= {t} <= {after}");
+        let far = c.lab_ns_of_monotonic(u64::MAX);
+        assert!(far >= after && far <= c.now_ns(), "never in the future");
+        assert_eq!(c.lab_ns_of_monotonic(0), 0);
     }
 }

@@ -61,16 +61,23 @@ pub enum PortIo {
     Link(crate::port::LinkEnd),
 }
 
-/// How a switch reads and writes its veth ports' AF_PACKET sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+/// How a switch reads and writes its veth ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PacketIo {
-    /// recvmmsg and sendmmsg: a system call per batch each way.
-    #[default]
+    /// AF_PACKET sockets with recvmmsg and sendmmsg: a system call per batch each way.
     Syscalls,
     /// Receive and transmit rings mapped into the process (PACKET_MMAP): received frames are
     /// read without a system call, sent ones handed over with one `send` per batch.
     Ring,
+    /// An AF_XDP socket per port, fed by a small XDP program on the veth: frames are copied to
+    /// the switch inside the sender's own transmit path and read without a system call; sent
+    /// ones handed over with one system call per batch. Needs a kernel with AF_XDP and frames
+    /// that fit XDP on veth (an MTU up to about 3.5 KB).
+    Xdp,
+    /// AF_XDP where the kernel and the port allow it, else `syscalls` (with a warning that
+    /// says why): the standalone switch's default.
+    Auto,
 }
 
 /// ECN marking with RED thresholds, applied at dequeue to ECN-capable frames.
@@ -236,7 +243,7 @@ struct RawSwitch {
     seed: u64,
     #[serde(default)]
     poll: intlab_runtime::PollMode,
-    #[serde(default)]
+    #[serde(default = "standalone_packet_io")]
     packet_io: PacketIo,
     #[serde(default)]
     queue_trace_every: Nanos,
@@ -264,6 +271,22 @@ struct RawP4 {
 
 fn default_name() -> String {
     "switch".into()
+}
+
+/// A switch run alone shares the machine with the applications whose frames it carries:
+/// AF_XDP, which copies each frame to the switch inside the sender's own transmit path, carried
+/// the most through it (docs/performance.md).
+fn standalone_packet_io() -> PacketIo {
+    PacketIo::Auto
+}
+
+/// A switch run alone gets one worker per core, but no more than one per two ports: a frame
+/// between two ports of one worker needs no hand-off, and on two cores shared with the
+/// applications, one worker carried a two-port switch's traffic better than two
+/// (docs/performance.md).
+pub fn standalone_workers(ports: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    cores.min(ports.div_ceil(2)).max(1)
 }
 
 fn default_int_port() -> u16 {
@@ -814,7 +837,7 @@ impl Resolver<'_> {
             }),
         };
         let workers = match raw.workers {
-            None => std::thread::available_parallelism().map_or(1, usize::from),
+            None => standalone_workers(ports.len()),
             Some(w) if w.value == 0 => {
                 return Err(self.err(&w, "workers".into(), "expected at least 1".into()));
             }

@@ -39,11 +39,14 @@ pub enum DropReason {
     P4NoPort,
     /// Its priority was in a pause storm: the PFC watchdog drops it.
     PfcWatchdog,
+    /// Arrived while the port's queue in the kernel (a socket's buffer, an AF_XDP ring) was
+    /// full: the worker had not read the frames before it. Counted as the kernel reports it.
+    RxOverflow,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::Runt,
         DropReason::Malformed,
         DropReason::NonIpv4,
@@ -58,6 +61,7 @@ impl DropReason {
         DropReason::P4Drop,
         DropReason::P4NoPort,
         DropReason::PfcWatchdog,
+        DropReason::RxOverflow,
     ];
 
     /// Snake-case name used in counter files and capture comments.
@@ -77,6 +81,7 @@ impl DropReason {
             DropReason::P4Drop => "p4_drop",
             DropReason::P4NoPort => "p4_no_port",
             DropReason::PfcWatchdog => "pfc_watchdog",
+            DropReason::RxOverflow => "rx_overflow",
         }
     }
 
@@ -174,6 +179,11 @@ impl PortCounters {
         self.drops[why.index()] += 1;
     }
 
+    /// Counts `n` frames dropped for `why` at once (as the kernel reports them).
+    pub fn drop_many(&mut self, why: DropReason, n: u64) {
+        self.drops[why.index()] += n;
+    }
+
     /// Drops counted for `why`.
     pub fn drops(&self, why: DropReason) -> u64 {
         self.drops[why.index()]
@@ -218,7 +228,7 @@ impl PortCounters {
 
     /// A copy for publishing at `now_ns` (an XOFF still on counts up to then); the queue trace
     /// only when `with_trace` (it grows with the run).
-    pub fn snapshot(&self, name: &str, with_trace: bool, now_ns: u64) -> PortSnapshot {
+    pub fn snapshot(&self, name: &str, io: &str, with_trace: bool, now_ns: u64) -> PortSnapshot {
         let mut totals = self.totals;
         for (p, since) in self.xoff_since.iter().enumerate() {
             if let Some(since) = since {
@@ -227,6 +237,7 @@ impl PortCounters {
         }
         PortSnapshot {
             name: name.to_owned(),
+            io: io.to_owned(),
             totals,
             drops: DropReason::ALL
                 .iter()
@@ -257,6 +268,10 @@ impl PortCounters {
 pub struct PortSnapshot {
     /// Port name.
     pub name: String,
+    /// How the port moves frames: `af_xdp`, `af_packet`, `af_packet_ring` (veth ports), `tap`
+    /// or `link` (in-process).
+    #[serde(default)]
+    pub io: String,
     /// The port's totals.
     #[serde(flatten)]
     pub totals: PortTotals,

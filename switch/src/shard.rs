@@ -583,13 +583,17 @@ impl Shard {
     fn publish(&mut self, with_trace: bool) {
         let now = self.clock.now_ns();
         for s in &mut self.slots {
+            match s.port.take_rx_dropped() {
+                Ok(n) => s.counters.drop_many(DropReason::RxOverflow, n),
+                Err(e) => tracing::warn!(port = %s.name, "reading the kernel's drop count: {e}"),
+            }
             for p in 0..PRIORITIES {
                 s.counters.totals.pfc_paused_ns[p] = s.queue.paused_ns(p as u8, now);
             }
             s.counters.totals.pfc_watchdog_trips = s.queue.watchdog_trips();
             let switch = &self.fabric.switches[s.switch];
             if let Ok(mut p) = switch.published.lock() {
-                p[s.index] = s.counters.snapshot(&s.name, with_trace, now);
+                p[s.index] = s.counters.snapshot(&s.name, s.port.io_name(), with_trace, now);
             }
         }
     }

@@ -133,7 +133,7 @@ impl LabConfig {
             prefix: netns::run_prefix(std::process::id(), tag),
             workers: intlab_runtime::cores(),
             poll: PollMode::default(),
-            packet_io: intlab_switch::config::PacketIo::default(),
+            packet_io: intlab_switch::config::PacketIo::Syscalls,
             host_overhead_ns: 400_000,
             dilation: 1.0,
             capture: None,

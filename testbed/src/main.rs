@@ -770,10 +770,24 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
         signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
     }
     let switch = intlab_switch::Switch::start(spec)?;
+    // How each port moves frames (`packet_io: auto` may have fallen back): the workers publish
+    // it at their first run.
+    let ports = switch
+        .counters_now(std::time::Duration::from_secs(1))
+        .map(|c| {
+            c.ports
+                .iter()
+                .map(|p| format!("{} {}", p.name, p.io))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let workers = switch.spec().workers;
     eprintln!(
-        "intlab: switch {} running with {} ports; Ctrl-C stops it",
+        "intlab: switch {} running with {} ports ({ports}) on {workers} worker{}; Ctrl-C stops it",
         switch.spec().name,
-        switch.spec().ports.len()
+        switch.spec().ports.len(),
+        if workers == 1 { "" } else { "s" }
     );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -92,6 +92,51 @@ fn veth_ports_on_mapped_rings_carry_ping_and_udp() {
     assert_eq!(c[0].failed_workers, 0);
 }
 
+/// AF_XDP ports: the XDP program stamps each frame in the sender's transmit path, so ping and
+/// UDP cross as on AF_PACKET ports, and nothing is lost in the kernel on the way.
+#[test]
+fn veth_ports_on_af_xdp_carry_ping_and_udp() {
+    let _serial = support::serial();
+    let mut lab = TwoHosts::single("vx", Attach::Veth, false, |s| s.packet_io = PacketIo::Xdp);
+    ping(&lab);
+    udp_echo(&lab);
+    let c = lab.stop();
+    assert!(c[0].ports[0].totals.tx_frames >= 103, "{:?}", c[0].ports[0]);
+    assert!(c[0].ports[1].totals.rx_frames >= 103, "{:?}", c[0].ports[1]);
+    for p in &c[0].ports {
+        assert_eq!(p.drops_for(DropReason::RxOverflow), 0, "{p:?}");
+        assert_eq!(p.drops_for(DropReason::TxError), 0, "{p:?}");
+    }
+    assert_eq!(c[0].failed_workers, 0);
+}
+
+/// `packet_io: auto` (the standalone switch's default) takes AF_XDP where XDP can attach and an
+/// AF_PACKET socket where it cannot (here: an MTU too large for XDP on veth), and says so.
+#[test]
+fn auto_port_io_takes_af_xdp_where_it_can_and_af_packet_where_it_cannot() {
+    use intlab_switch::port::PacketSocket;
+    use intlab_testbed::netns::{self, Namespace};
+    let _serial = support::serial();
+    let ns = Namespace::create(&format!("{}t{}-auto", netns::PREFIX, std::process::id())).expect("namespace");
+    netns::veth_pair("xa1", &ns, "xb1", &ns).expect("veth 1");
+    netns::veth_pair("xa2", &ns, "xb2", &ns).expect("veth 2");
+    for d in ["xa2", "xb2"] {
+        ns.ip(&["link", "set", "dev", d, "mtu", "9000"]).expect("jumbo MTU");
+    }
+    let opened = ns
+        .run(|| {
+            let small = PacketSocket::open("xb1", PacketIo::Auto, 2048)?;
+            let jumbo = PacketSocket::open("xb2", PacketIo::Auto, 2048)?;
+            let forced = PacketSocket::open("xb2", PacketIo::Xdp, 2048).map(|_| ());
+            Ok((small.io_name(), jumbo.io_name(), forced))
+        })
+        .expect("ports open");
+    assert_eq!(opened.0, "af_xdp", "a 1500-byte veth takes AF_XDP");
+    assert_eq!(opened.1, "af_packet", "a 9000-byte veth falls back");
+    let e = opened.2.expect_err("`xdp` is refused where XDP cannot attach");
+    assert!(e.to_string().contains("xb2"), "the error names the device: {e}");
+}
+
 /// Steal time so far (jiffies): time the hypervisor ran something else instead of this VM.
 fn steal_jiffies() -> u64 {
     std::fs::read_to_string("/proc/stat")

@@ -1,8 +1,10 @@
 //! System calls, each behind a safe function that checks its result: entering a network
 //! namespace, interface offloads (the ethtool ioctl, so no `ethtool` program is needed),
-//! per-namespace sysctls, timer slack, the lab's sockets and their batched I/O (system calls or
-//! mapped packet rings), eventfd and epoll, and the open-file limit.
+//! per-namespace sysctls, timer slack, the lab's sockets and their batched I/O (system calls,
+//! mapped packet rings, or AF_XDP sockets with the small XDP program that feeds them), eventfd
+//! and epoll, and the open-file limit.
 
+pub mod bpf;
 pub mod epoll;
 pub mod eventfd;
 pub mod mmsg;
@@ -13,3 +15,4 @@ pub mod rlimit;
 pub mod socket;
 pub mod sysctl;
 pub mod thread;
+pub mod xsk;

@@ -73,8 +73,8 @@ pub fn packet_unbound() -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Binds AF_PACKET socket `fd` to interface `device`, every protocol.
-pub fn bind_packet(fd: RawFd, device: &str) -> io::Result<()> {
+/// The index of interface `device` in the calling thread's namespace.
+pub fn ifindex(device: &str) -> io::Result<u32> {
     let name = CString::new(device).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in device name"))?;
     // SAFETY: if_nametoindex reads a valid C string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
@@ -84,6 +84,12 @@ pub fn bind_packet(fd: RawFd, device: &str) -> io::Result<()> {
             format!("no interface `{device}`"),
         ));
     }
+    Ok(ifindex)
+}
+
+/// Binds AF_PACKET socket `fd` to interface `device`, every protocol.
+pub fn bind_packet(fd: RawFd, device: &str) -> io::Result<()> {
+    let ifindex = ifindex(device)?;
     // SAFETY: an all-zero sockaddr_ll is valid; the fields needed are set below.
     let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -98,6 +104,30 @@ pub fn bind_packet(fd: RawFd, device: &str) -> io::Result<()> {
         )
     })
     .map(|_| ())
+}
+
+/// Frames AF_PACKET socket `fd` dropped because its receive buffer (or ring) was full since the
+/// last call (the kernel resets its count on every read).
+pub fn packet_drops(fd: RawFd) -> io::Result<u64> {
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: st is a live tpacket_stats of the size passed.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(st.tp_drops))
 }
 
 /// A non-blocking AF_PACKET socket that receives the frames of EtherType `ethertype` arriving
@@ -130,4 +160,40 @@ pub fn udp(addr: SocketAddrV4, tos: u8) -> io::Result<UdpSocket> {
     set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
     large_buffers(fd)?;
     Ok(sock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::mmsg;
+
+    #[test]
+    fn a_packet_socket_counts_what_its_full_buffer_dropped_once() {
+        std::thread::spawn(|| {
+            // SAFETY: unshare affects only this thread's namespaces.
+            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare (run as root)");
+            let st = std::process::Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status();
+            assert!(st.expect("ip (iproute2)").success());
+            let rx = packet("lo").expect("packet socket on lo");
+            // A small buffer: most of a burst finds it full.
+            set_int(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4096).expect("rcvbuf");
+            let tx = packet("lo").expect("second packet socket on lo");
+            let mut f = vec![0xffu8; 12];
+            f.extend_from_slice(&[0x88, 0xb5]);
+            f.resize(200, 7);
+            let sent = mmsg::send_batch(tx.as_raw_fd(), &vec![f; 50], &[]).expect("send");
+            assert_eq!(sent, 50);
+            let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 2048]).collect();
+            let mut meta = [mmsg::RecvMeta::default(); 64];
+            let got = mmsg::recv_batch(rx.as_raw_fd(), &mut bufs, &mut meta).expect("recv");
+            let dropped = packet_drops(rx.as_raw_fd()).expect("stats");
+            assert!(got < 50 && dropped > 0, "got {got}, dropped {dropped}");
+            assert_eq!(got as u64 + dropped, 50, "every frame read or counted");
+            assert_eq!(packet_drops(rx.as_raw_fd()).expect("stats"), 0, "counted once");
+        })
+        .join()
+        .expect("the namespace thread");
+    }
 }

@@ -67,6 +67,24 @@ impl Port {
         }
     }
 
+    /// Frames the kernel dropped on arrival since the last call, because the worker had not read
+    /// the ones before (a TAP device's drops show in its interface statistics instead).
+    pub fn take_rx_dropped(&mut self) -> io::Result<u64> {
+        match self {
+            Port::Packet(p) => p.take_rx_dropped(),
+            Port::Tap(_) | Port::Link(_) => Ok(0),
+        }
+    }
+
+    /// How it moves frames, as counters name it.
+    pub fn io_name(&self) -> &'static str {
+        match self {
+            Port::Tap(_) => "tap",
+            Port::Packet(p) => p.io_name(),
+            Port::Link(_) => "link",
+        }
+    }
+
     /// The descriptor to wait on for received frames; links wake their worker directly.
     pub fn poll_fd(&self) -> Option<RawFd> {
         match self {

@@ -56,7 +56,9 @@ impl Default for RuntimeSettings {
         RuntimeSettings {
             workers: intlab_runtime::cores(),
             poll: PollMode::default(),
-            packet_io: intlab_switch::config::PacketIo::default(),
+            // A lab's hosts and switches share the workers: AF_XDP measured no lighter there, and
+            // would pin 5 MB of memory per port (docs/performance.md).
+            packet_io: intlab_switch::config::PacketIo::Syscalls,
         }
     }
 }
@@ -654,13 +656,20 @@ links:
     }
 
     #[test]
-    fn the_switch_port_io_is_system_calls_unless_rings_are_asked_for() {
+    fn the_switch_port_io_is_system_calls_unless_another_is_asked_for() {
+        use intlab_switch::config::PacketIo;
         let w = "workload:\n  incast: { receiver: h3, size: 10KB }\n";
         let s = load(w).unwrap();
-        assert_eq!(s.runtime.packet_io, intlab_switch::config::PacketIo::Syscalls);
-        let s = load(&format!("{w}runtime: {{ packet_io: ring }}\n")).unwrap();
-        assert_eq!(s.runtime.packet_io, intlab_switch::config::PacketIo::Ring);
-        assert!(load(&format!("{w}runtime: {{ packet_io: xdp }}\n")).is_err());
+        assert_eq!(s.runtime.packet_io, PacketIo::Syscalls);
+        for (word, io) in [
+            ("ring", PacketIo::Ring),
+            ("xdp", PacketIo::Xdp),
+            ("auto", PacketIo::Auto),
+        ] {
+            let s = load(&format!("{w}runtime: {{ packet_io: {word} }}\n")).unwrap();
+            assert_eq!(s.runtime.packet_io, io);
+        }
+        assert!(load(&format!("{w}runtime: {{ packet_io: dpdk }}\n")).is_err());
     }
 
     #[test]

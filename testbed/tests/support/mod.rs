@@ -126,7 +126,7 @@ pub fn switch_spec(
         counters_file: None,
         seed: 1,
         poll: intlab_runtime::PollMode::default(),
-        packet_io: intlab_switch::config::PacketIo::default(),
+        packet_io: intlab_switch::config::PacketIo::Syscalls,
         queue_trace_every: intlab_switch::units::Nanos(0),
         p4: None,
         mmu: None,
