@@ -712,6 +712,38 @@ fn packet_io(secs: u64, workers: usize) {
     }
 }
 
+/// Runs the applications over `path`, takes it down, prints its row under `label` and returns
+/// its figures: UDP 64 B kpps, UDP 1400 B Gb/s, TCP Gb/s, ping ms.
+fn application_row(label: &str, path: Path, secs: u64) -> [f64; 4] {
+    let a = applications(&path, secs);
+    drop(path);
+    println!(
+        "    {label:<34} UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
+        a.udp64_kpps,
+        a.udp64_loss * 100.0,
+        a.udp1400_gbps,
+        a.tcp_gbps,
+        a.ping_ms
+    );
+    [a.udp64_kpps, a.udp1400_gbps, a.tcp_gbps, a.ping_ms]
+}
+
+/// Prints every path's figures but the first's as ratios of the first's (the bridge's).
+fn application_ratios(labels: &[String], means: &[[f64; 4]]) {
+    let b = means[0];
+    for (label, m) in labels.iter().zip(means).skip(1) {
+        println!(
+            "  {label:<34} UDP 64 B {:.2}x, UDP 1400 B {:.2}x, TCP {:.2}x of the bridge; ping {:.2}x ({:.3} vs {:.3} ms)",
+            m[0] / b[0],
+            m[1] / b[1],
+            m[2] / b[2],
+            m[3] / b[3],
+            m[3],
+            b[3]
+        );
+    }
+}
+
 /// What applications get through a forwarder with no logic at all (AF_PACKET and AF_XDP) and
 /// through the switch as `intlab switch` runs by default, against the bridge, each path twice
 /// in mirrored order: the share of the bridge no user-space switch on this machine can exceed.
@@ -729,12 +761,16 @@ fn floor(secs: u64) {
         Way::Switch,
     ];
     let default_workers = intlab_switch::config::standalone_workers(2);
-    let name = |w: Way| match w {
-        Way::Bridge => "bridge",
-        Way::Bare(BareIo::Syscalls) => "bare, AF_PACKET",
-        Way::Bare(BareIo::Xdp) => "bare, AF_XDP",
-        Way::Switch => "switch (default)",
-    };
+    let labels: Vec<String> = ways
+        .iter()
+        .map(|w| match w {
+            Way::Bridge => "bridge",
+            Way::Bare(BareIo::Syscalls) => "no logic, AF_PACKET",
+            Way::Bare(BareIo::Xdp) => "no logic, AF_XDP",
+            Way::Switch => "switch (default)",
+        })
+        .map(String::from)
+        .collect();
     println!("applications through a forwarder with no logic, each path twice in mirrored order:");
     let means = mirrored(ways.len(), |i| {
         let path = match ways[i] {
@@ -742,30 +778,9 @@ fn floor(secs: u64) {
             Way::Bare(io) => through_bare_forwarder(io),
             Way::Switch => through_switch(default_workers, SwitchPipeline::BuiltIn, PacketIo::Auto),
         };
-        let a = applications(&path, secs);
-        drop(path);
-        println!(
-            "    {:<18} iperf3 UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
-            name(ways[i]),
-            a.udp64_kpps,
-            a.udp64_loss * 100.0,
-            a.udp1400_gbps,
-            a.tcp_gbps,
-            a.ping_ms
-        );
-        [a.udp64_kpps, a.udp1400_gbps, a.tcp_gbps, a.ping_ms]
+        application_row(&labels[i], path, secs)
     });
-    let base = means[0];
-    for (w, m) in ways.iter().zip(&means).skip(1) {
-        println!(
-            "  {:<18} iperf3 UDP 64 B {:.2}x, 1400 B {:.2}x, TCP {:.2}x; ping {:.2}x (of the bridge)",
-            name(*w),
-            m[0] / base[0],
-            m[1] / base[1],
-            m[2] / base[2],
-            m[3] / base[3]
-        );
-    }
+    application_ratios(&labels, &means);
 }
 
 /// The switch and the bridge under real applications (iperf3, ping), same namespaces and veths,
@@ -786,49 +801,30 @@ fn with_applications(secs: u64, workers: usize) {
         Some((workers, PacketIo::Auto)),
         Some((default_workers, PacketIo::Auto)),
     ];
-    let name = |i: usize| match ways[i] {
-        None => "bridge".to_string(),
-        Some((n, io)) => format!(
-            "switch, {n} worker{}, {}{}",
-            if n == 1 { "" } else { "s" },
-            if io == PacketIo::Syscalls {
-                "AF_PACKET"
-            } else {
-                "AF_XDP"
-            },
-            if i == 3 { " (default)" } else { "" }
-        ),
-    };
+    let labels: Vec<String> = ways
+        .iter()
+        .enumerate()
+        .map(|(i, w)| match w {
+            None => "bridge".to_string(),
+            Some((n, io)) => format!(
+                "switch, {n} worker{}, {}{}",
+                if *n == 1 { "" } else { "s" },
+                if *io == PacketIo::Syscalls {
+                    "AF_PACKET"
+                } else {
+                    "AF_XDP"
+                },
+                if i == 3 { " (default)" } else { "" }
+            ),
+        })
+        .collect();
     println!("applications (iperf3 and ping in h1 and h2), each path twice in mirrored order:");
     let means = mirrored(ways.len(), |i| {
         let path = match ways[i] {
             None => through_bridge(),
             Some((n, io)) => through_switch(n, SwitchPipeline::BuiltIn, io),
         };
-        let a = applications(&path, secs);
-        drop(path);
-        println!(
-            "    {:<34} UDP 64 B {:>6.1} kpps (loss {:.1} %), 1400 B {:>5.2} Gb/s, TCP {:>5.2} Gb/s; ping {:.3} ms",
-            name(i),
-            a.udp64_kpps,
-            a.udp64_loss * 100.0,
-            a.udp1400_gbps,
-            a.tcp_gbps,
-            a.ping_ms
-        );
-        [a.udp64_kpps, a.udp1400_gbps, a.tcp_gbps, a.ping_ms]
+        application_row(&labels[i], path, secs)
     });
-    let b = means[0];
-    for (i, m) in means.iter().enumerate().skip(1) {
-        println!(
-            "  {:<34} UDP 64 B {:.2}x, UDP 1400 B {:.2}x, TCP {:.2}x of the bridge; ping {:.2}x ({:.3} vs {:.3} ms)",
-            name(i),
-            m[0] / b[0],
-            m[1] / b[1],
-            m[2] / b[2],
-            m[3] / b[3],
-            m[3],
-            b[3]
-        );
-    }
+    application_ratios(&labels, &means);
 }

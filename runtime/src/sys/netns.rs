@@ -35,3 +35,36 @@ where
         .join()
         .map_err(|_| io::Error::other("namespace thread panicked"))?
 }
+
+/// Runs `f` on a thread in a network namespace of its own, loopback up and IPv6 off (so the
+/// kernel sends nothing of its own), and returns its result: for tests, as root (elsewhere the
+/// test says so and fails).
+#[cfg(test)]
+pub(crate) fn in_fresh_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: unshare affects only this thread's namespaces (and its children's).
+        assert_eq!(
+            unsafe { libc::unshare(libc::CLONE_NEWNET) },
+            0,
+            "unshare (run as root): {}",
+            io::Error::last_os_error()
+        );
+        for key in ["net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"] {
+            super::sysctl::write(key, "1").expect("sysctl");
+        }
+        ip_for_test(&["link", "set", "lo", "up"]);
+        f()
+    })
+    .join()
+    .expect("the namespace thread")
+}
+
+/// Runs `ip ARGS` (iproute2) in the calling thread's namespace, for tests.
+#[cfg(test)]
+pub(crate) fn ip_for_test(args: &[&str]) {
+    let st = std::process::Command::new("ip")
+        .args(args)
+        .status()
+        .expect("ip (iproute2)");
+    assert!(st.success(), "ip {args:?}");
+}

@@ -234,42 +234,10 @@ fn page_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::zeroed;
-
-    /// Runs `f` on a thread in a network namespace of its own whose loopback is up (as root;
-    /// elsewhere the test says so and fails).
-    fn in_own_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        std::thread::spawn(move || {
-            // SAFETY: unshare affects only this thread's namespaces.
-            assert_eq!(
-                unsafe { libc::unshare(libc::CLONE_NEWNET) },
-                0,
-                "unshare (run as root): {}",
-                io::Error::last_os_error()
-            );
-            // SAFETY: a plain datagram socket for the interface ioctls, closed below; ifreq is
-            // zeroed, named `lo`, and read back by the kernel.
-            unsafe {
-                let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-                assert!(s >= 0);
-                let mut req: libc::ifreq = zeroed();
-                for (d, c) in req.ifr_name.iter_mut().zip(b"lo") {
-                    *d = *c as libc::c_char;
-                }
-                assert_eq!(libc::ioctl(s, libc::SIOCGIFFLAGS, &mut req), 0);
-                req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-                assert_eq!(libc::ioctl(s, libc::SIOCSIFFLAGS, &mut req), 0);
-                libc::close(s);
-            }
-            f()
-        })
-        .join()
-        .expect("the namespace thread")
-    }
 
     #[test]
     fn frames_sent_through_the_ring_come_back_through_the_ring_whole_and_timed() {
-        let got = in_own_namespace(|| {
+        let got = crate::sys::netns::in_fresh_namespace(|| {
             let mut ring = PacketRing::open("lo", 32, 2048).expect("ring on lo");
             // 40 frames through 32 slots: the ring wraps on both sides.
             let mut seen: Vec<(Vec<u8>, u128, bool)> = Vec::new();
@@ -304,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_frame_larger_than_a_slot_is_refused_not_cut() {
-        in_own_namespace(|| {
+        crate::sys::netns::in_fresh_namespace(|| {
             let mut ring = PacketRing::open("lo", 16, 256).expect("ring on lo");
             let room = ring.slot - TX_DATA;
             let e = ring.send(&[vec![0u8; room + 1]]).expect_err("too big");

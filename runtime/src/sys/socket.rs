@@ -169,13 +169,7 @@ mod tests {
 
     #[test]
     fn a_packet_socket_counts_what_its_full_buffer_dropped_once() {
-        std::thread::spawn(|| {
-            // SAFETY: unshare affects only this thread's namespaces.
-            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare (run as root)");
-            let st = std::process::Command::new("ip")
-                .args(["link", "set", "lo", "up"])
-                .status();
-            assert!(st.expect("ip (iproute2)").success());
+        crate::sys::netns::in_fresh_namespace(|| {
             let rx = packet("lo").expect("packet socket on lo");
             // A small buffer: most of a burst finds it full.
             set_int(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4096).expect("rcvbuf");
@@ -192,8 +186,6 @@ mod tests {
             assert!(got < 50 && dropped > 0, "got {got}, dropped {dropped}");
             assert_eq!(got as u64 + dropped, 50, "every frame read or counted");
             assert_eq!(packet_drops(rx.as_raw_fd()).expect("stats"), 0, "counted once");
-        })
-        .join()
-        .expect("the namespace thread");
+        });
     }
 }

@@ -362,9 +362,18 @@ impl XskPort {
         let prod = self.rx.producer().load(Ordering::Acquire);
         let n = prod.wrapping_sub(cons).min(max as u32);
         let fill_at = self.fill.producer().load(Ordering::Relaxed);
+        let mut filled = 0u32;
+        let mut bad = None;
         for k in 0..n {
             let d = self.rx.read(cons.wrapping_add(k));
-            let data = self.umem_at(d.addr, d.len as usize)?;
+            let data = match self.umem_at(d.addr, d.len as usize) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Never a frame of ours: passed over, not given back, and said.
+                    bad = Some(e);
+                    continue;
+                }
+            };
             // SAFETY: the kernel wrote the frame and its metadata there and handed the frame
             // to us; it writes there again only after the frame goes back on the fill ring.
             let (frame, stamp) = unsafe {
@@ -379,13 +388,19 @@ impl XskPort {
                 monotonic_ns: (stamp != 0).then_some(stamp),
             });
             let base = d.addr - d.addr % self.frame_size as u64;
-            self.fill.write(fill_at.wrapping_add(k), base);
+            self.fill.write(fill_at.wrapping_add(filled), base);
+            filled += 1;
         }
         if n > 0 {
             self.rx.consumer().store(cons.wrapping_add(n), Ordering::Release);
-            self.fill.producer().store(fill_at.wrapping_add(n), Ordering::Release);
+            self.fill
+                .producer()
+                .store(fill_at.wrapping_add(filled), Ordering::Release);
         }
-        Ok(n as usize)
+        match bad {
+            Some(e) => Err(e),
+            None => Ok(filled as usize),
+        }
     }
 
     /// Takes back the frames the kernel has sent.
@@ -511,8 +526,7 @@ impl Drop for Umem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::{mmsg, socket};
-    use std::process::Command;
+    use crate::sys::{mmsg, netns, socket};
     use std::time::Duration;
 
     fn monotonic_ns() -> u64 {
@@ -523,32 +537,14 @@ mod tests {
     }
 
     /// Runs `f` on a thread in a network namespace of its own holding veth pair `xa`-`xb`, both
-    /// up (as root; elsewhere the test says so and fails).
+    /// up.
     fn with_veth<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        std::thread::spawn(move || {
-            // SAFETY: unshare affects only this thread's namespaces (and its children's).
-            assert_eq!(
-                unsafe { libc::unshare(libc::CLONE_NEWNET) },
-                0,
-                "unshare (run as root): {}",
-                io::Error::last_os_error()
-            );
-            // No IPv6 neighbour discovery of the kernel's own on the test's link.
-            for key in ["net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"] {
-                crate::sys::sysctl::write(key, "1").expect("sysctl");
-            }
-            for args in [
-                &["link", "add", "xa", "type", "veth", "peer", "name", "xb"][..],
-                &["link", "set", "xa", "up"],
-                &["link", "set", "xb", "up"],
-            ] {
-                let st = Command::new("ip").args(args).status().expect("ip (iproute2)");
-                assert!(st.success(), "ip {args:?}");
-            }
+        netns::in_fresh_namespace(|| {
+            netns::ip_for_test(&["link", "add", "xa", "type", "veth", "peer", "name", "xb"]);
+            netns::ip_for_test(&["link", "set", "xa", "up"]);
+            netns::ip_for_test(&["link", "set", "xb", "up"]);
             f()
         })
-        .join()
-        .expect("the namespace thread")
     }
 
     fn frame(k: u16, len: usize) -> Vec<u8> {
@@ -558,16 +554,21 @@ mod tests {
         f
     }
 
+    /// An AF_XDP port on xb with rings of `rx` and `tx` frames, and a packet socket on its peer.
+    fn port_and_peer(rx: u32, tx: u32) -> (XskPort, OwnedFd, XskSizes) {
+        let sizes = XskSizes {
+            rx,
+            tx,
+            max_frame: 1514,
+        };
+        let port = XskPort::open("xb", sizes).expect("AF_XDP on a veth");
+        (port, socket::packet("xa").expect("packet socket on xa"), sizes)
+    }
+
     #[test]
     fn frames_cross_the_socket_both_ways_whole_stamped_and_the_program_goes_with_it() {
         with_veth(|| {
-            let sizes = XskSizes {
-                rx: 16,
-                tx: 8,
-                max_frame: 1514,
-            };
-            let mut port = XskPort::open("xb", sizes).expect("AF_XDP on a veth");
-            let peer = socket::packet("xa").expect("packet socket on xa");
+            let (mut port, peer, sizes) = port_and_peer(16, 8);
             // 50 frames through a 16-frame ring: it wraps, every frame is stamped.
             let mut seen: Vec<(Vec<u8>, Option<u64>)> = Vec::new();
             for k in 0..50u16 {
@@ -632,13 +633,7 @@ mod tests {
     #[test]
     fn frames_that_find_the_ring_full_are_counted_once() {
         with_veth(|| {
-            let sizes = XskSizes {
-                rx: 4,
-                tx: 4,
-                max_frame: 1514,
-            };
-            let mut port = XskPort::open("xb", sizes).expect("AF_XDP on a veth");
-            let peer = socket::packet("xa").expect("packet socket on xa");
+            let (mut port, peer, _) = port_and_peer(4, 4);
             let frames: Vec<Vec<u8>> = (0..20u16).map(|k| frame(k, 100)).collect();
             assert_eq!(mmsg::send_batch(peer.as_raw_fd(), &frames, &[]).expect("send"), 20);
             let mut got = 0;
@@ -654,12 +649,7 @@ mod tests {
     #[test]
     fn a_frame_too_long_for_its_umem_frame_is_not_taken() {
         with_veth(|| {
-            let sizes = XskSizes {
-                rx: 4,
-                tx: 4,
-                max_frame: 1514,
-            };
-            let mut port = XskPort::open("xb", sizes).expect("AF_XDP on a veth");
+            let (mut port, _peer, _) = port_and_peer(4, 4);
             let big = vec![0u8; port.max_frame() + XDP_HEADROOM + 1];
             assert_eq!(port.send(&[big]).expect("send"), 0);
         });

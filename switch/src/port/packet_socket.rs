@@ -108,7 +108,7 @@ impl PacketSocket {
             PacketSocket::Xdp(x) => {
                 let clock = Clock::get();
                 let mut n = 0;
-                x.recv(bufs.len(), |f| {
+                let got = x.recv(bufs.len(), |f| {
                     let b = &mut bufs[n];
                     let room = b.buffer_mut();
                     let len = f.data.len().min(room.len());
@@ -120,7 +120,15 @@ impl PacketSocket {
                         b.arrival_known = true;
                     }
                     n += 1;
-                })
+                });
+                match got {
+                    // The frames before a bad descriptor are in `bufs` and out of the ring.
+                    Err(e) if n > 0 => {
+                        tracing::warn!("AF_XDP receive: {e}");
+                        Ok(n)
+                    }
+                    other => other,
+                }
             }
         }
     }
