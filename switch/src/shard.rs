@@ -37,6 +37,8 @@ const BORROW_AFTER_IDLE_NS: u64 = 1_000_000;
 /// Batches read from one port per run: a port that never runs dry must not starve the
 /// releases (and the other ports) of its worker.
 const RX_BATCHES_PER_RUN: usize = 4;
+/// Rounds of taking back what borrowed shards answered, per run.
+const BORROWED_ANSWER_ROUNDS: usize = 4;
 
 /// Everything a shard keeps for one of its ports.
 #[derive(Debug)]
@@ -119,6 +121,8 @@ pub struct Shard {
     publish_seen: u64,
     /// Running on another worker's thread ([`SharedShard::run_here`]).
     borrowed: bool,
+    /// The workers whose shards this run borrowed (kept to reuse its allocation).
+    borrowed_from: Vec<usize>,
     /// Its worker has stopped it: no other worker runs it any more.
     stopped: bool,
 }
@@ -176,6 +180,7 @@ impl Shard {
             next_publish: 0,
             publish_seen: 0,
             borrowed: false,
+            borrowed_from: Vec::with_capacity(workers),
             stopped: false,
             fabric,
         }
@@ -553,8 +558,9 @@ impl Shard {
     }
 
     /// Hands every frame for other workers over and wakes each of them once; the shard of a
-    /// worker long asleep takes them on this thread first ([`SharedShard::run_here`]).
-    fn flush_outbox(&mut self) {
+    /// worker long asleep takes them on this thread first ([`SharedShard::run_here`]), and that
+    /// worker goes on `borrowed`, to be woken once this run is done.
+    fn flush_outbox(&mut self, borrowed: &mut Vec<usize>) {
         for w in 0..self.outbox.len() {
             if self.outbox[w].is_empty() {
                 continue;
@@ -575,8 +581,45 @@ impl Shard {
                 && let Some(other) = self.fabric.shard(w)
             {
                 other.run_here();
+                if !borrowed.contains(&w) {
+                    borrowed.push(w);
+                }
+            } else {
+                waker.wake();
             }
-            waker.wake();
+        }
+    }
+
+    /// Takes what other shards handed over: frames to queue, frames arriving on links.
+    fn take_inbox(&mut self) {
+        while let Ok(h) = self.inbox.try_recv() {
+            match h {
+                Handoff::Egress { port, frame } => match self.local[port] {
+                    Some(s) => self.enqueue(s, frame),
+                    None => self.frames.put(frame),
+                },
+                Handoff::Arrive { port, frame } => match self.local[port] {
+                    Some(s) => self.arrivals.push((frame.arrival_ns, s, frame)),
+                    None => self.frames.put(frame),
+                },
+            }
+        }
+    }
+
+    /// Releases every frame due now, running ingress on what that delivers here.
+    fn release_due(&mut self) {
+        loop {
+            let now = self.clock.now_ns();
+            match self.next_release() {
+                Some(t) if t <= now => {
+                    let Some(Reverse((_, s))) = self.releases.pop() else {
+                        break;
+                    };
+                    self.release(s);
+                    self.ingress_arrivals();
+                }
+                _ => break,
+            }
         }
     }
 
@@ -627,41 +670,36 @@ impl Shard {
     /// Does what is due: hand-offs, input on the ports `ready` names, releases, publication;
     /// returns when it next needs running.
     fn run(&mut self, ready: &[u32]) -> Option<u64> {
-        while let Ok(h) = self.inbox.try_recv() {
-            match h {
-                Handoff::Egress { port, frame } => match self.local[port] {
-                    Some(s) => self.enqueue(s, frame),
-                    None => self.frames.put(frame),
-                },
-                Handoff::Arrive { port, frame } => match self.local[port] {
-                    Some(s) => self.arrivals.push((frame.arrival_ns, s, frame)),
-                    None => self.frames.put(frame),
-                },
-            }
-        }
+        self.take_inbox();
         for &token in ready {
             self.receive(token as usize);
         }
         self.ingress_arrivals();
-        loop {
-            let now = self.clock.now_ns();
-            match self.next_release() {
-                Some(t) if t <= now => {
-                    let Some(Reverse((_, s))) = self.releases.pop() else {
-                        break;
-                    };
-                    self.release(s);
-                    self.ingress_arrivals();
-                }
-                _ => break,
-            }
-        }
+        self.release_due();
         let refresh = if self.pfc_switches.is_empty() {
             None
         } else {
             self.refresh_pauses(self.clock.now_ns())
         };
-        self.flush_outbox();
+        let mut borrowed = std::mem::take(&mut self.borrowed_from);
+        self.flush_outbox(&mut borrowed);
+        // What a borrowed shard answered at once (a ping's reply, a TCP ACK) came back here:
+        // it goes on now, before the borrowed worker is woken (a wake-up of its vCPU would
+        // otherwise come first).
+        for _ in 0..BORROWED_ANSWER_ROUNDS {
+            if borrowed.is_empty() || self.inbox.is_empty() {
+                break;
+            }
+            self.take_inbox();
+            self.ingress_arrivals();
+            self.release_due();
+            self.flush_outbox(&mut borrowed);
+        }
+        for &w in &borrowed {
+            self.fabric.inboxes[w].1.wake();
+        }
+        borrowed.clear();
+        self.borrowed_from = borrowed;
         let now = self.clock.now_ns();
         let requested = self.fabric.publish_request.load(Ordering::Acquire);
         if now >= self.next_publish || requested != self.publish_seen {
