@@ -16,7 +16,7 @@ use crate::lab::{self, Lab, LabConfig, LabError};
 use crate::results::{self, Ending, Results, Timebase, WriteError};
 use crate::scenario::Scenario;
 use crate::topology::Topology;
-use crate::workload::{Iterations, PlannedFlow};
+use crate::workload::Iterations;
 
 /// Where and how to run.
 #[derive(Debug, Clone)]
@@ -244,22 +244,28 @@ fn run_once(
     let lab = Lab::build(&topology, &cfg)?;
     let apps = s.workload.applications();
     let controller = s.controller.dilated(d);
-    let spec = |f: &PlannedFlow, start_ns: u64| FlowSpec {
-        id: f.id,
-        src: topology.nodes[f.src].address.expect("hosts have addresses"),
-        dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
-        size: f.size,
-        start_ns,
-        kind: f.kind,
+    let src_ports = crate::workload::source_ports(&plan);
+    let spec = |k: usize, start_ns: u64| {
+        let f = &plan[k];
+        FlowSpec {
+            id: f.id,
+            src: topology.nodes[f.src].address.expect("hosts have addresses"),
+            dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
+            size: f.size,
+            start_ns,
+            kind: f.kind,
+            src_port: src_ports[k],
+        }
     };
     progress.step("checking the data path");
     let targets: Vec<ProbeTarget> = plan
         .iter()
-        .map(|f| ProbeTarget {
+        .enumerate()
+        .map(|(k, f)| ProbeTarget {
             flow: f.id,
             src: f.src,
             dst: f.dst,
-            src_port: spec(f, 0).src_port(),
+            src_port: src_ports[k],
         })
         .collect();
     let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * base_rtt));
@@ -302,7 +308,7 @@ fn run_once(
     let send = |k: usize, start_ns: u64| {
         let f = &plan[k];
         let cc = controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity));
-        lab.endpoint(f.src).send(spec(f, start_ns), cc, paths[k])
+        lab.endpoint(f.src).send(spec(k, start_ns), cc, paths[k])
     };
     let host_failed = |n: usize, e: std::io::Error| RunError::Host {
         host: topology.nodes[n].name.clone(),
@@ -310,9 +316,9 @@ fn run_once(
     };
     lab.measure_from(t0).map_err(|(n, e)| host_failed(n, e))?;
     // Every receiver is ready from the start, so a flow released late finds its QP.
-    for f in &plan {
+    for (k, f) in plan.iter().enumerate() {
         lab.endpoint(f.dst)
-            .expect(spec(f, 0))
+            .expect(spec(k, 0))
             .map_err(|e| host_failed(f.dst, e))?;
     }
     for (k, f) in plan.iter().enumerate().filter(|(_, f)| !Iterations::is_deferred(f)) {

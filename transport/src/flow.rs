@@ -30,13 +30,15 @@ pub struct FlowSpec {
     pub start_ns: u64,
     /// WRITE or SEND.
     pub kind: MessageKind,
+    /// UDP source port of its packets (ECMP hashes on it); whoever plans the flows gives a
+    /// host's flows different ones ([`source_port`]).
+    pub src_port: u16,
 }
 
-impl FlowSpec {
-    /// UDP source port of this flow's packets: one per QP, for ECMP entropy.
-    pub fn src_port(&self) -> u16 {
-        49152 + (self.id % 16384) as u16
-    }
+/// The UDP source port for a host's `n`-th flow (from 0): the dynamic range 49152-65535 in
+/// turn, so that no two of a host's first 16,384 flows share one.
+pub fn source_port(n: usize) -> u16 {
+    49152 + (n % 16384) as u16
 }
 
 /// What the lab knows of the way a flow takes, for its controller (see

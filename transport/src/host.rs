@@ -217,7 +217,7 @@ impl Host {
             addressing: Addressing {
                 src: self.cfg.ip,
                 dst: flow.dst,
-                src_port: flow.src_port(),
+                src_port: flow.src_port,
             },
             generation: 0,
             queued: false,

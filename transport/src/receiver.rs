@@ -167,6 +167,7 @@ mod tests {
             size: 2500,
             start_ns: 0,
             kind: Default::default(),
+            src_port: crate::flow::source_port(0),
         };
         RecvQp::new(spec, 1000)
     }

@@ -384,6 +384,7 @@ mod tests {
             size,
             start_ns: 0,
             kind,
+            src_port: crate::flow::source_port(0),
         };
         let timing = SenderTiming {
             rto_ns: 1 << 40,

@@ -184,6 +184,7 @@ pub fn transport_case(
         size: 12_345,
         start_ns: 0,
         kind: MessageKind::Write,
+        src_port: a.src_port,
     };
     let path = PathInfo {
         line_rate_bps: 10_000_000_000,

@@ -14,6 +14,8 @@ pub fn import(format: Format, text: &str, hosts: &[usize]) -> Result<Vec<Planned
     import::parse(format, text, hosts)
 }
 
+use std::collections::HashMap;
+
 use intlab_transport::flow::MessageKind;
 
 /// The flows a run starts.
@@ -119,6 +121,22 @@ pub struct PlannedFlow {
     /// The application iteration it belongs to, if any: it starts when the iteration before
     /// has completed (see [`Iterations`]), not at `start_ns`.
     pub step: Option<Step>,
+}
+
+/// Each planned flow's UDP source port: a host's flows take the dynamic range in turn, in the
+/// order they start, so its flows in flight differ unless it starts 16,384 more while one runs
+/// (ports counted per flow id, as before, repeated for flows 16,384 ids apart).
+pub fn source_ports(plan: &[PlannedFlow]) -> Vec<u16> {
+    let mut order: Vec<usize> = (0..plan.len()).collect();
+    order.sort_by_key(|&k| (plan[k].src, plan[k].start_ns, plan[k].id));
+    let mut ports = vec![0; plan.len()];
+    let mut next: HashMap<usize, usize> = HashMap::new();
+    for k in order {
+        let n = next.entry(plan[k].src).or_insert(0);
+        ports[k] = intlab_transport::flow::source_port(*n);
+        *n += 1;
+    }
+    ports
 }
 
 impl Workload {
@@ -257,6 +275,38 @@ mod tests {
         let f = w.flows();
         let got: Vec<(u32, usize, usize, u64)> = f.iter().map(|f| (f.id, f.src, f.dst, f.start_ns)).collect();
         assert_eq!(got, [(1, 1, 3, 0), (2, 1, 3, 10), (3, 2, 3, 20), (4, 2, 3, 30)]);
+    }
+
+    #[test]
+    fn a_host_s_flows_take_source_ports_in_turn_in_start_order() {
+        // Host 1 sends flows 1, 3 (starting first) and 16,386 more; host 2 sends flow 2.
+        let flow = |id: u32, src: usize, start_ns: u64| PlannedFlow {
+            id,
+            src,
+            dst: 9,
+            size: 1,
+            start_ns,
+            kind: MessageKind::Write,
+            step: None,
+        };
+        let mut plan = vec![flow(1, 1, 50), flow(2, 2, 0), flow(3, 1, 10)];
+        plan.extend((0..16_386).map(|k| flow(4 + k, 1, 100 + u64::from(k))));
+        let ports = source_ports(&plan);
+        assert_eq!((ports[2], ports[0]), (49152, 49153), "host 1 in start order");
+        assert_eq!(ports[1], 49152, "host 2 counts its own");
+        let host1: Vec<u16> = plan
+            .iter()
+            .zip(&ports)
+            .filter(|(f, _)| f.src == 1)
+            .map(|(_, &p)| p)
+            .collect();
+        let distinct: std::collections::HashSet<u16> = host1[..16_384].iter().copied().collect();
+        assert_eq!(distinct.len(), 16_384, "a host's first 16,384 flows never share a port");
+        // Flows 16,384 apart in id once shared one whatever their host; now only a host's
+        // 16,385th flow comes back to its first port.
+        // (flow 4 + k is at index 3 + k and is host 1's flow number 2 + k.)
+        assert_eq!(ports[16_384], 65535, "host 1's 16,384th flow");
+        assert_eq!(ports[16_385], 49152, "its 16,385th");
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn flow(
         size,
         start_ns: 0,
         kind,
+        src_port: intlab_transport::flow::source_port(id as usize),
     }
 }
 
