@@ -12,7 +12,8 @@
 //! tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`). Options via
 //! environment: INTLAB_BENCH_SECS (default 3), INTLAB_BENCH_WORKERS (switch workers, default:
 //! cores), INTLAB_BENCH_ONLY=p4 (the P4 part alone), INTLAB_BENCH_ONLY=io (the switch's port
-//! I/O, system calls against mapped rings, with the bridge, under the blaster and applications),
+//! I/O: system calls, mapped rings and AF_XDP, with the bridge, under the blaster and
+//! applications),
 //! INTLAB_BENCH_ONLY=apps (iperf3 and ping, bridge and switch), INTLAB_BENCH_ONLY=ping (ping
 //! alone, bridge and switch, mirrored), INTLAB_BENCH_ONLY=floor (iperf3 and ping through a
 //! forwarder with no logic, AF_PACKET and AF_XDP, beside the bridge and the switch),

@@ -172,8 +172,8 @@ pub struct XskPort {
     frame_size: usize,
     /// UMEM frames free for sending (addresses).
     free_tx: Vec<u64>,
-    /// Transmit ring entries the kernel has not yet taken.
-    tx_pending: u32,
+    /// UMEM frames for sending in all: those not in `free_tx` are with the kernel.
+    tx_frames: usize,
     /// Receive drops already reported by [`XskPort::take_rx_dropped`].
     rx_dropped_seen: u64,
 }
@@ -331,7 +331,7 @@ impl XskPort {
             umem,
             frame_size,
             free_tx,
-            tx_pending: 0,
+            tx_frames: sizes.tx as usize,
             rx_dropped_seen: 0,
         })
     }
@@ -419,7 +419,6 @@ impl XskPort {
             self.completion
                 .consumer()
                 .store(cons.wrapping_add(n), Ordering::Release);
-            self.tx_pending = self.tx_pending.saturating_sub(n);
         }
     }
 
@@ -466,7 +465,6 @@ impl XskPort {
         }
         if n > 0 {
             self.tx.producer().store(prod.wrapping_add(n), Ordering::Release);
-            self.tx_pending += n;
         }
         Ok(n as usize)
     }
@@ -475,7 +473,7 @@ impl XskPort {
     /// bounded batch per call).
     fn kick(&mut self) -> io::Result<()> {
         for _ in 0..64 {
-            if self.tx_pending == 0 {
+            if self.free_tx.len() == self.tx_frames {
                 return Ok(());
             }
             // SAFETY: sendto with no data on our socket: the kernel reads the transmit ring.
@@ -529,15 +527,9 @@ impl Drop for Umem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::monotonic_ns;
     use crate::sys::{mmsg, netns, socket};
     use std::time::Duration;
-
-    fn monotonic_ns() -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: a live timespec for the kernel to fill.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
 
     /// Runs `f` on a thread in a network namespace of its own holding veth pair `xa`-`xb`, both
     /// up.

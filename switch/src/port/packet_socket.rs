@@ -47,6 +47,21 @@ fn open_xsk(device: &str, max_frame: usize) -> io::Result<XskPort> {
     )
 }
 
+/// Copies frame `data`, read from a ring the kernel shares, into buffer `b`: cut short if it
+/// does not fit (or if the kernel already cut it), with its arrival time on the lab clock when
+/// known.
+fn store(b: &mut FrameBuf, data: &[u8], cut: bool, arrival_ns: Option<u64>) {
+    let room = b.buffer_mut();
+    let len = data.len().min(room.len());
+    room[..len].copy_from_slice(&data[..len]);
+    b.len = len;
+    b.truncated = cut || len < data.len();
+    if let Some(t) = arrival_ns {
+        b.arrival_ns = t;
+        b.arrival_known = true;
+    }
+}
+
 impl PacketSocket {
     /// Opens a non-blocking raw socket on `device` (in the calling thread's namespace), for
     /// frames of up to `max_frame` bytes.
@@ -93,14 +108,7 @@ impl PacketSocket {
             PacketSocket::Ring(r) => {
                 let mut n = 0;
                 r.recv(bufs.len(), |f| {
-                    let b = &mut bufs[n];
-                    let room = b.buffer_mut();
-                    let len = f.data.len().min(room.len());
-                    room[..len].copy_from_slice(&f.data[..len]);
-                    b.len = len;
-                    b.truncated = f.truncated || len < f.data.len();
-                    b.arrival_ns = map.lab_ns(f.realtime_ns);
-                    b.arrival_known = true;
+                    store(&mut bufs[n], f.data, f.truncated, Some(map.lab_ns(f.realtime_ns)));
                     n += 1;
                 });
                 Ok(n)
@@ -109,16 +117,8 @@ impl PacketSocket {
                 let clock = Clock::get();
                 let mut n = 0;
                 let got = x.recv(bufs.len(), |f| {
-                    let b = &mut bufs[n];
-                    let room = b.buffer_mut();
-                    let len = f.data.len().min(room.len());
-                    room[..len].copy_from_slice(&f.data[..len]);
-                    b.len = len;
-                    b.truncated = len < f.data.len();
-                    if let Some(t) = f.monotonic_ns {
-                        b.arrival_ns = clock.lab_ns_of_monotonic(t);
-                        b.arrival_known = true;
-                    }
+                    let arrival = f.monotonic_ns.map(|t| clock.lab_ns_of_monotonic(t));
+                    store(&mut bufs[n], f.data, false, arrival);
                     n += 1;
                 });
                 match got {
