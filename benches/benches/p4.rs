@@ -123,17 +123,24 @@ impl Stage {
             Mode::Native(p) => matches!(p.ingress(&mut f).0, Verdict::Forward(1)),
             Mode::P4(p) => {
                 let work = self.scratch.get_or_insert_with(|| p.scratch());
-                matches!(p.ingress(&mut f, 0, work).0, P4Verdict::Forward(1))
+                matches!(p.ingress(&mut f, 0, work, None).verdict, P4Verdict::Forward(1))
             }
         };
         assert!(forwarded, "the frame is routed to p2");
         self.queue.enqueue(f, 0).expect("room");
         let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
-        let program = match mode {
-            Mode::Native(_) => None,
-            Mode::P4(p) => Some((&**p, self.scratch.as_mut().expect("made at ingress"))),
-        };
-        egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng, program);
+        match mode {
+            Mode::Native(_) => {
+                egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng);
+            }
+            Mode::P4(p) => {
+                let work = self.scratch.as_mut().expect("made at ingress");
+                let (mut clone, mut carry) = (None, None);
+                let pool = &self.pool;
+                p.egress(&mut d, &self.egress, work, &mut || pool.get(), &mut clone, &mut carry);
+                egress::p4_fate(&d, &self.egress, &mut self.counters, &mut self.rng);
+            }
+        }
         self.queue.send(d);
         let out = self.queue.release_due(self.now_ns + 1_000).expect("released");
         let len = out.frame.len;

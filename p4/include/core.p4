@@ -1,6 +1,9 @@
 /* intlab's core library for P4_16, written from the P4_16 language specification (the
  * declarations every P4_16 program may use). Not a copy of p4c's file. */
 
+#ifndef _CORE_P4_
+#define _CORE_P4_
+
 error {
     NoError,
     PacketTooShort,
@@ -34,4 +37,7 @@ match_kind {
     lpm
 }
 
-extern void static_assert(in bool check, string message);
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
+
+#endif

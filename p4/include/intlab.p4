@@ -1,6 +1,9 @@
 /* intlab's extern for what v1model has no metadata field for: the switch's exact values in
  * nanoseconds and bytes. Include it after v1model.p4. */
 
+#ifndef _INTLAB_P4_
+#define _INTLAB_P4_
+
 #include <v1model.p4>
 
 extern intlab_metadata {
@@ -20,3 +23,5 @@ extern intlab_metadata {
     /* Largest IP packet the egress link takes (bytes). */
     bit<32> mtu();
 }
+
+#endif

@@ -1,64 +1,63 @@
-//! intlab's P4_16 front end for the v1model architecture: a preprocessor (with `core.p4`,
-//! `v1model.p4` and `intlab.p4` built in), a lexer, a parser to [`ast`], and the checks and
-//! control-plane listing of [`info`]. What is outside the supported subset is refused with
-//! `file:line:column` and its name (docs/p4.md).
+//! intlab's P4_16 compiler and executor, split by stage as compilers are: the front end reads
+//! programs ([`front`]: preprocessor, lexer, parser, with every problem reported at once), the
+//! lowering checks types and instantiates the package into a slot-addressed program ([`lower`]
+//! to [`ir`]), the executor runs it on frames ([`exec`]), and the control plane fills its
+//! tables ([`control`]: runtime JSON, `simple_switch_CLI` commands). [`stf`] runs p4c's STF
+//! tests and [`sim`] is a switch in memory that runs a program as BMv2's simple_switch does.
+//! A stage imports only from the stages before it.
 
 #![warn(missing_docs)]
 
-pub mod ast;
-pub mod cli_commands;
-pub mod error;
+pub mod control;
 pub mod exec;
+pub mod front;
 pub mod info;
 pub mod ir;
-pub mod lexer;
 pub mod lower;
-pub mod parser;
-pub mod preprocess;
-pub mod runtime_json;
-pub mod source;
+pub mod sim;
+pub mod stf;
 
 use std::path::Path;
 
-pub use error::{P4Error, Result};
+pub use control::{cli_commands, runtime_json};
 pub use exec::{
     Arrival, CarriedState, Datapath, Decision, Departure, INSTANCE_INGRESS_CLONE, INSTANCE_REPLICATION, IngressResult,
     PacketState,
 };
+pub use front::diag::{P4Error, P4Errors};
+pub use front::source::SourceMap;
 pub use info::ProgramInfo;
-pub use source::SourceMap;
 
-/// A program read, parsed and checked.
+/// A program read, checked and lowered.
 #[derive(Debug, Clone)]
 pub struct Loaded {
     /// Its files, for positions.
     pub sources: SourceMap,
-    /// The declarations.
-    pub program: ast::Program,
-    /// Its parser, controls, tables and actions as the control plane names them.
+    /// The declarations as written.
+    pub program: front::ast::Program,
+    /// Its pipeline, tables and actions as the control plane names them.
     pub info: ProgramInfo,
     /// The program lowered for execution.
     pub ir: ir::Program,
 }
 
-/// Reads, parses and checks the program in `path`.
-pub fn load(path: &Path) -> Result<Loaded> {
+/// Reads, checks and lowers the program in `path`; every problem found is in the error.
+pub fn load(path: &Path) -> Result<Loaded, P4Errors> {
     let mut sources = SourceMap::default();
-    let tokens = preprocess::preprocess_file(path, &mut sources)?;
-    finish(tokens, sources)
+    let program = front::parse_file(path, &mut sources)?;
+    finish(program, sources)
 }
 
 /// The same for program text; `name` names it in errors.
-pub fn load_text(name: &str, text: &str) -> Result<Loaded> {
+pub fn load_text(name: &str, text: &str) -> Result<Loaded, P4Errors> {
     let mut sources = SourceMap::default();
-    let tokens = preprocess::preprocess_text(name, None, text.to_owned(), &mut sources)?;
-    finish(tokens, sources)
+    let program = front::parse_text(name, text, &mut sources)?;
+    finish(program, sources)
 }
 
-fn finish(tokens: Vec<lexer::Token>, sources: SourceMap) -> Result<Loaded> {
-    let program = parser::parse(&tokens, &sources)?;
-    let info = info::check(&program, &sources)?;
+fn finish(program: front::ast::Program, sources: SourceMap) -> Result<Loaded, P4Errors> {
     let ir = lower::lower(&program, &sources)?;
+    let info = ProgramInfo::of(&ir);
     Ok(Loaded {
         sources,
         program,

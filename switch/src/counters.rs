@@ -141,6 +141,9 @@ pub struct PortTotals {
     /// heard the pause late, because the emulation fell behind (see `Admission::Overrun`).
     #[serde(default)]
     pub pfc_overruns: u64,
+    /// Frames a P4 program's egress sent back to the switch's ingress (`recirculate`).
+    #[serde(default)]
+    pub p4_recirculated: u64,
 }
 
 /// Live counters of one port.

@@ -58,33 +58,24 @@ pub enum Fate {
     Dropped,
 }
 
-/// Marks, stamps and decides the fate of a frame leaving `port`. On a switch that runs a P4
-/// `program` (run in the worker's scratch states), the program's egress replaces ECN marking and
-/// the INT hop.
-pub fn process(
-    d: &mut Dequeued,
-    port: &EgressPort,
-    counters: &mut PortCounters,
-    rng: &mut fastrand::Rng,
-    program: Option<(&crate::pipeline::P4Pipeline, &mut crate::pipeline::P4Scratch)>,
-) -> Fate {
+/// Marks, stamps and decides the fate of a frame leaving `port` of the built-in pipeline. (On a
+/// switch that runs a P4 program, its egress replaces ECN marking and the INT hop, then
+/// [`p4_fate`].)
+pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
     counters.record_queue(d.start_ns, d.qlen);
-    match program {
-        Some((p, work)) => {
-            if !p.egress(d, port, work) {
-                return Fate::Dropped;
-            }
-        }
-        None => {
-            // On the frame's own queue, as the ns-3 HPCC switch marks (per port and priority).
-            if let Some(red) = &port.red {
-                mark_ecn(&mut d.frame, red, d.priority_qlen, rng, counters);
-            }
-            if port.int {
-                stamp_int(d, port, counters);
-            }
-        }
+    // On the frame's own queue, as the ns-3 HPCC switch marks (per port and priority).
+    if let Some(red) = &port.red {
+        mark_ecn(&mut d.frame, red, d.priority_qlen, rng, counters);
     }
+    if port.int {
+        stamp_int(d, port, counters);
+    }
+    link_fate(port, rng)
+}
+
+/// The fate on the link of a frame a P4 program's egress sent.
+pub fn p4_fate(d: &Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
+    counters.record_queue(d.start_ns, d.qlen);
     link_fate(port, rng)
 }
 

@@ -26,6 +26,8 @@ pub struct FrameBuf {
     /// What egress needs of its P4 program's values after ingress (kept with the buffer for
     /// reuse).
     pub p4: Option<Box<intlab_p4::CarriedState>>,
+    /// The queue (priority) a P4 program chose for it, when one did.
+    pub p4_priority: Option<u8>,
 }
 
 impl FrameBuf {
@@ -39,6 +41,7 @@ impl FrameBuf {
             layout: None,
             truncated: false,
             p4: None,
+            p4_priority: None,
         }
     }
 
@@ -48,6 +51,7 @@ impl FrameBuf {
         self.arrival_known = false;
         self.layout = None;
         self.truncated = false;
+        self.p4_priority = None;
     }
 
     /// The frame.
@@ -80,6 +84,7 @@ impl FrameBuf {
         self.arrival_known = other.arrival_known;
         self.layout = other.layout;
         self.truncated = other.truncated;
+        self.p4_priority = other.p4_priority;
     }
 }
 

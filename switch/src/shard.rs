@@ -23,9 +23,10 @@ use crate::counters::{DropReason, PortCounters};
 use crate::egress::{self, EgressPort, Fate};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
-use crate::pipeline::{P4Scratch, P4Verdict, Verdict};
+use crate::pipeline::{P4Egress, P4Scratch, P4Verdict, Verdict};
 use crate::port::Port;
 use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
+use intlab_p4::exec::{Carry, Session};
 
 /// Counters are published this often (lab clock, ns).
 const PUBLISH_EVERY_NS: u64 = 1_000_000_000;
@@ -115,6 +116,9 @@ pub struct Shard {
     pfc_switches: Vec<(usize, usize)>,
     /// Per switch of the fabric that runs a P4 program: the packet states this worker runs it on.
     p4_scratch: Vec<Option<P4Scratch>>,
+    /// What P4 egress made while a port's due frames started: clones for their sessions,
+    /// recirculated frames for their switch's ingress.
+    spawned: Vec<Spawned>,
     /// A reused list for refreshed pauses.
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
@@ -169,6 +173,7 @@ impl Shard {
             tx: Vec::with_capacity(BATCH * 4),
             outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
             replicas: Vec::new(),
+            spawned: Vec::new(),
             pfc_due: Vec::new(),
             pfc_switches,
             refreshed: Vec::new(),
@@ -239,7 +244,7 @@ impl Shard {
         }
         let switch = &self.fabric.switches[slot.switch];
         if switch.p4.is_some() {
-            return self.ingress_p4(s, frame);
+            return self.ingress_p4(s, frame, None);
         }
         let (verdict, notes) = switch.pipeline.ingress(&mut frame);
         let base = self.fabric.base[self.slots[s].switch];
@@ -291,45 +296,77 @@ impl Shard {
         self.frames.put(frame);
     }
 
-    /// Runs a switch's P4 program on frame `frame` arriving at slot `s`.
-    fn ingress_p4(&mut self, s: usize, mut frame: FrameBuf) {
+    /// Runs a switch's P4 program on frame `frame` arriving at slot `s` (a recirculated frame
+    /// with what it kept, `carry`).
+    fn ingress_p4(&mut self, s: usize, mut frame: FrameBuf, carry: Option<&Carry>) {
         let (sw, index) = (self.slots[s].switch, self.slots[s].index);
         let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
         let work = self.p4_scratch[sw].as_mut().expect("a P4 switch's scratch");
-        let (verdict, clone_to) = p4.ingress(&mut frame, index, work);
-        if let P4Verdict::Multicast(g) = verdict {
-            p4.group(g, &mut self.replicas);
-        }
-        let base = self.fabric.base[sw];
-        if let Some(c) = clone_to {
+        let r = p4.ingress(&mut frame, index, work, carry);
+        // An ingress clone is queued before the original, as simple_switch queues it.
+        if let Some(session) = r.clone {
             let mut copy = self.frames.get();
             if p4.clone_of(&frame, &mut copy, work) {
-                self.route(s, base + c, copy);
+                copy.p4_priority = Some(r.priority);
+                self.send_to_session(s, sw, session, copy);
             } else {
                 self.drop_at(s, copy, DropReason::P4Drop, false);
             }
         }
-        match verdict {
-            P4Verdict::Forward(p) => self.route(s, base + p, frame),
-            P4Verdict::Multicast(_) => {
-                let replicas = std::mem::take(&mut self.replicas);
-                for &(p, rid) in &replicas {
-                    let copy = self.replica_of(&frame, rid);
-                    self.route(s, base + p, copy);
-                }
-                self.replicas = replicas;
-                self.frames.put(frame);
+        match r.verdict {
+            P4Verdict::Forward(p) => {
+                let base = self.fabric.base[sw];
+                self.route(s, base + p, frame)
             }
+            P4Verdict::Multicast(g) => self.multicast(s, sw, g, frame, intlab_p4::INSTANCE_REPLICATION),
             P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
             P4Verdict::NoPort(_) => self.drop_at(s, frame, DropReason::P4NoPort, false),
         }
     }
 
-    /// A copy of `frame` and its P4 state, as multicast replica `rid`.
-    fn replica_of(&mut self, frame: &FrameBuf, rid: u16) -> FrameBuf {
+    /// Sends a clone to its session's port and multicast group.
+    fn send_to_session(&mut self, s: usize, sw: usize, session: Session, frame: FrameBuf) {
+        let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
+        let port = session.port.and_then(|p| p4.port_index(p));
+        match (session.group, port) {
+            (Some(g), Some(p)) => {
+                let mut copy = self.frames.get();
+                copy.copy_from(&frame);
+                copy.p4 = frame.p4.clone();
+                self.multicast(s, sw, g, copy, 0);
+                let base = self.fabric.base[sw];
+                self.route(s, base + p, frame);
+            }
+            (Some(g), None) => self.multicast(s, sw, g, frame, 0),
+            (None, Some(p)) => {
+                let base = self.fabric.base[sw];
+                self.route(s, base + p, frame);
+            }
+            (None, None) => self.drop_at(s, frame, DropReason::P4NoPort, false),
+        }
+    }
+
+    /// A copy of `frame` for each port of multicast group `g` of switch `sw`; as replicas
+    /// (`instance_type`, when not 0) or keeping what they are (a clone's copies).
+    fn multicast(&mut self, s: usize, sw: usize, g: u16, frame: FrameBuf, instance_type: u32) {
+        let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
+        p4.group(g, &mut self.replicas);
+        let base = self.fabric.base[sw];
+        let replicas = std::mem::take(&mut self.replicas);
+        for &(p, rid) in &replicas {
+            let copy = self.replica_of(&frame, rid, instance_type);
+            self.route(s, base + p, copy);
+        }
+        self.replicas = replicas;
+        self.frames.put(frame);
+    }
+
+    /// A copy of `frame` and its P4 state, as multicast replica `rid` (of `instance_type`, or
+    /// of the frame's own when 0).
+    fn replica_of(&mut self, frame: &FrameBuf, rid: u16, instance_type: u32) -> FrameBuf {
         let mut copy = self.frames.get();
         copy.copy_from(frame);
-        crate::pipeline::replica_state(frame, &mut copy, rid);
+        crate::pipeline::replica_state(frame, &mut copy, rid, instance_type);
         copy
     }
 
@@ -350,7 +387,11 @@ impl Shard {
             self.slots[s].queue.enqueue_control(frame);
             return self.rearm(s, before);
         }
-        let priority = self.slots[s].egress.priorities.of(frame.bytes());
+        // A P4 program's `priority` chooses the queue; else the frame's DSCP or VLAN priority.
+        let priority = match frame.p4_priority {
+            Some(p) => p.min(PRIORITIES as u8 - 1),
+            None => self.slots[s].egress.priorities.of(frame.bytes()),
+        };
         let sw = self.slots[s].switch;
         let (input, output) = (usize::from(frame.ingress), self.slots[s].index);
         let (len, at) = (frame.len as u64, frame.arrival_ns);
@@ -455,13 +496,29 @@ impl Shard {
             let (at, frame, why) = if d.stormed {
                 (d.start_ns, slot.queue.discard(d), DropReason::PfcWatchdog)
             } else {
-                match egress::process(
-                    &mut d,
-                    &slot.egress,
-                    &mut slot.counters,
-                    &mut self.rng,
-                    switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()),
-                ) {
+                let fate = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
+                    None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
+                    Some((p4, work)) => {
+                        let (mut clone, mut carry) = (None, None);
+                        let frames = &mut self.frames;
+                        let e = p4.egress(&mut d, &slot.egress, work, &mut || frames.get(), &mut clone, &mut carry);
+                        if let Some((session, copy)) = clone {
+                            self.spawned.push(Spawned::Clone(slot.switch, session, copy));
+                        }
+                        match e {
+                            P4Egress::Send => egress::p4_fate(&d, &slot.egress, &mut slot.counters, &mut self.rng),
+                            P4Egress::Drop => Fate::Dropped,
+                            P4Egress::Recirculate => {
+                                slot.counters.totals.p4_recirculated += 1;
+                                let frame = slot.queue.discard(d);
+                                let carry = carry.expect("a recirculation keeps its carry");
+                                self.spawned.push(Spawned::Recirculate(s, carry, frame));
+                                continue;
+                            }
+                        }
+                    }
+                };
+                match fate {
                     Fate::Send => {
                         slot.transmit(d);
                         continue;
@@ -476,6 +533,26 @@ impl Shard {
             }
             self.frames.put(frame);
         }
+        self.run_spawned();
+    }
+
+    /// Sends on what P4 egress made: clones to their sessions, recirculated frames back into
+    /// their switch's ingress.
+    fn run_spawned(&mut self) {
+        while let Some(sp) = self.spawned.pop() {
+            match sp {
+                Spawned::Clone(sw, session, frame) => {
+                    let s = self.any_slot_of(sw);
+                    self.send_to_session(s, sw, session, frame);
+                }
+                Spawned::Recirculate(s, carry, frame) => self.ingress_p4(s, frame, Some(&carry)),
+            }
+        }
+    }
+
+    /// A slot of switch `sw` this worker owns (the first), to send a switch's own frames from.
+    fn any_slot_of(&self, sw: usize) -> usize {
+        self.slots.iter().position(|sl| sl.switch == sw).unwrap_or(0)
     }
 
     /// Starts what is due on slot `s` and releases the frames that have crossed its link; they
@@ -795,4 +872,13 @@ impl Task for ShardTask {
     fn stop(&mut self) {
         self.0.lock().stop();
     }
+}
+
+/// A frame P4 egress made.
+#[derive(Debug)]
+enum Spawned {
+    /// An egress-to-egress clone of switch `.0`, for session `.1`.
+    Clone(usize, Session, FrameBuf),
+    /// A frame recirculated from slot `.0`'s egress, with what it keeps.
+    Recirculate(usize, Carry, FrameBuf),
 }

@@ -15,7 +15,7 @@ use intlab_switch::SwitchSpec;
 use intlab_switch::counters::PortCounters;
 use intlab_switch::egress::{self, EgressPort, Fate};
 use intlab_switch::frame::FramePool;
-use intlab_switch::pipeline::{P4Pipeline, P4Verdict, Pipeline, Verdict};
+use intlab_switch::pipeline::{P4Egress, P4Pipeline, P4Verdict, Pipeline, Verdict};
 use intlab_switch::tm::{EgressQueue, Until};
 
 const PROGRAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../p4/programs/int_transit.p4");
@@ -149,11 +149,16 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
     };
     let mut start = |port: &mut PortState, until: Until| {
         while let Some(mut d) = port.queue.start_due(until) {
-            let program = match mode {
-                Mode::Native(_) => None,
-                Mode::P4(p) => Some((*p, egress_work.as_mut().expect("a P4 switch's scratch"))),
+            let fate = match mode {
+                Mode::Native(_) => egress::process(&mut d, &port.egress, &mut port.counters, &mut rng),
+                Mode::P4(p) => {
+                    let work = egress_work.as_mut().expect("a P4 switch's scratch");
+                    let (mut clone, mut carry) = (None, None);
+                    let e = p.egress(&mut d, &port.egress, work, &mut || pool.get(), &mut clone, &mut carry);
+                    assert_eq!(e, P4Egress::Send);
+                    egress::p4_fate(&d, &port.egress, &mut port.counters, &mut rng)
+                }
             };
-            let fate = egress::process(&mut d, &port.egress, &mut port.counters, &mut rng, program);
             assert_eq!(fate, Fate::Send);
             port.queue.send(d);
         }
@@ -171,8 +176,13 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
                 _ => None,
             },
             Mode::P4(p) => match p
-                .ingress(&mut f, *inp, ingress_work.as_mut().expect("a P4 switch's scratch"))
-                .0
+                .ingress(
+                    &mut f,
+                    *inp,
+                    ingress_work.as_mut().expect("a P4 switch's scratch"),
+                    None,
+                )
+                .verdict
             {
                 P4Verdict::Forward(o) => Some(o),
                 _ => None,

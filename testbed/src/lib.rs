@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod lab;
 pub mod netns;
 pub mod p4_control;
+pub mod p4_offline;
 pub mod placement;
 pub mod prerequisites;
 pub mod results;

@@ -215,9 +215,40 @@ enum ImportCommand {
 enum P4Command {
     /// Parse and check a program and list what its control plane sees: the pipeline, the
     /// parser's states, every table with its keys and actions, and the actions' parameters.
+    /// Every problem is reported at once.
     Check {
         /// The program.
         file: PathBuf,
+    },
+    /// Run p4c's STF test of a program in memory, through the executor the switch runs (frames
+    /// of any length): prints each expectation not met with the bytes that differ; exits 0 only
+    /// if every one is met.
+    Test {
+        /// The program.
+        program: PathBuf,
+        /// The STF file.
+        stf: PathBuf,
+        /// Print every verdict, not only the failures.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// Run a program in memory on frames read from pcap files, one per P4 port, and write what
+    /// leaves each port to DIR/portN_out.pcap (as simple_switch's --use-files).
+    Run {
+        /// The program.
+        program: PathBuf,
+        /// `PORT=FILE.pcap`: the frames that arrive on P4 port PORT (repeatable).
+        #[arg(long = "in", value_name = "PORT=FILE.pcap", value_parser = port_file, required = true)]
+        inputs: Vec<(u16, PathBuf)>,
+        /// Where the output pcap files go.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// A tutorials-style runtime JSON file to fill the tables first.
+        #[arg(long)]
+        runtime: Option<PathBuf>,
+        /// A simple_switch_CLI command file to apply first (after --runtime).
+        #[arg(long, value_name = "FILE")]
+        commands: Option<PathBuf>,
     },
     /// simple_switch_CLI commands for a P4 switch of a lab that is up (`intlab up`), applied
     /// while traffic flows: the command given, else one per line from standard input (with a
@@ -282,6 +313,17 @@ enum RlccCommand {
         #[arg(long)]
         trees: Option<PathBuf>,
     },
+}
+
+/// Reads `PORT=FILE.pcap` of `intlab p4 run --in`.
+fn port_file(arg: &str) -> Result<(u16, PathBuf), String> {
+    match arg.split_once('=') {
+        Some((p, f)) if !f.is_empty() => match p.parse::<u16>() {
+            Ok(p) if p < 511 => Ok((p, PathBuf::from(f))),
+            _ => Err(format!("`{p}`: a P4 port number below 511 expected")),
+        },
+        _ => Err(format!("`{arg}`: expected PORT=FILE.pcap, e.g. 1=in.pcap")),
+    }
 }
 
 /// Reads `SWITCH=FILE.p4` of `--switch-program`.
@@ -413,6 +455,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::P4(P4Command::Check { file }) => {
             let loaded = intlab_p4::load(&file)?;
             print!("{}", loaded.info);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::P4(P4Command::Test { program, stf, verbose }) => {
+            let r = intlab_testbed::p4_offline::test(&program, &stf, verbose, &mut io::stdout().lock())?;
+            Ok(if r.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::P4(P4Command::Run {
+            program,
+            inputs,
+            out,
+            runtime,
+            commands,
+        }) => {
+            let written =
+                intlab_testbed::p4_offline::run(&program, &inputs, &out, runtime.as_deref(), commands.as_deref())?;
+            for (path, n) in &written {
+                println!("wrote {} ({n} frames)", path.display());
+            }
+            if written.is_empty() {
+                println!("no frame left the switch");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::P4(P4Command::Cli { switch, lab, command }) => run_p4_cli(&switch, lab.as_deref(), &command),

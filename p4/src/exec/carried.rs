@@ -24,11 +24,13 @@ pub struct CarriedState {
 }
 
 impl CarriedState {
-    /// Marks this state as a copy: its replication id and `instance_type` (0 normal, 1 ingress
-    /// clone, 5 multicast replica), as egress will see them.
+    /// Marks this state as a copy: its replication id and `instance_type` (1 ingress clone, 2
+    /// egress clone, 5 multicast replica; 0 keeps the one it has), as egress will see them.
     pub fn mark_copy(&mut self, rid: u16, instance_type: u32) {
         self.rid = rid;
-        self.instance_type = instance_type;
+        if instance_type != 0 {
+            self.instance_type = instance_type;
+        }
     }
 }
 

@@ -5,19 +5,23 @@
 //! interpreter's time. The shapes packets meet most (a slot, a bit of a slot, an operator with
 //! a constant, an `if` on one bit) get closures of their own.
 
-use super::eval as ops;
 use super::layout::HeaderLayout;
 use super::run::{Flow, Run};
+use crate::ir::ops;
 use crate::ir::{
-    Algorithm, Binary, Expr, Extern, HeaderRef, KeySet, ListItem, Next, Op, Place, Program, Slot, StackRef, Target,
+    Algorithm, Binary, BlockBody, BlockKind, CaseMatch, ChecksumOp, Expr, Extern, HeaderRef, ListItem, Next, Op, Place,
+    Program, Slot, StackRef, Target, mask,
 };
-use crate::lower::mask;
 
 /// A compiled expression.
 pub(super) type Value = Box<dyn Fn(&mut Run<'_>) -> u128 + Send + Sync>;
 
 /// A compiled statement.
 type Stmt = Box<dyn Fn(&mut Run<'_>) -> Flow + Send + Sync>;
+
+/// Most passes of one loop in one packet's run: a P4 loop ends, but a program's bug must not
+/// hold a worker for ever.
+const MAX_LOOP_PASSES: u32 = 1 << 20;
 
 /// Statements run in order until one ends the block.
 pub(super) struct Block(Box<[Stmt]>);
@@ -44,7 +48,8 @@ impl Block {
 pub(super) enum CPlace {
     /// A slot and the mask of its width.
     Slot(Slot, u128),
-    /// A field of a stack element chosen at run time: the index, the field's offset, the mask.
+    /// A slot `offset` into an element of a stack chosen at run time: the index, the offset,
+    /// the mask.
     Element(StackRef, Value, u32, u128),
     /// Bits from `lo` of a place: the place, `lo`, the mask of the slice's width.
     Slice(Box<CPlace>, u16, u128),
@@ -54,10 +59,10 @@ pub(super) enum CPlace {
 pub(super) enum CHeader {
     /// At a fixed base slot.
     Fixed(Slot),
-    /// A stack element chosen at run time.
-    Element(StackRef, Value),
-    /// The stack's `next` element.
-    Next(StackRef),
+    /// `offset` slots into a stack element chosen at run time.
+    Element(StackRef, Value, u32),
+    /// A header `offset` into the stack's `next` element.
+    Next(StackRef, u32),
 }
 
 /// Where a field list item's value comes from.
@@ -74,6 +79,8 @@ pub(super) struct CItem {
     pub(super) width: u16,
     /// Skipped when this validity slot is 0.
     pub(super) valid: Option<Slot>,
+    /// A varbit: `source` is its length slot, its bits follow.
+    pub(super) varbit: bool,
 }
 
 /// An extern call, its arguments compiled (see [`Extern`] for what each does).
@@ -92,14 +99,42 @@ pub(super) enum CExtern {
         data: Box<[CItem]>,
         field: CPlace,
         current: Value,
+        width: u16,
+        algo: Algorithm,
         payload: bool,
+    },
+    HashValue {
+        out: CPlace,
+        algo: Algorithm,
+        data: Box<[CItem]>,
+        base: Value,
+        max: Value,
+    },
+    ChecksumState {
+        state: Slot,
+        op: ChecksumOp,
+        data: Box<[CItem]>,
+        value: Option<CPlace>,
+        input: Option<Value>,
     },
     RegisterRead(usize, CPlace, Value),
     RegisterWrite(usize, Value, Value),
     Count(usize, Value),
+    Meter {
+        meter: usize,
+        index: Option<Value>,
+        out: CPlace,
+        color_in: Option<Value>,
+    },
     Clone {
         session: Value,
         field_list: Option<u128>,
+    },
+    Resubmit(Option<u128>),
+    Recirculate(Option<u128>),
+    Digest {
+        digest: usize,
+        data: Box<[CItem]>,
     },
     Truncate(Value),
     Log(String, Box<[Value]>),
@@ -119,32 +154,38 @@ pub(super) enum CNext {
     To(Target),
     Select {
         keys: Box<[Value]>,
-        cases: Box<[(Box<[KeySet]>, Target)]>,
+        cases: Box<[(CaseMatch, Target)]>,
     },
+}
+
+/// A block of the pipeline, compiled.
+pub(super) enum CBlock {
+    Parser(Box<[CState]>),
+    Control(Block),
 }
 
 /// A whole program, compiled.
 pub(super) struct Code {
-    pub(super) states: Box<[CState]>,
-    pub(super) verify: Block,
-    pub(super) ingress: Block,
-    pub(super) egress: Block,
-    pub(super) compute: Block,
-    pub(super) deparser: Block,
+    /// The blocks, in the program's order.
+    blocks: Box<[(BlockKind, CBlock)]>,
     /// Action bodies, by action index.
     pub(super) actions: Box<[Block]>,
-    /// Each table's key expressions, by table index.
-    pub(super) keys: Box<[Box<[Value]>]>,
+    /// Each table's key computation and key expressions, by table index.
+    pub(super) keys: Box<[(Block, Box<[Value]>)]>,
+    /// Each table's selector keys, by table index.
+    pub(super) selector_keys: Box<[Box<[CItem]>]>,
     /// Each header type's layout, by header type index.
     pub(super) layouts: Box<[HeaderLayout]>,
+    /// An empty block, for the controls a program lacks.
+    empty: Block,
 }
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Code({} states, {} actions, {} tables)",
-            self.states.len(),
+            "Code({} blocks, {} actions, {} tables)",
+            self.blocks.len(),
             self.actions.len(),
             self.keys.len()
         )
@@ -156,38 +197,65 @@ impl Code {
     pub(super) fn of(p: &Program) -> Code {
         let c = Compiler { p };
         Code {
-            states: p
-                .states
+            blocks: p
+                .blocks
                 .iter()
-                .map(|s| CState {
-                    name: s.name.clone(),
-                    ops: c.block(&s.ops),
-                    next: match &s.next {
-                        Next::To(t) => CNext::To(*t),
-                        Next::Select { keys, cases } => CNext::Select {
-                            keys: keys.iter().map(|k| c.value(k)).collect(),
-                            cases: cases.iter().map(|(sets, t)| (sets.clone().into(), *t)).collect(),
-                        },
-                    },
+                .map(|b| {
+                    let body = match &b.body {
+                        BlockBody::Parser(states) => CBlock::Parser(states.iter().map(|s| c.state(s)).collect()),
+                        BlockBody::Control(ops) => CBlock::Control(c.block(ops)),
+                    };
+                    (b.kind, body)
                 })
                 .collect(),
-            verify: c.block(&p.verify),
-            ingress: c.block(&p.ingress),
-            egress: c.block(&p.egress),
-            compute: c.block(&p.compute),
-            deparser: c.block(&p.deparser),
             actions: p.actions.iter().map(|a| c.block(&a.body)).collect(),
             keys: p
                 .tables
                 .iter()
-                .map(|t| t.keys.iter().map(|k| c.value(&k.expr)).collect())
+                .map(|t| (c.block(&t.prep), t.keys.iter().map(|k| c.value(&k.expr)).collect()))
                 .collect(),
-            layouts: p
-                .headers
+            selector_keys: p
+                .tables
                 .iter()
-                .map(|h| HeaderLayout::new(&h.fields.iter().map(|f| f.1).collect::<Vec<_>>()))
+                .map(|t| {
+                    let items: Vec<ListItem> = t
+                        .selector_keys
+                        .iter()
+                        .map(|(e, w)| ListItem {
+                            value: e.clone(),
+                            width: *w,
+                            valid: None,
+                            varbit: false,
+                        })
+                        .collect();
+                    c.items(&items)
+                })
                 .collect(),
+            layouts: p.headers.iter().map(HeaderLayout::new).collect(),
+            empty: Block(Box::new([])),
         }
+    }
+
+    /// The code of control `kind` (empty when the program has none).
+    pub(super) fn control(&self, kind: BlockKind) -> &Block {
+        self.blocks
+            .iter()
+            .find_map(|(k, b)| match b {
+                CBlock::Control(b) if *k == kind => Some(b),
+                _ => None,
+            })
+            .unwrap_or(&self.empty)
+    }
+
+    /// The states of parser `kind` (none when the program has none).
+    pub(super) fn parser(&self, kind: BlockKind) -> &[CState] {
+        self.blocks
+            .iter()
+            .find_map(|(k, b)| match b {
+                CBlock::Parser(s) if *k == kind => Some(&s[..]),
+                _ => None,
+            })
+            .unwrap_or(&[])
     }
 }
 
@@ -275,6 +343,20 @@ impl Compiler<'_> {
         Block(ops.iter().map(|op| self.stmt(op)).collect())
     }
 
+    fn state(&self, s: &crate::ir::State) -> CState {
+        CState {
+            name: s.name.clone(),
+            ops: self.block(&s.ops),
+            next: match &s.next {
+                Next::To(t) => CNext::To(*t),
+                Next::Select { keys, cases } => CNext::Select {
+                    keys: keys.iter().map(|k| self.value(k)).collect(),
+                    cases: cases.iter().cloned().collect(),
+                },
+            },
+        }
+    }
+
     fn stmt(&self, op: &Op) -> Stmt {
         match op {
             Op::Set(Place::Slot(s, w), Expr::Const(v)) => {
@@ -348,53 +430,64 @@ impl Compiler<'_> {
                         .run(r)
                 })
             }
-            Op::Apply(t, None) => {
-                let t = *t;
+            Op::Apply { table, hit, action_run } => {
+                let (t, hit, run) = (*table, hit.map(|s| s as usize), action_run.map(|s| s as usize));
                 Box::new(move |r| {
-                    r.apply(t);
+                    let (h, action, flow) = r.apply(t);
+                    if let Some(s) = hit {
+                        r.st.slots[s] = u128::from(h);
+                    }
+                    if let Some(s) = run {
+                        r.st.slots[s] = action as u128;
+                    }
+                    flow
+                })
+            }
+            Op::Scope { body, copy_out } => {
+                let (body, copy_out) = (self.block(body), self.block(copy_out));
+                Box::new(move |r| {
+                    let f = body.run(r);
+                    copy_out.run(r);
+                    match f {
+                        Flow::Exit | Flow::Reject => f,
+                        _ => Flow::Next,
+                    }
+                })
+            }
+            Op::Loop {
+                prep,
+                cond,
+                body,
+                update,
+            } => {
+                let (prep, cond, body, update) =
+                    (self.block(prep), self.value(cond), self.block(body), self.block(update));
+                Box::new(move |r| {
+                    for _ in 0..MAX_LOOP_PASSES {
+                        match prep.run(r) {
+                            Flow::Next => {}
+                            f => return f,
+                        }
+                        if cond(r) == 0 {
+                            return Flow::Next;
+                        }
+                        match body.run(r) {
+                            Flow::Next | Flow::Continue => {}
+                            Flow::Break => return Flow::Next,
+                            f => return f,
+                        }
+                        match update.run(r) {
+                            Flow::Next | Flow::Continue => {}
+                            Flow::Break => return Flow::Next,
+                            f => return f,
+                        }
+                    }
+                    tracing::warn!(target: "p4", switch = %r.dp.name, "a loop ran {MAX_LOOP_PASSES} times: stopped");
                     Flow::Next
                 })
             }
-            Op::Apply(t, Some(switch)) => {
-                let t = *t;
-                let (cases, default) = &**switch;
-                let cases: Box<[(Box<[usize]>, Block)]> =
-                    cases.iter().map(|(a, b)| (a.clone().into(), self.block(b))).collect();
-                let default = self.block(default);
-                Box::new(move |r| {
-                    let (_, action) = r.apply(t);
-                    cases
-                        .iter()
-                        .find(|c| c.0.contains(&action))
-                        .map_or(&default, |c| &c.1)
-                        .run(r)
-                })
-            }
-            Op::Call(a, args, back) => {
-                let a = *a;
-                let params: Box<[(usize, u128, Value)]> = self.p.actions[a]
-                    .params
-                    .iter()
-                    .zip(args)
-                    .map(|(p, e)| (p.slot as usize, mask(p.width), self.value(e)))
-                    .collect();
-                let back: Box<[(CPlace, Slot)]> = back.iter().map(|(p, s)| (self.place(p), *s)).collect();
-                Box::new(move |r| {
-                    for (slot, m, v) in params.iter() {
-                        let x = v(r) & m;
-                        r.st.slots[*slot] = x;
-                    }
-                    let dp = r.dp;
-                    if dp.code.actions[a].run(r) == Flow::Exit {
-                        return Flow::Exit;
-                    }
-                    for (place, slot) in back.iter() {
-                        let v = r.st.slots[*slot as usize];
-                        r.set(place, v);
-                    }
-                    Flow::Next
-                })
-            }
+            Op::Break => Box::new(|_| Flow::Break),
+            Op::Continue => Box::new(|_| Flow::Continue),
             Op::Extern(x) => {
                 let x = self.external(x);
                 Box::new(move |r| {
@@ -406,7 +499,14 @@ impl Compiler<'_> {
             Op::Return => Box::new(|_| Flow::Return),
             Op::Extract(h, t) => {
                 let (h, t) = (self.header(h), *t);
-                Box::new(move |r| r.extract(&h, t))
+                Box::new(move |r| r.extract(&h, t, None))
+            }
+            Op::ExtractVar(h, t, bits) => {
+                let (h, t, bits) = (self.header(h), *t, self.value(bits));
+                Box::new(move |r| {
+                    let n = bits(r);
+                    r.extract(&h, t, Some(n))
+                })
             }
             Op::Advance(n) => {
                 let n = self.value(n);
@@ -420,14 +520,22 @@ impl Compiler<'_> {
                 })
             }
             Op::Verify(c, err) => {
-                let (c, err) = (self.value(c), *err);
+                let (c, err) = (self.value(c), self.value(err));
                 let slot = self.p.std.parser_error as usize;
                 Box::new(move |r| {
                     if c(r) == 0 {
-                        r.st.slots[slot] = err;
+                        let e = err(r);
+                        r.st.slots[slot] = e;
                         return Flow::Reject;
                     }
                     Flow::Next
+                })
+            }
+            Op::Reject(err) => {
+                let (err, slot) = (*err, self.p.std.parser_error as usize);
+                Box::new(move |r| {
+                    r.st.slots[slot] = err;
+                    Flow::Reject
                 })
             }
             // Most headers a deparser names are fixed ones, and most of those are invalid.
@@ -532,7 +640,7 @@ impl Compiler<'_> {
             }
             Expr::Concat(a, b, wb) => {
                 let wb = *wb;
-                with_two(self, a, b, move |x, y| (x << wb) | y)
+                with_two(self, a, b, move |x, y| x.checked_shl(u32::from(wb)).unwrap_or(0) | y)
             }
             Expr::Cast(a, from, to, s) => {
                 let (from, to, s) = (*from, *to, *s);
@@ -554,8 +662,8 @@ impl Compiler<'_> {
                     None => 0,
                 })
             }
-            &Expr::Apply(t, hit) => Box::new(move |r| u128::from(r.apply(t).0 == hit)),
             &Expr::Lookahead { skip, width, need } => Box::new(move |r| r.lookahead(skip, width, need)),
+            Expr::PacketLength => Box::new(|r| r.packet.len() as u128),
             &Expr::Intlab(v) => Box::new(move |r| r.intlab(v)),
         }
     }
@@ -610,8 +718,8 @@ impl Compiler<'_> {
     fn header(&self, h: &HeaderRef) -> CHeader {
         match h {
             HeaderRef::Fixed(s) => CHeader::Fixed(*s),
-            HeaderRef::Element(stack, i) => CHeader::Element(*stack, self.value(i)),
-            HeaderRef::Next(stack) => CHeader::Next(*stack),
+            HeaderRef::Element(stack, i, off) => CHeader::Element(*stack, self.value(i), *off),
+            HeaderRef::Next(stack, off) => CHeader::Next(*stack, *off),
         }
     }
 
@@ -625,6 +733,7 @@ impl Compiler<'_> {
                 },
                 width: it.width,
                 valid: it.valid,
+                varbit: it.varbit,
             })
             .collect()
     }
@@ -638,6 +747,7 @@ impl Compiler<'_> {
                 base,
                 data,
                 max,
+                ..
             } => CExtern::Hash {
                 out: self.place(out),
                 algo: *algo,
@@ -651,22 +761,72 @@ impl Compiler<'_> {
                 data,
                 field,
                 current,
+                width,
+                algo,
                 payload,
-                ..
             } => CExtern::Checksum {
                 verify: *verify,
                 condition: self.value(condition),
                 data: self.items(data),
                 field: self.place(field),
                 current: self.value(current),
+                width: *width,
+                algo: *algo,
                 payload: *payload,
+            },
+            Extern::HashValue {
+                out,
+                algo,
+                data,
+                base,
+                max,
+                ..
+            } => CExtern::HashValue {
+                out: self.place(out),
+                algo: *algo,
+                data: self.items(data),
+                base: self.value(base),
+                max: self.value(max),
+            },
+            Extern::ChecksumState {
+                state,
+                op,
+                data,
+                value,
+                input,
+                ..
+            } => CExtern::ChecksumState {
+                state: *state,
+                op: *op,
+                data: self.items(data),
+                value: value.as_ref().map(|p| self.place(p)),
+                input: input.as_ref().map(|e| self.value(e)),
             },
             Extern::RegisterRead(i, out, at) => CExtern::RegisterRead(*i, self.place(out), self.value(at)),
             Extern::RegisterWrite(i, at, v) => CExtern::RegisterWrite(*i, self.value(at), self.value(v)),
             Extern::Count(i, at) => CExtern::Count(*i, self.value(at)),
-            Extern::Clone { session, field_list } => CExtern::Clone {
+            Extern::Meter {
+                meter,
+                index,
+                out,
+                color_in,
+            } => CExtern::Meter {
+                meter: *meter,
+                index: index.as_ref().map(|e| self.value(e)),
+                out: self.place(out),
+                color_in: color_in.as_ref().map(|e| self.value(e)),
+            },
+            Extern::Clone {
+                session, field_list, ..
+            } => CExtern::Clone {
                 session: self.value(session),
                 field_list: *field_list,
+            },
+            Extern::Resubmit(l) => CExtern::Resubmit(*l),
+            Extern::Recirculate(l) => CExtern::Recirculate(*l),
+            Extern::Digest { digest, data } => CExtern::Digest {
+                digest: *digest,
+                data: self.items(data),
             },
             Extern::Truncate(n) => CExtern::Truncate(self.value(n)),
             Extern::Log(fmt, values) => CExtern::Log(fmt.clone(), values.iter().map(|v| self.value(v)).collect()),

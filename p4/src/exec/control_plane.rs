@@ -1,30 +1,117 @@
-//! What the control plane writes while packets flow: table entries and defaults, multicast
-//! groups and clone sessions. Packet threads read one snapshot per frame without locking; an
-//! edit copies the snapshot, changes the copy and swaps it in whole, so a frame sees either
-//! every change of a command (or of a whole file) or none.
+//! What the control plane writes while packets flow: table entries and defaults, action
+//! profile members and groups, multicast groups, clone sessions and parser value sets.
+//! Packet threads read one snapshot per frame without locking; an edit copies the snapshot,
+//! changes the copy and swaps it in whole, so a frame sees either every change of a command
+//! (or of a whole file) or none.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::table::TableState;
+use crate::ir::KeySet;
+
+/// Where a clone session sends its copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Session {
+    /// To this port.
+    pub port: Option<u16>,
+    /// To the ports of this multicast group.
+    pub group: Option<u16>,
+}
+
+/// A node of the packet replication engine: a replication id and the ports it copies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McNode {
+    /// The replication id its copies carry.
+    pub rid: u16,
+    /// Its ports.
+    pub ports: Vec<u16>,
+}
+
+/// The members and groups of an action profile or selector.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileState {
+    /// Members by handle: an action (its index in the program) and its arguments.
+    pub members: BTreeMap<u32, (usize, Vec<u128>)>,
+    /// Groups by handle: their members' handles.
+    pub groups: BTreeMap<u32, Vec<u32>>,
+}
 
 /// The control plane's state of one program.
 #[derive(Debug, Clone)]
 pub struct ControlPlane {
     /// Each table's entries and default action, in program order.
     pub tables: Vec<TableState>,
-    /// Multicast groups: (egress port, replication id) of each copy.
+    /// Multicast groups: (egress port, replication id) of each copy, as packets read them
+    /// (made from `mc_groups` and `mc_nodes` by [`ControlPlane::rebuild_groups`]).
     pub groups: HashMap<u16, Vec<(u16, u16)>>,
-    /// Clone sessions: the egress port of each.
-    pub sessions: HashMap<u32, u16>,
+    /// Multicast groups: their nodes' handles, in the order associated.
+    pub mc_groups: BTreeMap<u16, Vec<u32>>,
+    /// Multicast nodes by handle.
+    pub mc_nodes: BTreeMap<u32, McNode>,
+    /// Clone sessions.
+    pub sessions: HashMap<u32, Session>,
+    /// Action profiles and selectors, in program order.
+    pub profiles: Vec<ProfileState>,
+    /// Each value set's members (one key set per field).
+    pub value_sets: Vec<Vec<Vec<KeySet>>>,
 }
 
 impl ControlPlane {
-    /// The state a program starts with: its `const entries` and default actions.
+    /// The state a program starts with: its entries and default actions.
     pub fn of(program: &crate::ir::Program) -> ControlPlane {
         ControlPlane {
             tables: program.tables.iter().map(TableState::new).collect(),
             groups: HashMap::new(),
+            mc_groups: BTreeMap::new(),
+            mc_nodes: BTreeMap::new(),
             sessions: HashMap::new(),
+            profiles: vec![ProfileState::default(); program.profiles.len()],
+            value_sets: vec![Vec::new(); program.value_sets.len()],
         }
     }
+
+    /// Sets group `g` to `replicas` (port, replication id), one node a replica (as a runtime
+    /// file's `multicast_group_entries` give them).
+    pub fn set_group(&mut self, g: u16, replicas: &[(u16, u16)]) {
+        let mut nodes = Vec::new();
+        for &(port, rid) in replicas {
+            let h = free_handle(&self.mc_nodes);
+            self.mc_nodes.insert(h, McNode { rid, ports: vec![port] });
+            nodes.push(h);
+        }
+        if let Some(old) = self.mc_groups.insert(g, nodes) {
+            for h in old {
+                self.mc_nodes.remove(&h);
+            }
+        }
+        self.rebuild_groups();
+    }
+
+    /// Makes `groups` (what packets read) again from the groups' nodes.
+    pub fn rebuild_groups(&mut self) {
+        self.groups = self
+            .mc_groups
+            .iter()
+            .map(|(g, nodes)| {
+                let copies = nodes
+                    .iter()
+                    .filter_map(|n| self.mc_nodes.get(n))
+                    .flat_map(|n| n.ports.iter().map(move |&p| (p, n.rid)))
+                    .collect();
+                (*g, copies)
+            })
+            .collect();
+    }
+}
+
+/// The lowest handle not in `used`.
+pub fn free_handle<V>(used: &BTreeMap<u32, V>) -> u32 {
+    let mut h = 0;
+    for k in used.keys() {
+        if *k != h {
+            break;
+        }
+        h += 1;
+    }
+    h
 }

@@ -84,13 +84,17 @@ pub(crate) fn packed(items: &[(u128, u16)]) -> Vec<u8> {
 /// The hash of `data` with `algo`.
 pub fn hash(algo: Algorithm, data: &[u8]) -> u64 {
     match algo {
-        Algorithm::Crc32 => u64::from(crc32fast::hash(data)),
-        Algorithm::Crc16 => u64::from(crc16(data)),
+        // BMv2's custom CRCs start with the standard ones' parameters, which only its own CLI
+        // changes.
+        Algorithm::Crc32 | Algorithm::Crc32Custom => u64::from(crc32fast::hash(data)),
+        Algorithm::Crc16 | Algorithm::Crc16Custom => u64::from(crc16(data)),
         Algorithm::Csum16 => u64::from(csum16(data)),
         Algorithm::Identity => data.iter().take(8).fold(0u64, |v, &b| (v << 8) | u64::from(b)),
         Algorithm::Xor16 => data.chunks(2).fold(0u16, |v, c| {
             v ^ u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])
         }) as u64,
+        // The caller draws the value: a hash of the data would not be random.
+        Algorithm::Random => 0,
     }
 }
 
@@ -237,8 +241,8 @@ mod tests {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             let (lead, width) = ((seed % 13) as u16, (seed >> 8) as u16 % 129);
-            let value = (u128::from(seed) << 64 | u128::from(seed.rotate_left(29))) & crate::lower::mask(width);
-            let buf = packed(&[(0x1555 & crate::lower::mask(lead), lead), (value, width)]);
+            let value = (u128::from(seed) << 64 | u128::from(seed.rotate_left(29))) & crate::ir::mask(width);
+            let buf = packed(&[(0x1555 & crate::ir::mask(lead), lead), (value, width)]);
             assert_eq!(
                 buf.len(),
                 usize::from(lead + width).div_ceil(8),

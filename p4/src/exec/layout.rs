@@ -39,8 +39,15 @@ pub(super) struct HeaderLayout {
 }
 
 impl HeaderLayout {
+    /// The layout of header type `h` (a header with a varbit is read and written field by
+    /// field instead).
+    pub(super) fn new(h: &crate::ir::HeaderType) -> HeaderLayout {
+        let widths: Vec<u16> = h.fields.iter().map(|f| f.1).collect();
+        HeaderLayout::of_widths(&widths)
+    }
+
     /// The layout of a header of fields `widths` bits wide (whole bytes in all).
-    pub(super) fn new(widths: &[u16]) -> HeaderLayout {
+    pub(super) fn of_widths(widths: &[u16]) -> HeaderLayout {
         let mut bit = 0usize;
         let mut fast = true;
         let mut fields = Vec::with_capacity(widths.len());
@@ -198,7 +205,7 @@ mod tests {
                 seed ^= seed << 17;
                 let w = 1 + (seed % max) as u16;
                 widths.push(w);
-                values.push((u128::from(seed) << 64 | u128::from(seed.rotate_left(17))) & crate::lower::mask(w));
+                values.push((u128::from(seed) << 64 | u128::from(seed.rotate_left(17))) & crate::ir::mask(w));
                 total += u32::from(w);
             }
             out.push((widths, values));
@@ -209,7 +216,7 @@ mod tests {
     #[test]
     fn a_zero_width_field_takes_no_bits() {
         let mut out = Vec::new();
-        HeaderLayout::new(&[0, 8, 0, 8]).write(&mut out, &[0, 0x12, 0, 0x34]);
+        HeaderLayout::of_widths(&[0, 8, 0, 8]).write(&mut out, &[0, 0x12, 0, 0x34]);
         assert_eq!(out, [0x12, 0x34]);
     }
 
@@ -219,7 +226,7 @@ mod tests {
         // field list packer (itself checked bit by bit in hash.rs).
         for max in [16, 57, 128] {
             for (widths, values) in headers(max, 400) {
-                let layout = HeaderLayout::new(&widths);
+                let layout = HeaderLayout::of_widths(&widths);
                 let mut want = vec![0xab];
                 want.extend(packed(
                     &values.iter().copied().zip(widths.iter().copied()).collect::<Vec<_>>(),

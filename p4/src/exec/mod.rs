@@ -1,35 +1,55 @@
 //! Running a lowered program on frames, as BMv2's simple_switch runs v1model: parser, verify
-//! checksum and ingress when a frame arrives; egress, compute checksum and deparser when it
-//! starts transmission. Per-packet state is a reused [`PacketState`], of which a frame carries
-//! from ingress to egress only the part that is not 0 ([`CarriedState`]); tables and extern
-//! state live in the [`Datapath`] shared by every worker.
+//! checksum and ingress when a frame arrives (again when ingress resubmits it); egress,
+//! compute checksum and deparser when it starts transmission. Per-packet state is a reused
+//! [`PacketState`], of which a frame carries from ingress to egress only the part that is not 0
+//! ([`CarriedState`]); tables and extern state live in the [`Datapath`] shared by every worker.
 
 mod carried;
 mod code;
 pub mod control_plane;
-pub mod eval;
 pub mod hash;
 mod layout;
+pub mod meter;
 mod run;
 pub mod table;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
-use crate::ir;
+use crate::ir::{self, BlockKind, mask};
 pub use carried::CarriedState;
-pub use control_plane::ControlPlane;
+pub use control_plane::{ControlPlane, Session};
+use meter::{MeterArray, MeterCell};
 
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
 pub const DROP_PORT: u16 = 511;
 
+/// BMv2's `instance_type` of a frame that arrived on a port.
+pub const INSTANCE_NORMAL: u32 = 0;
+
 /// BMv2's `instance_type` of an ingress-to-egress clone.
 pub const INSTANCE_INGRESS_CLONE: u32 = 1;
 
+/// BMv2's `instance_type` of an egress-to-egress clone.
+pub const INSTANCE_EGRESS_CLONE: u32 = 2;
+
+/// BMv2's `instance_type` of a recirculated frame.
+pub const INSTANCE_RECIRCULATED: u32 = 4;
+
 /// BMv2's `instance_type` of a multicast replica.
 pub const INSTANCE_REPLICATION: u32 = 5;
+
+/// BMv2's `instance_type` of a resubmitted frame.
+pub const INSTANCE_RESUBMIT: u32 = 6;
+
+/// Most resubmissions of one frame: a program that resubmits every time would never end.
+const MAX_RESUBMITS: usize = 64;
+
+/// Digests kept for the control plane before the oldest are dropped.
+const DIGEST_QUEUE: usize = 4096;
 
 /// A program with its tables and extern state.
 #[derive(Debug)]
@@ -42,12 +62,76 @@ pub struct Datapath {
     control: ArcSwap<ControlPlane>,
     /// Held by an edit, so that two control-plane clients never lose each other's changes.
     editing: Mutex<()>,
-    registers: Vec<Box<[AtomicU64]>>,
+    registers: Vec<RegisterArray>,
     counters: Vec<Box<[[AtomicU64; 2]]>>,
+    meters: Vec<MeterArray>,
+    digests: Mutex<DigestQueue>,
     /// Log every packet's way through the program (`tracing` at debug level, target `p4`).
     pub trace: bool,
     /// This switch's name in traces.
     pub name: String,
+}
+
+/// A register array: one 64-bit word a cell, two for cells wider than 64 bits.
+#[derive(Debug)]
+struct RegisterArray {
+    width: u16,
+    words: Box<[AtomicU64]>,
+}
+
+impl RegisterArray {
+    fn wide(&self) -> bool {
+        self.width > 64
+    }
+
+    fn len(&self) -> usize {
+        if self.wide() {
+            self.words.len() / 2
+        } else {
+            self.words.len()
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<u128> {
+        if i >= self.len() {
+            return None;
+        }
+        Some(if self.wide() {
+            (u128::from(self.words[2 * i].load(Ordering::Relaxed)) << 64)
+                | u128::from(self.words[2 * i + 1].load(Ordering::Relaxed))
+        } else {
+            u128::from(self.words[i].load(Ordering::Relaxed))
+        })
+    }
+
+    fn set(&self, i: usize, v: u128) -> bool {
+        if i >= self.len() {
+            return false;
+        }
+        let v = v & mask(self.width);
+        if self.wide() {
+            self.words[2 * i].store((v >> 64) as u64, Ordering::Relaxed);
+            self.words[2 * i + 1].store(v as u64, Ordering::Relaxed);
+        } else {
+            self.words[i].store(v as u64, Ordering::Relaxed);
+        }
+        true
+    }
+}
+
+/// A digest a program sent, waiting for the control plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestMessage {
+    /// The digest type (index into the program's digests).
+    pub digest: usize,
+    /// Its fields' values.
+    pub values: Vec<u128>,
+}
+
+#[derive(Debug, Default)]
+struct DigestQueue {
+    messages: VecDeque<DigestMessage>,
+    dropped: u64,
 }
 
 /// One packet's values while it is in the switch.
@@ -64,9 +148,13 @@ pub struct PacketState {
     key: Vec<u128>,
     scratch: Vec<u128>,
     clone_session: Option<u32>,
-    /// The `@field_list` a clone keeps (`clone_preserving_field_list`).
+    /// The field list a clone keeps.
     clone_field_list: Option<u128>,
-    /// The frame as it arrived, kept when ingress asked for a clone: BMv2 clones that.
+    /// `resubmit` was called: with this field list.
+    resubmit: Option<Option<u128>>,
+    /// `recirculate` was called: with this field list.
+    recirculate: Option<Option<u128>>,
+    /// The frame as it arrived, kept when ingress asked for a clone or a resubmit.
     original: Vec<u8>,
     truncate: Option<usize>,
     random: u64,
@@ -108,6 +196,8 @@ pub struct Departure {
     pub node_id: u32,
     /// Largest IP packet the egress link takes (bytes).
     pub mtu: u32,
+    /// The queue it was in (its priority).
+    pub qid: u8,
 }
 
 /// Where ingress sends a frame.
@@ -128,6 +218,21 @@ pub struct IngressResult {
     pub decision: Decision,
     /// A clone (ingress to egress) to this P4 port, if one was asked for.
     pub clone_to: Option<u16>,
+    /// The clone's session, when it also multicasts.
+    pub clone_session: Option<Session>,
+    /// The queue (priority) it goes to at its egress port.
+    pub priority: u8,
+}
+
+/// What egress decided, before the deparser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EgressResult {
+    /// The frame goes on (not dropped by egress).
+    pub sent: bool,
+    /// An egress-to-egress clone was asked for, to this session.
+    pub clone: Option<Session>,
+    /// The frame goes back to ingress after the deparser (`recirculate`).
+    pub recirculate: bool,
 }
 
 impl Datapath {
@@ -137,12 +242,26 @@ impl Datapath {
         let registers = program
             .registers
             .iter()
-            .map(|r| (0..r.size).map(|_| AtomicU64::new(0)).collect())
+            .map(|r| {
+                let n = if r.width > 64 { 2 * r.size } else { r.size };
+                RegisterArray {
+                    width: r.width,
+                    words: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                }
+            })
             .collect();
         let counters = program
             .counters
             .iter()
             .map(|c| (0..c.size).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect())
+            .collect();
+        let meters = program
+            .meters
+            .iter()
+            .map(|m| MeterArray {
+                bytes: m.bytes,
+                cells: (0..m.size).map(|_| Mutex::new(MeterCell::default())).collect(),
+            })
             .collect();
         Datapath {
             code: code::Code::of(&program),
@@ -151,6 +270,8 @@ impl Datapath {
             editing: Mutex::new(()),
             registers,
             counters,
+            meters,
+            digests: Mutex::new(DigestQueue::default()),
             trace: false,
             name: name.to_owned(),
         }
@@ -199,12 +320,15 @@ impl Datapath {
     pub fn action_of(&self, t: usize, name: &str) -> Result<usize, String> {
         let table = &self.program.tables[t];
         let i = resolve(
-            table.actions.iter().map(|&a| self.program.actions[a].name.as_str()),
+            table
+                .actions
+                .iter()
+                .map(|a| self.program.actions[a.action].name.as_str()),
             name,
             "action",
             &format!("table `{}`", table.name),
         )?;
-        Ok(table.actions[i])
+        Ok(table.actions[i].action)
     }
 
     /// Register `name`.
@@ -217,7 +341,7 @@ impl Datapath {
         )
     }
 
-    /// Counter `name`.
+    /// Counter `name` (indexed or direct).
     pub fn counter_id(&self, name: &str) -> Result<usize, String> {
         resolve(
             self.program.counters.iter().map(|c| c.name.as_str()),
@@ -227,12 +351,32 @@ impl Datapath {
         )
     }
 
+    /// Meter `name` (indexed or direct).
+    pub fn meter_id(&self, name: &str) -> Result<usize, String> {
+        resolve(
+            self.program.meters.iter().map(|m| m.name.as_str()),
+            name,
+            "meter",
+            "the program",
+        )
+    }
+
+    /// Action profile or selector `name`.
+    pub fn profile_id(&self, name: &str) -> Result<usize, String> {
+        resolve(
+            self.program.profiles.iter().map(|p| p.name.as_str()),
+            name,
+            "action profile",
+            "the program",
+        )
+    }
+
     /// Refused when the control plane may not add entries to table `t` (it has `const entries`).
     pub fn check_entries_allowed(&self, t: usize) -> Result<(), String> {
         let table = &self.program.tables[t];
-        match table.const_entries {
-            Some(_) => Err(format!("table `{}` has const entries and takes no others", table.name)),
-            None => Ok(()),
+        match table.entries {
+            Some((_, false)) => Err(format!("table `{}` has const entries and takes no others", table.name)),
+            _ => Ok(()),
         }
     }
 
@@ -246,19 +390,21 @@ impl Datapath {
     }
 
     /// Cell `i` of register `r`.
-    pub fn register_read(&self, r: usize, i: usize) -> Option<u64> {
-        self.registers.get(r)?.get(i).map(|c| c.load(Ordering::Relaxed))
+    pub fn register_read(&self, r: usize, i: usize) -> Option<u128> {
+        self.registers.get(r)?.get(i)
     }
 
     /// Sets cell `i` of register `r`; false if out of range.
-    pub fn register_write(&self, r: usize, i: usize, v: u64) -> bool {
-        let w = self.program.registers[r].width;
-        match self.registers.get(r).and_then(|x| x.get(i)) {
-            Some(c) => {
-                c.store(v & crate::lower::mask(w) as u64, Ordering::Relaxed);
-                true
+    pub fn register_write(&self, r: usize, i: usize, v: u128) -> bool {
+        self.registers.get(r).is_some_and(|a| a.set(i, v))
+    }
+
+    /// Sets every cell of register `r` to 0.
+    pub fn register_reset(&self, r: usize) {
+        if let Some(a) = self.registers.get(r) {
+            for w in a.words.iter() {
+                w.store(0, Ordering::Relaxed);
             }
-            None => false,
         }
     }
 
@@ -268,78 +414,195 @@ impl Datapath {
         Some((cell[0].load(Ordering::Relaxed), cell[1].load(Ordering::Relaxed)))
     }
 
-    /// Runs the parser, verify checksum and ingress on the frame in `buf[..*len]`, then writes
-    /// the headers back (the frame may grow or shrink; `buf` must have room).
+    /// Sets cell `i` of counter `c`; false if out of range.
+    pub fn counter_write(&self, c: usize, i: usize, packets: u64, bytes: u64) -> bool {
+        match self.counters.get(c).and_then(|a| a.get(i)) {
+            Some(cell) => {
+                cell[0].store(packets, Ordering::Relaxed);
+                cell[1].store(bytes, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets every cell of counter `c` to 0.
+    pub fn counter_reset(&self, c: usize) {
+        for cell in self.counters.get(c).into_iter().flatten() {
+            cell[0].store(0, Ordering::Relaxed);
+            cell[1].store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Cell `i` of indexed meter `m`.
+    pub fn meter_cell(&self, m: usize, i: usize) -> Option<&Mutex<MeterCell>> {
+        self.meters.get(m)?.cells.get(i)
+    }
+
+    /// Cells of indexed meter `m`.
+    pub fn meter_cells(&self, m: usize) -> usize {
+        self.meters.get(m).map_or(0, |a| a.cells.len())
+    }
+
+    /// The digests waiting for the control plane, oldest first (taken), and how many were
+    /// dropped because nobody took them.
+    pub fn take_digests(&self) -> (Vec<DigestMessage>, u64) {
+        let mut q = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
+        (q.messages.drain(..).collect(), q.dropped)
+    }
+
+    fn push_digest(&self, m: DigestMessage) {
+        let mut q = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
+        if q.messages.len() >= DIGEST_QUEUE {
+            q.messages.pop_front();
+            q.dropped += 1;
+        }
+        q.messages.push_back(m);
+    }
+
+    /// Runs the parser, verify checksum and ingress on the frame in `buf[..*len]` (again for
+    /// each resubmission), then writes the headers back (the frame may grow or shrink; `buf`
+    /// must have room).
     pub fn ingress(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, arrival: Arrival) -> IngressResult {
+        self.ingress_as(st, buf, len, arrival, None)
+    }
+
+    /// [`Datapath::ingress`] for a frame that comes back (recirculated): the metadata `from`
+    /// kept (its field list) and its `instance_type`.
+    pub fn ingress_as(
+        &self,
+        st: &mut PacketState,
+        buf: &mut [u8],
+        len: &mut usize,
+        arrival: Arrival,
+        carry: Option<&Carry>,
+    ) -> IngressResult {
         let s = self.program.std;
         let env = Departure {
             arrival_ns: arrival.now_ns,
             ..Departure::default()
         };
         let control = self.control.load();
-        let port = u128::from(arrival.port);
-        let mut r = self.arrive(&control, st, &buf[..*len], port, u128::from(arrival.now_ns / 1000), env);
-        r.control(&self.code.ingress);
-        let clone_to =
-            r.st.clone_session
-                .take()
-                .and_then(|c| control.sessions.get(&c).copied());
-        if clone_to.is_some() {
-            // The deparser below rewrites the frame; the clone starts from it as it arrived.
-            r.st.original.clear();
-            r.st.original.extend_from_slice(&buf[..*len]);
-        }
-        let mcast = r.st.slots[s.mcast_grp as usize] as u16;
-        let spec = r.st.slots[s.egress_spec as usize] as u16;
-        let decision = if mcast != 0 {
-            Decision::Multicast(mcast)
-        } else if spec == DROP_PORT {
-            Decision::Drop
-        } else {
-            Decision::Unicast(spec)
-        };
-        if self.trace {
-            tracing::debug!(target: "p4", switch = %self.name, "ingress decided {decision:?}");
-        }
-        if decision != Decision::Drop {
-            r.deparse();
-            if st.write_headers(buf, len).is_none() {
-                tracing::debug!(target: "p4", switch = %self.name, "frame grew past its buffer: dropped");
-                return IngressResult {
-                    decision: Decision::Drop,
-                    clone_to: None,
-                };
+        let mut carry = carry.cloned();
+        let mut resubmits = 0;
+        loop {
+            let port = u128::from(arrival.port);
+            let mut r = self.arrive(&control, st, &buf[..*len], port, arrival.now_ns, env, carry.as_ref());
+            r.control(self.code.control(BlockKind::Ingress));
+            let clone_session =
+                r.st.clone_session
+                    .take()
+                    .and_then(|c| control.sessions.get(&(c & 0x7fff)).copied());
+            if clone_session.is_some() || r.st.resubmit.is_some() {
+                // The deparser below rewrites the frame; clones and resubmissions start from it
+                // as it arrived.
+                r.st.original.clear();
+                r.st.original.extend_from_slice(&buf[..*len]);
             }
+            if let Some(list) = r.st.resubmit.take()
+                && resubmits < MAX_RESUBMITS
+            {
+                resubmits += 1;
+                if self.trace {
+                    tracing::debug!(target: "p4", switch = %self.name, "resubmitted");
+                }
+                carry = Some(self.carry(st, list, INSTANCE_RESUBMIT));
+                continue;
+            }
+            let mcast = st.slots[s.mcast_grp as usize] as u16;
+            let spec = st.slots[s.egress_spec as usize] as u16;
+            let decision = if mcast != 0 {
+                Decision::Multicast(mcast)
+            } else if spec == DROP_PORT {
+                Decision::Drop
+            } else {
+                Decision::Unicast(spec)
+            };
+            if self.trace {
+                tracing::debug!(target: "p4", switch = %self.name, "ingress decided {decision:?}");
+            }
+            let priority = (st.slots[s.priority as usize] & 7) as u8;
+            let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
+            if decision != Decision::Drop {
+                r.deparse();
+                if st.write_headers(buf, len).is_none() {
+                    tracing::debug!(target: "p4", switch = %self.name, "frame grew past its buffer: dropped");
+                    return IngressResult {
+                        decision: Decision::Drop,
+                        clone_to: None,
+                        clone_session: None,
+                        priority,
+                    };
+                }
+            }
+            return IngressResult {
+                decision,
+                clone_to: clone_session.and_then(|c| c.port),
+                clone_session,
+                priority,
+            };
         }
-        IngressResult { decision, clone_to }
     }
 
-    /// Starts a frame's pass as it arrives on P4 port `port` at `timestamp_us`: the state reset,
-    /// the arrival's standard metadata set, the parser and verify checksum run.
+    /// What a resubmitted or recirculated frame keeps of `st`: its field list's values.
+    fn carry(&self, st: &PacketState, list: Option<u128>, instance_type: u32) -> Carry {
+        let fields = self
+            .program
+            .field_lists
+            .iter()
+            .find(|l| Some(l.index) == list)
+            .map(|l| {
+                l.fields
+                    .iter()
+                    .map(|&(first, n)| (first, st.slots[first as usize..(first + n) as usize].to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Carry { fields, instance_type }
+    }
+
+    /// Starts a frame's pass as it arrives on P4 port `port` at `now_ns`: the state reset, the
+    /// arrival's standard metadata set (with what a carried frame kept), the parser and verify
+    /// checksum run.
+    #[allow(clippy::too_many_arguments)]
     fn arrive<'r>(
         &'r self,
         control: &'r ControlPlane,
         st: &'r mut PacketState,
         packet: &'r [u8],
         port: u128,
-        timestamp_us: u128,
+        now_ns: u64,
         env: Departure,
+        carry: Option<&Carry>,
     ) -> run::Run<'r> {
         st.reset(self.program.slots);
         let s = self.program.std;
-        st.slots[s.ingress_port as usize] = port;
+        // A resubmitted or recirculated frame's metadata is reset but for its field list (as
+        // BMv2's are: its ingress port too).
+        let fresh = carry.is_none();
+        if fresh {
+            st.slots[s.ingress_port as usize] = port;
+        }
         st.slots[s.packet_length as usize] = packet.len() as u128;
-        st.slots[s.ingress_global_timestamp as usize] = timestamp_us;
+        st.slots[s.ingress_global_timestamp as usize] = u128::from(now_ns / 1000);
+        if let Some(c) = carry {
+            for (first, values) in &c.fields {
+                st.slots[*first as usize..*first as usize + values.len()].copy_from_slice(values);
+            }
+            st.instance_type = c.instance_type;
+            st.slots[s.instance_type as usize] = u128::from(c.instance_type);
+        }
         let mut r = run::Run::new(self, control, st, packet, env);
-        r.parse();
-        r.control(&self.code.verify);
+        r.parse(BlockKind::Parser);
+        r.control(self.code.control(BlockKind::Verify));
         r
     }
 
     /// Makes the ingress-to-egress clone of a frame whose ingress (state `from`) asked for one, as
     /// BMv2's simple_switch makes it: the frame as it arrived (into `buf[..*len]`), parsed again
-    /// (parser and verify checksum), its metadata reset but for the user metadata fields of the
-    /// field list the clone named, `instance_type` 1. False if the frame does not fit `buf`.
+    /// (parser and verify checksum, with only its ingress port kept), its metadata reset but
+    /// for the user metadata fields of the field list the clone named, `instance_type` 1.
+    /// False if the frame does not fit `buf`.
     pub fn ingress_clone(&self, from: &PacketState, st: &mut PacketState, buf: &mut [u8], len: &mut usize) -> bool {
         let original = &from.original;
         let Some(room) = buf.get_mut(..original.len()) else {
@@ -348,37 +611,49 @@ impl Datapath {
         room.copy_from_slice(original);
         *len = original.len();
         let s = self.program.std;
-        let (port, at) = (
-            from.slots[s.ingress_port as usize],
-            from.slots[s.ingress_global_timestamp as usize],
-        );
+        let port = from.slots[s.ingress_port as usize];
         let control = self.control.load();
-        self.arrive(&control, st, &buf[..*len], port, at, Departure::default());
-        let kept = self
-            .program
-            .field_lists
-            .iter()
-            .find(|l| Some(l.index) == from.clone_field_list);
+        self.arrive(&control, st, &buf[..*len], port, 0, Departure::default(), None);
+        st.slots[s.ingress_global_timestamp as usize] = 0;
+        self.keep_field_list(from, st, from.clone_field_list);
+        st.mark_copy(0, INSTANCE_INGRESS_CLONE);
+        st.slots[s.instance_type as usize] = u128::from(INSTANCE_INGRESS_CLONE);
+        true
+    }
+
+    /// Copies the fields of field list `list` from `from` to `st`.
+    fn keep_field_list(&self, from: &PacketState, st: &mut PacketState, list: Option<u128>) {
+        let kept = self.program.field_lists.iter().find(|l| Some(l.index) == list);
         for &(first, n) in kept.map(|l| l.fields.as_slice()).unwrap_or_default() {
             let range = first as usize..(first + n) as usize;
             st.slots[range.clone()].copy_from_slice(&from.slots[range]);
         }
-        st.mark_copy(0, INSTANCE_INGRESS_CLONE);
-        true
     }
 
     /// Runs egress, compute checksum and the deparser on a frame that starts transmission;
-    /// false if egress dropped it.
+    /// false if egress dropped it. (Clones and recirculation: [`Datapath::egress_control`].)
     pub fn egress(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, d: Departure) -> bool {
+        let e = self.egress_control(st, &buf[..*len], d);
+        e.sent && self.egress_finish(st, buf, len, d)
+    }
+
+    /// Runs the egress control on a frame that starts transmission, and says what it asked
+    /// for. Then, if it was not dropped, [`Datapath::egress_finish`]; before it, an
+    /// egress-to-egress clone is made with [`Datapath::egress_clone`].
+    pub fn egress_control(&self, st: &mut PacketState, frame: &[u8], d: Departure) -> EgressResult {
         if st.slots.len() != self.program.slots {
-            return false;
+            return EgressResult {
+                sent: false,
+                clone: None,
+                recirculate: false,
+            };
         }
         let s = self.program.std;
         let set = |st: &mut PacketState, slot: ir::Slot, v: u128| st.slots[slot as usize] = v;
         set(st, s.egress_port, u128::from(d.port));
         set(st, s.egress_rid, u128::from(st.rid));
         set(st, s.instance_type, u128::from(st.instance_type));
-        set(st, s.packet_length, *len as u128);
+        set(st, s.packet_length, frame.len() as u128);
         set(st, s.enq_timestamp, u128::from((d.enqueued_ns / 1000) as u32));
         set(st, s.enq_qdepth, u128::from(d.enq_packets.min((1 << 19) - 1)));
         set(st, s.deq_qdepth, u128::from(d.deq_packets.min((1 << 19) - 1)));
@@ -388,27 +663,85 @@ impl Datapath {
             u128::from(((d.departure_ns.saturating_sub(d.enqueued_ns)) / 1000) as u32),
         );
         set(st, s.egress_global_timestamp, u128::from(d.departure_ns / 1000));
-        // egress_spec keeps ingress's choice; mark_to_drop in egress sets it to 511.
-        set(st, s.egress_spec, u128::from(d.port));
+        set(st, s.qid, u128::from(d.qid));
+        // As simple_switch: egress_spec starts as a port that is not the drop port, so that
+        // only `mark_to_drop` (or a write of 511) in egress drops the frame.
+        set(st, s.egress_spec, u128::from(DROP_PORT + 1));
+        let control = self.control.load();
+        let mut r = run::Run::new(self, &control, st, frame, d);
+        r.cursor_to_headers();
+        r.control(self.code.control(BlockKind::Egress));
+        let clone =
+            r.st.clone_session
+                .take()
+                .and_then(|c| control.sessions.get(&(c & 0x7fff)).copied());
+        let dropped = r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT;
+        if dropped && self.trace {
+            tracing::debug!(target: "p4", switch = %self.name, "egress dropped the frame");
+        }
+        EgressResult {
+            sent: !dropped,
+            clone,
+            recirculate: r.st.recirculate.is_some() && !dropped,
+        }
+    }
+
+    /// Makes the egress-to-egress clone of a frame whose egress (state `from`, not yet
+    /// deparsed) asked for one: its headers as egress left them, its metadata reset but for the
+    /// field list the clone named, `instance_type` 2. The caller copies the frame's bytes.
+    pub fn egress_clone(&self, from: &PacketState, st: &mut PacketState) {
+        st.reset(self.program.slots);
+        st.slots.copy_from_slice(&from.slots);
+        // Metadata reset: everything but the headers.
+        let mut keep = vec![false; st.slots.len()];
+        self.mark_headers(&mut keep);
+        for (i, k) in keep.iter().enumerate() {
+            if !k {
+                st.slots[i] = 0;
+            }
+        }
+        self.keep_field_list(from, st, from.clone_field_list);
+        st.header_bytes = from.header_bytes;
+        st.truncate = from.truncate;
+        st.mark_copy(0, INSTANCE_EGRESS_CLONE);
+    }
+
+    /// Marks the slots of the program's parsed headers (the shared `hdr` of the pipeline).
+    fn mark_headers(&self, keep: &mut [bool]) {
+        let (first, n) = self.program.hdr;
+        for k in keep.iter_mut().skip(first as usize).take(n as usize) {
+            *k = true;
+        }
+    }
+
+    /// Runs compute checksum and the deparser on a frame egress kept; false if it no longer
+    /// fits `buf`.
+    pub fn egress_finish(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, d: Departure) -> bool {
         let control = self.control.load();
         let mut r = run::Run::new(self, &control, st, &buf[..*len], d);
-        r.cursor_to_headers();
-        r.control(&self.code.egress);
-        if r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT {
-            if self.trace {
-                tracing::debug!(target: "p4", switch = %self.name, "egress dropped the frame");
-            }
-            return false;
-        }
-        r.control(&self.code.compute);
+        r.control(self.code.control(BlockKind::Compute));
         r.deparse();
         st.write_headers(buf, len).is_some()
     }
+
+    /// What a recirculated frame keeps of its egress state `st` (the field list of its
+    /// `recirculate`).
+    pub fn recirculation(&self, st: &PacketState) -> Carry {
+        self.carry(st, st.recirculate.flatten(), INSTANCE_RECIRCULATED)
+    }
+}
+
+/// What a resubmitted or recirculated frame keeps: its field list's values, and its
+/// `instance_type`.
+#[derive(Debug, Clone, Default)]
+pub struct Carry {
+    fields: Vec<(ir::Slot, Vec<u128>)>,
+    instance_type: u32,
 }
 
 /// The one name among `names` (the `what`s of `owner`) that is `wanted` or ends with
 /// `.wanted`; else what exists.
-fn resolve<'a>(
+pub fn resolve<'a>(
     names: impl Iterator<Item = &'a str> + Clone,
     wanted: &str,
     what: &str,
@@ -452,6 +785,8 @@ impl PacketState {
         self.cursor = 0;
         self.clone_session = None;
         self.clone_field_list = None;
+        self.resubmit = None;
+        self.recirculate = None;
         self.truncate = None;
         // An arrival is an original frame until it is marked as a copy.
         self.rid = 0;
@@ -459,9 +794,19 @@ impl PacketState {
     }
 
     /// Marks this state as a copy: its replication id and `instance_type` (0 normal, 1 ingress
-    /// clone, 5 multicast replica), as egress will see them.
-    fn mark_copy(&mut self, rid: u16, instance_type: u32) {
+    /// clone, 2 egress clone, 5 multicast replica), as egress will see them.
+    pub(crate) fn mark_copy(&mut self, rid: u16, instance_type: u32) {
         self.rid = rid;
         self.instance_type = instance_type;
+    }
+
+    /// Sets the replication id egress sees (a clone's copy to a multicast group keeps its kind).
+    pub(crate) fn set_rid(&mut self, rid: u16) {
+        self.rid = rid;
+    }
+
+    /// Whether egress asked for the frame to come back (`recirculate`).
+    pub fn recirculates(&self) -> bool {
+        self.recirculate.is_some()
     }
 }

@@ -2,12 +2,14 @@
 //! ([`super::code`]) calls on, the parser's and the deparser's loops, tables and the externs.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::code::{Block, CExtern, CHeader, CItem, CNext, CPlace, ItemSource};
 use super::hash::{self, BitPacker, read_bits};
-use super::table::TableState;
-use super::{ControlPlane, Datapath, Departure, PacketState};
-use crate::ir::{IntlabValue, Slot, StackRef, Target};
+use super::meter::MeterCell;
+use super::table::{TableState, Via};
+use super::{ControlPlane, Datapath, Departure, DigestMessage, PacketState};
+use crate::ir::{Algorithm, BlockKind, CaseMatch, ChecksumOp, CounterKind, IntlabValue, Slot, StackRef, Target, mask};
 
 /// Parser states a packet may pass through before the parser gives up (`ParserTimeout`).
 const MAX_PARSER_STEPS: usize = 1000;
@@ -20,6 +22,8 @@ pub(super) enum Flow {
     Exit,
     /// The parser rejects (with the error already recorded).
     Reject,
+    Break,
+    Continue,
 }
 
 /// A packet running through the program.
@@ -32,6 +36,8 @@ pub(super) struct Run<'a> {
     env: Departure,
     /// A lookahead ran past the end of the frame.
     short: bool,
+    /// The direct meter cell of the entry the last table hit, for `direct_meter.read`.
+    hit_meter: Option<Arc<Mutex<MeterCell>>>,
 }
 
 impl<'a> Run<'a> {
@@ -49,6 +55,7 @@ impl<'a> Run<'a> {
             packet,
             env,
             short: false,
+            hit_meter: None,
         }
     }
 
@@ -57,6 +64,7 @@ impl<'a> Run<'a> {
     }
 
     fn error_code(&self, name: &str) -> u128 {
+        // The core library's errors come first in every program, in its order.
         self.dp.program.errors.iter().position(|e| e == name).unwrap_or(0) as u128
     }
 
@@ -66,15 +74,24 @@ impl<'a> Run<'a> {
         Flow::Reject
     }
 
-    /// The parser: from `start` to accept or reject. On reject the packet goes on to ingress
+    /// The time of this pass for meters: the arrival in ingress, the departure in egress.
+    fn now_micros(&self) -> u64 {
+        self.env.departure_ns.max(self.env.arrival_ns) / 1000
+    }
+
+    /// A parser: from `start` to accept or reject. On reject the packet goes on to ingress
     /// with `parser_error` set, as v1model on BMv2 does.
-    pub(super) fn parse(&mut self) {
-        let code = &self.dp.code;
+    pub(super) fn parse(&mut self, kind: BlockKind) {
+        let dp = self.dp;
+        let states = dp.code.parser(kind);
+        if states.is_empty() {
+            return;
+        }
         let mut state = 0;
         for _ in 0..MAX_PARSER_STEPS {
-            let s = &code.states[state];
-            if self.dp.trace {
-                tracing::debug!(target: "p4", switch = %self.dp.name, "parser state {}", s.name);
+            let s = &states[state];
+            if dp.trace {
+                tracing::debug!(target: "p4", switch = %dp.name, "parser state {}", s.name);
             }
             // A lookahead past the frame fails the state at once (its block stops there).
             let flow = s.ops.run(self);
@@ -90,10 +107,7 @@ impl<'a> Run<'a> {
                         let v = k(self);
                         values.push(v);
                     }
-                    let found = cases
-                        .iter()
-                        .find(|(sets, _)| sets.iter().zip(&values).all(|(set, v)| set.contains(*v)))
-                        .map(|c| c.1);
+                    let found = cases.iter().find(|(m, _)| self.case_matches(m, &values)).map(|c| c.1);
                     self.st.key = values;
                     if self.lookahead_failed() {
                         return self.finish_parse("reject");
@@ -115,6 +129,15 @@ impl<'a> Run<'a> {
         }
         self.fail("ParserTimeout");
         self.finish_parse("reject (too many states)");
+    }
+
+    fn case_matches(&self, m: &CaseMatch, values: &[u128]) -> bool {
+        match m {
+            CaseMatch::Keys(sets) => sets.iter().zip(values).all(|(set, v)| set.contains(*v)),
+            CaseMatch::ValueSet(id) => self.control.value_sets[*id]
+                .iter()
+                .any(|member| member.iter().zip(values).all(|(set, v)| set.contains(*v))),
+        }
     }
 
     /// Whether a lookahead ran past the frame and the parser has not yet failed for it.
@@ -153,21 +176,45 @@ impl<'a> Run<'a> {
     pub(super) fn emit(&mut self, b: Slot, t: usize) {
         let header = &self.dp.program.headers[t];
         let first = b as usize + 1;
-        let values = &self.st.slots[first..first + header.fields.len()];
-        self.dp.code.layouts[t].write(&mut self.st.out, values);
+        if header.varbit.is_none() {
+            let values = &self.st.slots[first..first + header.fields.len()];
+            self.dp.code.layouts[t].write(&mut self.st.out, values);
+            return;
+        }
+        // A header with a varbit: its fields packed one by one, the varbit at its length.
+        let mut bytes = std::mem::take(&mut self.st.list);
+        bytes.clear();
+        let mut p = BitPacker::new(&mut bytes);
+        for (i, (_, w)) in header.fields.iter().enumerate() {
+            let at = b as usize + header.field_slot(i) as usize;
+            let v = self.st.slots[at];
+            if Some(i) == header.varbit {
+                let len = (v as usize).min(usize::from(*w));
+                push_varbit(&mut p, &self.st.slots[at + 1..], len);
+            } else {
+                p.push(v, *w);
+            }
+        }
+        p.finish();
+        self.st.out.extend_from_slice(&bytes);
+        self.st.list = bytes;
     }
 
-    pub(super) fn extract(&mut self, h: &CHeader, t: usize) -> Flow {
+    /// `extract(h)`, or `extract(h, bits)` of a header with a varbit.
+    pub(super) fn extract(&mut self, h: &CHeader, t: usize, varbit_bits: Option<u128>) -> Flow {
         let header = &self.dp.program.headers[t];
-        let bits = header.bits() as usize;
+        let var = varbit_bits.unwrap_or(0);
+        if header.varbit.is_some() && !var.is_multiple_of(8) {
+            return self.fail("ParserInvalidArgument");
+        }
+        let bits = header.bits() as usize + var as usize;
         let base = match h {
-            CHeader::Next(s) => {
+            CHeader::Next(s, off) => {
                 let i = self.slot(s.base);
                 let Some(e) = s.element_in(i) else {
                     return self.fail("StackOutOfBounds");
                 };
-                self.st.slots[s.base as usize] = i + 1;
-                e
+                e + off
             }
             h => match self.header_base(h) {
                 Some(b) => b,
@@ -177,47 +224,103 @@ impl<'a> Run<'a> {
         if self.st.cursor + bits > self.packet.len() * 8 {
             return self.fail("PacketTooShort");
         }
+        if let Some(vi) = header.varbit
+            && var > u128::from(header.fields[vi].1)
+        {
+            return self.fail("HeaderTooShort");
+        }
+        if let CHeader::Next(s, _) = h {
+            self.st.slots[s.base as usize] = self.slot(s.base) + 1;
+        }
         let at = self.st.cursor;
         self.st.slots[base as usize] = 1;
         let first = base as usize + 1;
-        let values = &mut self.st.slots[first..first + header.fields.len()];
-        if at.is_multiple_of(8) {
+        if header.varbit.is_none() && at.is_multiple_of(8) {
+            let values = &mut self.st.slots[first..first + header.fields.len()];
             self.dp.code.layouts[t].read(&self.packet[at / 8..], values);
         } else {
-            // After an `advance` by bits that are not whole bytes.
+            // After an `advance` by bits that are not whole bytes, or around a varbit.
             let mut bit = at;
-            for (v, w) in values.iter_mut().zip(header.fields.iter().map(|f| f.1)) {
-                *v = read_bits(self.packet, bit, w);
-                bit += usize::from(w);
+            let chunks = header.varbit_chunks() as usize;
+            for (i, (_, w)) in header.fields.iter().enumerate() {
+                let slot = base as usize + header.field_slot(i) as usize;
+                if Some(i) == header.varbit {
+                    self.st.slots[slot] = var;
+                    read_varbit(
+                        self.packet,
+                        bit,
+                        var as usize,
+                        &mut self.st.slots[slot + 1..slot + 1 + chunks],
+                    );
+                    bit += var as usize;
+                } else {
+                    self.st.slots[slot] = read_bits(self.packet, bit, *w);
+                    bit += usize::from(*w);
+                }
             }
         }
         self.st.cursor = at + bits;
         Flow::Next
     }
 
-    /// Applies table `t`: returns whether it hit and the action it ran.
-    pub(super) fn apply(&mut self, t: usize) -> (bool, usize) {
+    /// Applies table `t`: returns whether it hit, the action it ran, and how that action ended.
+    pub(super) fn apply(&mut self, t: usize) -> (bool, usize, Flow) {
         let dp = self.dp;
         let table = &dp.program.tables[t];
         let state = &self.control.tables[t];
+        let (prep, keys) = &dp.code.keys[t];
+        let f = prep.run(self);
+        if f != Flow::Next {
+            return (false, state.default.0, f);
+        }
         let mut key = std::mem::take(&mut self.st.key);
         key.clear();
-        for k in dp.code.keys[t].iter() {
+        for k in keys.iter() {
             let v = k(self);
             key.push(v);
         }
         let mut scratch = std::mem::take(&mut self.st.scratch);
         let hit = state.lookup(&key, &mut scratch);
         self.st.scratch = scratch;
-        let (action, args, is_hit) = match hit {
+        self.hit_meter = None;
+        let (mut action, mut args, is_hit) = match hit {
             Some(e) => {
-                if table.direct_counter {
+                if table.direct_counter.is_some() {
                     TableState::count(e, self.slot(self.dp.program.std.packet_length) as u64);
+                }
+                if table.direct_meter.is_some() {
+                    self.hit_meter = Some(e.meter.clone());
+                }
+                if table.idle_timeout {
+                    e.last_hit.store(self.now_micros() * 1000, Ordering::Relaxed);
                 }
                 (e.entry.action, e.entry.args.as_slice(), true)
             }
             None => (state.default.0, state.default.1.as_slice(), false),
         };
+        // A table with an action profile runs its member's action.
+        let via = hit.map_or(Via::Action, |e| e.via);
+        let member = match (via, table.profile) {
+            (Via::Member(m), Some(p)) => Some(m).filter(|_| true).map(|m| (p, m)),
+            (Via::Group(g), Some(p)) => self.select_member(t, p, g).map(|m| (p, m)),
+            _ => None,
+        };
+        if let Some((p, m)) = member {
+            match self.control.profiles[p].members.get(&m) {
+                Some((a, margs)) => {
+                    action = *a;
+                    args = margs.as_slice();
+                }
+                None => {
+                    action = state.default.0;
+                    args = state.default.1.as_slice();
+                }
+            }
+        } else if via != Via::Action {
+            // A group with no member runs the default action.
+            action = state.default.0;
+            args = state.default.1.as_slice();
+        }
         if self.dp.trace {
             tracing::debug!(
                 target: "p4", switch = %self.dp.name,
@@ -228,21 +331,40 @@ impl<'a> Run<'a> {
         }
         self.st.key = key;
         let a = &dp.program.actions[action];
-        for (p, v) in a.params.iter().filter(|p| p.control_plane).zip(args) {
-            self.st.slots[p.slot as usize] = *v;
+        for (p, v) in a.params.iter().zip(args) {
+            self.st.slots[p.slot as usize] = *v & mask(p.width);
         }
-        dp.code.actions[action].run(self);
-        (is_hit, action)
+        let flow = dp.code.actions[action].run(self);
+        let flow = match flow {
+            Flow::Exit | Flow::Reject => flow,
+            _ => Flow::Next,
+        };
+        (is_hit, action, flow)
+    }
+
+    /// The member of group `g` of selector `p` that table `t`'s selector keys choose: their
+    /// hash, modulo the group's size, as BMv2 chooses.
+    fn select_member(&mut self, t: usize, p: usize, g: u32) -> Option<u32> {
+        let members = self.control.profiles[p].groups.get(&g)?;
+        if members.is_empty() {
+            return None;
+        }
+        let (algo, _width) = self.dp.program.profiles[p].selector?;
+        let items = &self.dp.code.selector_keys[t];
+        let buf = self.pack(items);
+        let h = hash::hash(algo, &buf);
+        self.st.list = buf;
+        Some(members[(h % members.len() as u64) as usize])
     }
 
     pub(super) fn header_base(&mut self, h: &CHeader) -> Option<Slot> {
         match h {
             CHeader::Fixed(s) => Some(*s),
-            CHeader::Element(s, i) => {
+            CHeader::Element(s, i, off) => {
                 let i = i(self);
-                s.element_in(i)
+                s.element_in(i).map(|e| e + off)
             }
-            CHeader::Next(s) => s.element_in(self.slot(s.base)),
+            CHeader::Next(s, off) => s.element_in(self.slot(s.base)).map(|e| e + off),
         }
     }
 
@@ -251,12 +373,25 @@ impl<'a> Run<'a> {
         self.st.slots.copy_within(f..f + n, t);
     }
 
+    /// Makes every header of the stack element at `base` invalid (a header, or a union's).
+    fn invalidate_element(&mut self, s: &StackRef, i: u32) {
+        let base = s.element(i) as usize;
+        if s.header != usize::MAX {
+            self.st.slots[base] = 0;
+        } else {
+            // A union: its members' validity slots are where its headers start.
+            for k in 0..s.stride as usize {
+                self.st.slots[base + k] = 0;
+            }
+        }
+    }
+
     pub(super) fn push_front(&mut self, s: &StackRef, n: u32) {
         for i in (n..s.size).rev() {
             self.move_element(s, i - n, i);
         }
         for i in 0..n.min(s.size) {
-            self.st.slots[s.element(i) as usize] = 0;
+            self.invalidate_element(s, i);
         }
         let next = self.slot(s.base) + u128::from(n);
         self.st.slots[s.base as usize] = next.min(u128::from(s.size));
@@ -267,7 +402,7 @@ impl<'a> Run<'a> {
             self.move_element(s, i + n, i);
         }
         for i in s.size.saturating_sub(n)..s.size {
-            self.st.slots[s.element(i) as usize] = 0;
+            self.invalidate_element(s, i);
         }
         let next = self.slot(s.base).saturating_sub(u128::from(n));
         self.st.slots[s.base as usize] = next;
@@ -346,10 +481,46 @@ impl<'a> Run<'a> {
                 ItemSource::Slot(s) => self.st.slots[*s as usize],
                 ItemSource::Value(value) => value(self),
             };
-            packer.push(v, it.width);
+            match (&it.source, it.varbit) {
+                (ItemSource::Slot(s), true) => {
+                    let at = *s as usize + 1;
+                    let len = (v as usize).min(usize::from(it.width));
+                    push_varbit(&mut packer, &self.st.slots[at..], len);
+                }
+                _ => packer.push(v, it.width),
+            }
         }
         packer.finish();
         buf
+    }
+
+    /// The values of a field list, each at its width.
+    fn values(&mut self, items: &[CItem]) -> Vec<u128> {
+        items
+            .iter()
+            .map(|it| match &it.source {
+                ItemSource::Slot(s) => self.st.slots[*s as usize],
+                ItemSource::Value(value) => value(self),
+            })
+            .collect()
+    }
+
+    /// A random value.
+    fn random(&mut self) -> u64 {
+        // splitmix64: cheap, and uniform enough for what P4 programs draw.
+        self.st.random = self.st.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.st.random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The hash of a packed field list by `algo`.
+    fn hash_of(&mut self, algo: Algorithm, buf: &[u8]) -> u128 {
+        match algo {
+            Algorithm::Random => u128::from(self.random()),
+            a => u128::from(hash::hash(a, buf)),
+        }
     }
 
     pub(super) fn external(&mut self, x: &CExtern) {
@@ -370,7 +541,7 @@ impl<'a> Run<'a> {
                 max,
             } => {
                 let buf = self.pack(data);
-                let h = u128::from(hash::hash(*algo, &buf));
+                let h = self.hash_of(*algo, &buf);
                 self.st.list = buf;
                 let (base, max) = (base(self), max(self));
                 let v = base.wrapping_add(if max > 0 { h % max } else { h });
@@ -382,6 +553,8 @@ impl<'a> Run<'a> {
                 data,
                 field,
                 current,
+                width,
+                algo,
                 payload,
             } => {
                 if condition(self) == 0 {
@@ -392,7 +565,14 @@ impl<'a> Run<'a> {
                     true => self.packet.get(self.st.header_bytes..).unwrap_or(&[]),
                     false => &[],
                 };
-                let sum = u128::from(hash::csum16_of(&buf, after));
+                let sum = match algo {
+                    Algorithm::Csum16 => u128::from(hash::csum16_of(&buf, after)),
+                    a => {
+                        let mut all = buf.clone();
+                        all.extend_from_slice(after);
+                        self.hash_of(*a, &all)
+                    }
+                } & mask(*width);
                 self.st.list = buf;
                 if *verify {
                     if current(self) != sum {
@@ -402,53 +582,115 @@ impl<'a> Run<'a> {
                     self.set(field, sum);
                 }
             }
+            CExtern::HashValue {
+                out,
+                algo,
+                data,
+                base,
+                max,
+            } => {
+                let buf = self.pack(data);
+                let h = self.hash_of(*algo, &buf);
+                self.st.list = buf;
+                let (base, max) = (base(self), max(self));
+                let v = base.wrapping_add(if max > 0 { h % max } else { h });
+                self.set(out, v);
+            }
+            CExtern::ChecksumState {
+                state,
+                op,
+                data,
+                value,
+                input,
+                ..
+            } => self.checksum_state(*state, *op, data, value.as_ref(), input.as_ref()),
             CExtern::RegisterRead(r, out, i) => {
                 let i = i(self) as usize;
-                let v = self.dp.register_read(*r, i).unwrap_or(0);
-                self.set(out, u128::from(v));
+                // Out of range, BMv2 logs an error and leaves the result as it was.
+                match self.dp.register_read(*r, i) {
+                    Some(v) => self.set(out, v),
+                    None => {
+                        tracing::debug!(target: "p4", switch = %self.dp.name, "register {} read at {i}, outside it: result unchanged", self.dp.program.registers[*r].name)
+                    }
+                }
             }
             CExtern::RegisterWrite(r, i, v) => {
                 let (i, v) = (i(self) as usize, v(self));
-                self.dp.register_write(*r, i, v as u64);
+                if !self.dp.register_write(*r, i, v) {
+                    tracing::debug!(target: "p4", switch = %self.dp.name, "register {} written at {i}, outside it: ignored", self.dp.program.registers[*r].name);
+                }
             }
             CExtern::Count(c, i) => {
                 let i = i(self) as usize;
-                let bytes = self.slot(std.packet_length) as u64;
-                if let Some(cell) = self.dp.counters.get(*c).and_then(|x| x.get(i)) {
-                    cell[0].fetch_add(1, Ordering::Relaxed);
-                    cell[1].fetch_add(bytes, Ordering::Relaxed);
+                if let Some(cell) = self.dp.counters.get(*c).and_then(|cs| cs.get(i)) {
+                    let kind = self.dp.program.counters[*c].kind;
+                    if kind != CounterKind::Bytes {
+                        cell[0].fetch_add(1, Ordering::Relaxed);
+                    }
+                    if kind != CounterKind::Packets {
+                        let len = self.slot(std.packet_length) as u64;
+                        cell[1].fetch_add(len, Ordering::Relaxed);
+                    }
                 }
+            }
+            CExtern::Meter {
+                meter,
+                index,
+                out,
+                color_in,
+            } => {
+                let bytes = self.dp.program.meters[*meter].bytes;
+                let units = if bytes { self.packet.len() as u64 } else { 1 };
+                let now = self.now_micros();
+                let color = match index {
+                    Some(i) => {
+                        let i = i(self) as usize;
+                        self.dp
+                            .meter_cell(*meter, i)
+                            .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).execute(now, units))
+                    }
+                    None => self
+                        .hit_meter
+                        .as_ref()
+                        .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).execute(now, units)),
+                };
+                let pre = color_in.as_ref().map_or(0, |c| c(self));
+                self.set(out, color.unwrap_or(super::meter::GREEN).max(pre));
             }
             CExtern::Clone { session, field_list } => {
                 self.st.clone_session = Some(session(self) as u32);
                 self.st.clone_field_list = *field_list;
             }
+            CExtern::Resubmit(list) => self.st.resubmit = Some(*list),
+            CExtern::Recirculate(list) => self.st.recirculate = Some(*list),
+            CExtern::Digest { digest, data } => {
+                let values = self.values(data);
+                self.dp.push_digest(DigestMessage {
+                    digest: *digest,
+                    values,
+                });
+            }
             CExtern::Truncate(n) => self.st.truncate = Some(n(self) as usize),
             CExtern::Log(fmt, values) => {
-                let mut text = String::with_capacity(fmt.len());
-                let mut parts = fmt.split("{}");
-                text.push_str(parts.next().unwrap_or(""));
-                for (i, part) in parts.enumerate() {
-                    match values.get(i) {
-                        Some(v) => {
-                            let v = v(self);
-                            text.push_str(&v.to_string());
-                        }
-                        None => text.push_str("{}"),
+                let mut line = String::new();
+                let mut vals = values.iter();
+                let mut rest = fmt.as_str();
+                while let Some(i) = rest.find("{}") {
+                    line.push_str(&rest[..i]);
+                    match vals.next() {
+                        Some(v) => line.push_str(&v(self).to_string()),
+                        None => line.push_str("{}"),
                     }
-                    text.push_str(part);
+                    rest = &rest[i + 2..];
                 }
-                tracing::info!(target: "p4", switch = %self.dp.name, "log_msg: {text}");
+                line.push_str(rest);
+                tracing::info!(target: "p4", switch = %self.dp.name, "{line}");
             }
             CExtern::Random(out, lo, hi) => {
                 let (lo, hi) = (lo(self), hi(self));
-                self.st.random = self.st.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                let mut z = self.st.random;
-                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                z ^= z >> 31;
+                let z = u128::from(self.random());
                 let span = hi.saturating_sub(lo).saturating_add(1);
-                self.set(out, lo + u128::from(z) % span);
+                self.set(out, lo + z % span.max(1));
             }
             CExtern::Assert(c) => {
                 if c(self) == 0 {
@@ -460,11 +702,91 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// An incremental Internet checksum object's method (PSA's `InternetChecksum`).
+    fn checksum_state(
+        &mut self,
+        state: Slot,
+        op: ChecksumOp,
+        data: &[CItem],
+        value: Option<&CPlace>,
+        input: Option<&super::code::Value>,
+    ) {
+        let sum = self.slot(state) as u64;
+        match op {
+            ChecksumOp::Clear => self.st.slots[state as usize] = 0,
+            ChecksumOp::Add | ChecksumOp::Subtract => {
+                let buf = self.pack(data);
+                let part = u64::from(!hash::csum16(&buf));
+                self.st.list = buf;
+                let folded = fold16(if op == ChecksumOp::Add {
+                    sum + part
+                } else {
+                    sum + u64::from(!(part as u16))
+                });
+                self.st.slots[state as usize] = u128::from(folded);
+            }
+            ChecksumOp::Get => {
+                if let Some(v) = value {
+                    self.set(v, u128::from(!(sum as u16)));
+                }
+            }
+            ChecksumOp::GetState => {
+                if let Some(v) = value {
+                    self.set(v, u128::from(sum as u16));
+                }
+            }
+            ChecksumOp::SetState => {
+                if let Some(i) = input {
+                    let v = i(self) & 0xffff;
+                    self.st.slots[state as usize] = v;
+                }
+            }
+        }
+    }
+
     /// Runs the deparser: the headers to write go to `st.out`.
     pub(super) fn deparse(&mut self) {
         self.st.out.clear();
         let dp = self.dp;
-        dp.code.deparser.run(self);
+        dp.code.control(BlockKind::Deparser).run(self);
+    }
+}
+
+/// A ones' complement sum folded to 16 bits.
+fn fold16(mut sum: u64) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Packs the first `len` bits of a varbit's data (held in 128-bit chunks, the first bits in the
+/// first chunk's top).
+fn push_varbit(p: &mut BitPacker<'_>, chunks: &[u128], len: usize) {
+    let mut left = len;
+    for c in chunks {
+        if left == 0 {
+            break;
+        }
+        let take = left.min(128);
+        p.push(c >> (128 - take), take as u16);
+        left -= take;
+    }
+}
+
+/// Reads `len` bits at bit `at` of `packet` into varbit chunks (the rest zeroed).
+fn read_varbit(packet: &[u8], at: usize, len: usize, chunks: &mut [u128]) {
+    let mut bit = at;
+    let mut left = len;
+    for c in chunks.iter_mut() {
+        let take = left.min(128);
+        *c = if take == 0 {
+            0
+        } else {
+            read_bits(packet, bit, take as u16) << (128 - take)
+        };
+        bit += take;
+        left -= take;
     }
 }
 

@@ -3,11 +3,11 @@
 //! in priority order for ternary, range and optional keys.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::ir::{self, Entry, KeySet, MatchKind};
-use crate::lower::mask;
+use super::meter::MeterCell;
+use crate::ir::{self, Entry, KeySet, MatchKind, mask};
 
 /// Packets and bytes of an entry (its direct counter).
 #[derive(Debug, Default)]
@@ -18,13 +18,32 @@ pub struct EntryCounter {
     pub bytes: AtomicU64,
 }
 
-/// An entry with its counter.
+/// What an entry of a table with an action profile runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// Its own action (a table without a profile).
+    Action,
+    /// A member of the table's profile.
+    Member(u32),
+    /// A group of the table's selector (one member chosen by the selector's hash).
+    Group(u32),
+}
+
+/// An entry with its handle, counter, meter and age.
 #[derive(Debug, Clone)]
 pub struct StoredEntry {
+    /// The handle the control plane knows it by.
+    pub handle: u32,
     /// The entry.
     pub entry: Entry,
+    /// What it runs when the table has a profile.
+    pub via: Via,
     /// Its direct counter.
     pub counter: Arc<EntryCounter>,
+    /// Its direct meter.
+    pub meter: Arc<Mutex<MeterCell>>,
+    /// When it was last hit (ns of the lab clock), for idle timeouts.
+    pub last_hit: Arc<AtomicU64>,
 }
 
 /// Entry index by exact key values. Hashed with foldhash, several times faster than the
@@ -50,6 +69,10 @@ pub struct TableState {
     pub default: (usize, Vec<u128>),
     index: Index,
     size: usize,
+    /// Handles freed by deletions (reused lowest first, as BMv2 reuses them), and the next
+    /// never used.
+    free: std::collections::BTreeSet<u32>,
+    next_handle: u32,
 }
 
 impl TableState {
@@ -68,15 +91,73 @@ impl TableState {
             entries: Vec::new(),
             default: t.default_action.clone(),
             index,
-            size: t.size.max(t.const_entries.as_ref().map_or(0, Vec::len)),
+            size: t.size.max(t.entries.as_ref().map_or(0, |e| e.0.len())),
+            free: Default::default(),
+            next_handle: 0,
         };
-        for e in t.const_entries.iter().flatten() {
-            // Const entries were checked against the keys at load.
-            if let Err(m) = s.insert(e.clone()) {
-                tracing::warn!(table = %t.name, "const entry refused: {m}");
+        for e in t.entries.iter().flat_map(|e| &e.0) {
+            // Entries in the source were checked against the keys at load.
+            if let Err(m) = s.insert(e.clone(), Via::Action) {
+                tracing::warn!(table = %t.name, "entry refused: {m}");
             }
         }
         s
+    }
+
+    /// The match kinds and widths of its keys.
+    pub fn kinds(&self) -> &[(MatchKind, u16)] {
+        &self.kinds
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.free.clear();
+        self.next_handle = 0;
+        self.index = match &self.index {
+            Index::Exact(_) => Index::Exact(ExactMap::default()),
+            Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
+            Index::Scan(_) => Index::Scan(Vec::new()),
+        };
+    }
+
+    /// The position of the entry with handle `h`.
+    pub fn position(&self, h: u32) -> Option<usize> {
+        self.entries.iter().position(|e| e.handle == h)
+    }
+
+    /// The entry with handle `h`.
+    pub fn get(&self, h: u32) -> Option<&StoredEntry> {
+        self.entries.iter().find(|e| e.handle == h)
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The most entries it holds.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Changes what entry `at` runs, keeping its key, counter and meter; false if there is
+    /// none.
+    pub fn modify(&mut self, at: usize, action: usize, args: Vec<u128>, via: Via) -> bool {
+        match self.entries.get_mut(at) {
+            Some(e) => {
+                e.entry.action = action;
+                e.entry.args = args;
+                e.via = via;
+                true
+            }
+            None => false,
+        }
     }
 
     /// The entries.
@@ -84,9 +165,23 @@ impl TableState {
         &self.entries
     }
 
-    /// Adds an entry; refused (with why) if it does not fit the keys, repeats a key or the table
-    /// is full.
-    pub fn insert(&mut self, e: Entry) -> Result<usize, String> {
+    /// Adds an entry; returns its handle. Refused (with why) if it does not fit the keys,
+    /// repeats a key or the table is full.
+    pub fn insert(&mut self, e: Entry, via: Via) -> Result<u32, String> {
+        let at = self.place(e, via)?;
+        let h = match self.free.pop_first() {
+            Some(h) => h,
+            None => {
+                self.next_handle += 1;
+                self.next_handle - 1
+            }
+        };
+        self.entries[at].handle = h;
+        Ok(h)
+    }
+
+    /// Adds an entry to the index and the list (its handle is the caller's to set).
+    fn place(&mut self, e: Entry, via: Via) -> Result<usize, String> {
         if e.matches.len() != self.kinds.len() {
             return Err(format!("{} key values for {} keys", e.matches.len(), self.kinds.len()));
         }
@@ -149,17 +244,23 @@ impl TableState {
             }
         }
         self.entries.push(StoredEntry {
+            handle: 0,
             entry: e,
+            via,
             counter: Arc::new(EntryCounter::default()),
+            meter: Arc::new(Mutex::new(MeterCell::default())),
+            last_hit: Arc::new(AtomicU64::new(0)),
         });
         Ok(at)
     }
 
-    /// Removes entry `at` (the others keep their counters); false if there is none.
+    /// Removes entry `at` (the others keep their handles and counters); false if there is
+    /// none.
     pub fn delete(&mut self, at: usize) -> bool {
         if at >= self.entries.len() {
             return false;
         }
+        self.free.insert(self.entries[at].handle);
         let kept: Vec<StoredEntry> = self
             .entries
             .iter()
@@ -174,9 +275,8 @@ impl TableState {
             Index::Scan(_) => Index::Scan(Vec::new()),
         };
         for e in kept {
-            let counter = e.counter.clone();
-            if let Ok(i) = self.insert(e.entry) {
-                self.entries[i].counter = counter;
+            if let Ok(i) = self.place(e.entry.clone(), e.via) {
+                self.entries[i] = e;
             }
         }
         true
@@ -211,6 +311,18 @@ impl TableState {
     pub fn count(e: &StoredEntry, bytes: u64) {
         e.counter.packets.fetch_add(1, Ordering::Relaxed);
         e.counter.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The entry whose match and priority are `matches` and `priority`.
+    pub fn find(&self, matches: &[KeySet], priority: i64) -> Option<usize> {
+        self.entries
+            .iter()
+            .position(|e| e.entry.matches == matches && (e.entry.priority == priority || !self.scans()))
+    }
+
+    /// Whether lookups scan in priority order (a ternary, range or optional key).
+    fn scans(&self) -> bool {
+        matches!(self.index, Index::Scan(_))
     }
 }
 
@@ -264,12 +376,24 @@ mod tests {
                     name: "k".into(),
                 })
                 .collect(),
-            actions: vec![0, 1],
+            prep: vec![],
+            selector_keys: vec![],
+            actions: vec![],
             default_action: (0, vec![]),
             const_default: false,
-            const_entries: None,
+            entries: None,
             size: 16,
-            direct_counter: false,
+            direct_counter: None,
+            direct_meter: None,
+            profile: None,
+            idle_timeout: false,
+        }
+    }
+
+    impl TableState {
+        fn insert_direct(&mut self, e: Entry) -> Result<usize, String> {
+            let h = self.insert(e, Via::Action)?;
+            Ok(self.position(h).expect("just added"))
         }
     }
 
@@ -286,21 +410,21 @@ mod tests {
     fn the_longest_prefix_wins_whatever_the_insertion_order() {
         let mut t = TableState::new(&table(&[MatchKind::Lpm]));
         let mut s = Vec::new();
-        t.insert(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
+        t.insert_direct(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
             .unwrap();
-        t.insert(entry(vec![KeySet::Mask(0x0a01_0100, prefix_mask(24, 32))], 0, 2))
+        t.insert_direct(entry(vec![KeySet::Mask(0x0a01_0100, prefix_mask(24, 32))], 0, 2))
             .unwrap();
-        t.insert(entry(vec![KeySet::Mask(0, 0)], 0, 3)).unwrap();
+        t.insert_direct(entry(vec![KeySet::Mask(0, 0)], 0, 3)).unwrap();
         assert_eq!(t.lookup(&[0x0a01_0105], &mut s).unwrap().entry.action, 2);
         assert_eq!(t.lookup(&[0x0a02_0105], &mut s).unwrap().entry.action, 1);
         assert_eq!(t.lookup(&[0x0b00_0000], &mut s).unwrap().entry.action, 3);
         assert!(
-            t.insert(entry(vec![KeySet::Mask(0x0a00_0000, 0x00ff_0000)], 0, 1))
+            t.insert_direct(entry(vec![KeySet::Mask(0x0a00_0000, 0x00ff_0000)], 0, 1))
                 .is_err(),
             "not a prefix"
         );
         assert!(
-            t.insert(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
+            t.insert_direct(entry(vec![KeySet::Mask(0x0a00_0000, prefix_mask(8, 32))], 0, 1))
                 .is_err(),
             "a repeat"
         );
@@ -310,10 +434,10 @@ mod tests {
     fn ternary_entries_match_by_priority_and_deletion_keeps_the_rest() {
         let mut t = TableState::new(&table(&[MatchKind::Ternary, MatchKind::Range]));
         let mut s = Vec::new();
-        t.insert(entry(vec![KeySet::Mask(0, 0), KeySet::Range(0, 100)], 1, 1))
+        t.insert_direct(entry(vec![KeySet::Mask(0, 0), KeySet::Range(0, 100)], 1, 1))
             .unwrap();
         let hi = t
-            .insert(entry(vec![KeySet::Mask(5, 0xff), KeySet::Range(10, 20)], 9, 2))
+            .insert_direct(entry(vec![KeySet::Mask(5, 0xff), KeySet::Range(10, 20)], 9, 2))
             .unwrap();
         assert_eq!(t.lookup(&[5, 15], &mut s).unwrap().entry.action, 2);
         assert_eq!(t.lookup(&[5, 25], &mut s).unwrap().entry.action, 1);
@@ -321,7 +445,7 @@ mod tests {
         assert!(t.delete(hi));
         assert_eq!(t.lookup(&[5, 15], &mut s).unwrap().entry.action, 1);
         assert!(
-            t.insert(entry(vec![KeySet::Value(1), KeySet::Range(0, 1)], 0, 1))
+            t.insert_direct(entry(vec![KeySet::Value(1), KeySet::Range(0, 1)], 0, 1))
                 .is_err(),
             "a ternary key needs a mask"
         );
@@ -330,8 +454,8 @@ mod tests {
     #[test]
     fn exact_tables_refuse_values_wider_than_their_key() {
         let mut t = TableState::new(&table(&[MatchKind::Exact]));
-        assert!(t.insert(entry(vec![KeySet::Value(1 << 40)], 0, 1)).is_err());
-        t.insert(entry(vec![KeySet::Value(7)], 0, 1)).unwrap();
+        assert!(t.insert_direct(entry(vec![KeySet::Value(1 << 40)], 0, 1)).is_err());
+        t.insert_direct(entry(vec![KeySet::Value(7)], 0, 1)).unwrap();
         assert_eq!(t.lookup(&[7], &mut Vec::new()).unwrap().entry.action, 1);
         assert!(t.lookup(&[8], &mut Vec::new()).is_none());
     }

@@ -1,680 +1,899 @@
-//! Lowering of a checked program to [`crate::ir`]: types get slot layouts, names get slots,
-//! tables, actions and extern instances. What the execution engine does not run is refused here
-//! with its position, so a program never runs partially.
+//! Lowering of a parsed program to [`crate::ir`]: names are resolved and types computed (the
+//! type checker), the package `main` is instantiated with every parser and control it holds
+//! (constructor arguments bound, sub-parsers and sub-controls inlined at their apply, functions
+//! and actions inlined at their calls, with copy-in and copy-out), side effects of expressions
+//! become statements in P4's evaluation order, and values get their slots. Every problem found
+//! is reported, and nothing of a refused program runs.
+//!
+//! Types are checked here rather than in a pass of their own: P4's generic declarations and
+//! constructor parameters get their meaning when `main` instantiates them, and one walk that
+//! knows both the types and the instance gives the exact widths the executor needs.
 
+mod arch;
+mod block;
+mod call;
 mod expr;
+mod externs;
 mod stmt;
 mod table;
+mod ty;
+mod value;
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use crate::ast::{self, AggregateKind, ControlLocal, Decl, Direction, ExprKind, Stmt, Type};
-use crate::error::{P4Error, Result};
-use crate::info::at_name;
+use crate::front::ast::{self, AggregateKind, Decl, Direction, ExprKind, Type};
+use crate::front::diag::{Diagnostics, P4Error, P4Errors};
+use crate::front::source::{Pos, SourceMap};
 use crate::ir::{self, Slot};
-use crate::source::{Pos, SourceMap};
 
-/// A type as the lowering sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Ty {
-    /// `bit<W>` (false) or `int<W>` (true).
-    Bits(u16, bool),
-    /// `bool`.
-    Bool,
-    /// An integer literal without a width.
-    Int,
-    /// `error`.
-    Error,
-    /// A non-serializable enum (values are member indices).
-    Enum(String),
-    /// A header type (index into the program's header types).
-    Header(usize),
-    /// A struct type.
-    Struct(String),
-    /// A stack of headers.
-    Stack(usize, u32),
-    /// A string literal.
-    Str,
-}
+use ty::{AggDef, EnumDef, FieldDef, Ty, Types};
+use value::{CVal, Loc, Val};
 
-impl Ty {
-    /// Width of a scalar.
-    fn width(&self) -> Option<u16> {
-        match self {
-            Ty::Bits(w, _) => Some(*w),
-            Ty::Bool => Some(1),
-            Ty::Error | Ty::Enum(_) => Some(32),
-            _ => None,
-        }
-    }
+/// An error was recorded; the caller goes on with the next statement or declaration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reported;
 
-    fn signed(&self) -> bool {
-        matches!(self, Ty::Bits(_, true))
-    }
-}
+/// Results inside the lowering.
+pub(crate) type R<T> = Result<T, Reported>;
 
-/// What a name stands for.
-#[derive(Debug, Clone)]
-enum Binding {
-    /// A value in slots.
-    Var(Slot, Ty),
-    /// A compile-time constant.
-    Const(u128, Ty),
+/// What a value name stands for.
+#[derive(Clone)]
+pub(crate) enum Binding<'a> {
+    /// A variable, parameter or constant.
+    Val(Val),
     /// `packet_in` or `packet_out`.
     Packet,
+    /// An extern object instance.
+    Extern(Rc<externs::ExternInst>),
     /// A table.
-    Table(usize),
+    Table(Rc<table::TableRef>),
     /// An action.
-    Action(usize),
-    /// A register.
-    Register(usize),
-    /// An indexed counter.
-    Counter(usize),
-    /// A direct counter (counted by its table on a hit).
-    DirectCounter,
-    /// intlab's metadata extern.
-    Intlab,
+    Action(Rc<call::ActionDef<'a>>),
+    /// Functions of this name (overloads).
+    Function(Rc<Vec<call::FunctionDef<'a>>>),
+    /// Extern functions of this name (overloads).
+    ExternFn(Rc<Vec<&'a ast::Signature>>),
+    /// A control instance.
+    Control(Rc<block::ControlInst<'a>>),
+    /// A parser instance.
+    Parser(Rc<block::ParserInst<'a>>),
+    /// A parser value set.
+    ValueSet(usize),
+    /// A top-level instance not yet made (a parser or control `main` names).
+    Pending(&'a ast::Instance),
+}
+
+/// What a type name stands for.
+#[derive(Clone)]
+pub(crate) enum TypeBinding<'a> {
+    /// A type.
+    Ty(Ty),
+    /// A generic header, union or struct.
+    Generic(&'a ast::Aggregate),
+    /// An extern object type.
+    Extern(&'a ast::ExternDecl),
+    /// A parser with its body.
+    Parser(&'a ast::ParserDecl),
+    /// A control with its body.
+    Control(&'a ast::ControlDecl),
+    /// A parser, control or package type without a body.
+    BlockType,
+}
+
+/// One level of names.
+#[derive(Clone, Default)]
+pub(crate) struct Frame<'a> {
+    values: HashMap<String, Binding<'a>>,
+    types: HashMap<String, TypeBinding<'a>>,
 }
 
 /// Everything the lowering knows while it walks the program.
-struct Lowerer<'a> {
+pub(crate) struct Lowerer<'a> {
     map: &'a SourceMap,
-    typedefs: HashMap<String, ast::Type>,
-    aggregates: HashMap<String, &'a ast::Aggregate>,
-    header_ids: HashMap<String, usize>,
-    enums: HashMap<String, (HashMap<String, u128>, Option<Ty>)>,
-    top_actions: HashMap<String, &'a ast::ActionDecl>,
-    /// Actions lowered so far, by (control, name); top-level ones under control "".
-    action_ids: HashMap<(String, String), usize>,
-    /// Scopes, innermost last.
-    scopes: Vec<HashMap<String, Binding>>,
-    /// The control being lowered (for control-plane names).
-    control: String,
-    /// The name of the program's egress control.
-    egress: String,
-    /// Slots of the pipeline's shared `hdr`, `meta` and `standard_metadata`.
-    shared: [(Slot, Ty); 3],
+    diags: Diagnostics,
+    types: Types,
+    /// Names in scope, innermost last; the first frame holds the program's declarations.
+    scopes: Vec<Frame<'a>>,
+    /// The control-plane name prefix of the block being lowered (`MyIngress`, `MyIngress.c1`).
+    prefix: String,
+    /// Where a `return` of the function being inlined puts its value.
+    returns: Vec<Option<(Loc, Ty)>>,
+    /// The architecture block being lowered.
+    block: Option<ir::BlockKind>,
+    /// Inlined calls under way, to refuse recursion.
+    calls: Vec<String>,
+    /// Extern object declarations by name.
+    extern_decls: HashMap<String, &'a ast::ExternDecl>,
+    /// Field lists made from `resubmit(data)`-style calls, numbered from here.
+    next_field_list: u128,
+    /// Parsers, controls, functions and actions lowered somewhere (the rest are checked on
+    /// their own, so that their errors are reported too).
+    used: std::collections::HashSet<String>,
     out: ir::Program,
 }
 
-/// Lowers `program` (already checked by [`crate::info::check`]).
-pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program> {
+/// Lowers `program`.
+pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4Errors> {
     let mut l = Lowerer {
         map,
-        typedefs: HashMap::new(),
-        aggregates: HashMap::new(),
-        header_ids: HashMap::new(),
-        enums: HashMap::new(),
-        top_actions: HashMap::new(),
-        action_ids: HashMap::new(),
-        scopes: vec![HashMap::new()],
-        control: String::new(),
-        egress: String::new(),
-        shared: [(0, Ty::Bool), (0, Ty::Bool), (0, Ty::Bool)],
+        diags: Diagnostics::default(),
+        types: Types::default(),
+        scopes: vec![Frame::default()],
+        prefix: String::new(),
+        returns: Vec::new(),
+        block: None,
+        calls: Vec::new(),
+        extern_decls: HashMap::new(),
+        next_field_list: 1 << 64,
+        used: std::collections::HashSet::new(),
         out: ir::Program::default(),
     };
-    l.declarations(program)?;
-    l.pipeline(program)?;
-    Ok(l.out)
+    l.declarations(program);
+    if l.diags.is_empty() {
+        let _ = l.main(program);
+        l.check_unused(program);
+    }
+    let Lowerer { diags, out, .. } = l;
+    diags.finish(out)
 }
 
 impl<'a> Lowerer<'a> {
-    fn err<T>(&self, pos: Pos, m: impl Into<String>) -> Result<T> {
-        Err(P4Error::new(self.map, pos, m))
+    /// Records an error at `pos`.
+    fn err<T>(&mut self, pos: Pos, m: impl Into<String>) -> R<T> {
+        self.diags.push(P4Error::new(self.map, pos, m));
+        Err(Reported)
     }
 
-    /// Whether the statements being lowered belong to the egress control.
-    fn in_egress(&self) -> bool {
-        !self.egress.is_empty() && self.control == self.egress
+    /// Records an error at `pos` without failing.
+    fn report(&mut self, pos: Pos, m: impl Into<String>) {
+        self.diags.push(P4Error::new(self.map, pos, m));
     }
 
-    fn declarations(&mut self, program: &'a ast::Program) -> Result<()> {
-        for d in &program.decls {
-            match d {
-                Decl::Typedef { ty, name, .. } => {
-                    self.typedefs.insert(name.clone(), ty.clone());
-                }
-                Decl::Aggregate(a) => {
-                    if a.kind == AggregateKind::HeaderUnion {
-                        return self.err(a.pos, format!("header_union `{}` is not supported", a.name));
-                    }
-                    self.aggregates.insert(a.name.clone(), a);
-                }
-                Decl::Enum(e) => {
-                    let underlying = match &e.underlying {
-                        Some(t) => Some(self.ty(t, e.pos)?),
-                        None => None,
-                    };
-                    let mut members = HashMap::new();
-                    for (i, (name, value, pos)) in e.members.iter().enumerate() {
-                        let v = match value {
-                            Some(v) => self.constant(v)?.0,
-                            None if underlying.is_some() => {
-                                return self.err(*pos, format!("member `{name}` of a serializable enum needs a value"));
-                            }
-                            None => i as u128,
-                        };
-                        members.insert(name.clone(), v);
-                    }
-                    self.enums.insert(e.name.clone(), (members, underlying));
-                }
-                Decl::Error(names) => {
-                    for (n, _) in names {
-                        if !self.out.errors.contains(n) {
-                            self.out.errors.push(n.clone());
-                        }
-                    }
-                }
-                Decl::Const(k) => {
-                    let ty = self.ty(&k.ty, k.pos)?;
-                    let (v, _) = self.typed_constant(&k.value, &ty)?;
-                    self.scopes[0].insert(k.name.clone(), Binding::Const(v, ty));
-                }
-                Decl::Action(a) => {
-                    self.top_actions.insert(a.name.clone(), a);
-                }
-                _ => {}
-            }
+    // ---- names ----
+
+    fn bind(&mut self, name: &str, b: Binding<'a>) {
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .values
+            .insert(name.to_owned(), b);
+    }
+
+    fn bind_type(&mut self, name: &str, b: TypeBinding<'a>) {
+        self.scopes
+            .last_mut()
+            .expect("a scope")
+            .types
+            .insert(name.to_owned(), b);
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Binding<'a>> {
+        self.scopes.iter().rev().find_map(|s| s.values.get(name))
+    }
+
+    fn lookup_type(&self, name: &str) -> Option<&TypeBinding<'a>> {
+        self.scopes.iter().rev().find_map(|s| s.types.get(name))
+    }
+
+    fn push_scope(&mut self) {
+        self.scopes.push(Frame::default());
+    }
+
+    fn pop_scope(&mut self) {
+        self.scopes.pop();
+    }
+
+    /// Runs `f` with `scopes` as the names in scope (a declaration's own), then restores them.
+    fn with_scopes<T>(&mut self, scopes: Vec<Frame<'a>>, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = std::mem::replace(&mut self.scopes, scopes);
+        let r = f(self);
+        self.scopes = saved;
+        r
+    }
+
+    /// The names of the program's top level only.
+    fn global_scopes(&self) -> Vec<Frame<'a>> {
+        vec![self.scopes[0].clone()]
+    }
+
+    /// The control-plane name of a local `name` with `annotations`: `@name` as P4Info gives
+    /// it (a leading `.` makes it global), else the prefix and the name.
+    fn cp_name(&self, annotations: &[ast::Annotation], name: &str) -> String {
+        let local = ast::annotation_string(annotations, "name").unwrap_or_else(|| name.to_owned());
+        if let Some(global) = local.strip_prefix('.') {
+            return global.to_owned();
         }
-        // Header types get their ids once every typedef is known.
+        if self.prefix.is_empty() {
+            local
+        } else {
+            format!("{}.{local}", self.prefix)
+        }
+    }
+
+    // ---- slots ----
+
+    fn size(&self, t: &Ty) -> u32 {
+        self.types.size(t, &self.out.headers)
+    }
+
+    /// Fresh slots for a value of `t`.
+    fn alloc(&mut self, t: &Ty) -> Slot {
+        let s = self.out.slots as Slot;
+        self.out.slots += self.size(t).max(1) as usize;
+        s
+    }
+
+    // ---- declarations ----
+
+    fn declarations(&mut self, program: &'a ast::Program) {
         for d in &program.decls {
-            if let Decl::Aggregate(a) = d
-                && a.kind == AggregateKind::Header
-            {
-                let mut fields = Vec::new();
-                for f in &a.fields {
-                    match self.ty(&f.ty, f.pos)? {
-                        Ty::Bits(w, _) => fields.push((f.name.clone(), w)),
-                        Ty::Bool => fields.push((f.name.clone(), 1)),
-                        _ => {
-                            return self.err(
-                                f.pos,
-                                format!("field `{}` of header `{}`: a header field must be bit<W>, int<W> or bool (varbit is not supported)", f.name, a.name),
-                            );
-                        }
+            let _ = self.declaration(d);
+        }
+    }
+
+    fn declaration(&mut self, d: &'a Decl) -> R<()> {
+        match d {
+            Decl::Typedef { ty, name, pos, .. } => {
+                let t = self.ty(ty, *pos)?;
+                self.bind_type(name, TypeBinding::Ty(t));
+            }
+            Decl::Aggregate(a) => {
+                if ty::is_generic(a) {
+                    self.bind_type(&a.name, TypeBinding::Generic(a));
+                } else {
+                    // A type refused is still declared, so that its uses are not refused again.
+                    let t = self.aggregate(a, &[]).unwrap_or(Ty::DontCare);
+                    self.bind_type(&a.name, TypeBinding::Ty(t));
+                }
+            }
+            Decl::Enum(e) => self.enum_decl(e)?,
+            Decl::Error(names) => {
+                for (n, _) in names {
+                    if !self.out.errors.contains(n) {
+                        self.out.errors.push(n.clone());
                     }
                 }
-                let bits: u32 = fields.iter().map(|f| u32::from(f.1)).sum();
-                if !bits.is_multiple_of(8) {
-                    return self.err(
-                        a.pos,
-                        format!(
-                            "header `{}` is {bits} bits: a header is a whole number of bytes",
-                            a.name
-                        ),
-                    );
+            }
+            Decl::MatchKind(_) => {}
+            Decl::Const(k) => {
+                let t = self.ty(&k.ty, k.pos)?;
+                let v = self.const_expr(&k.value, Some(&t))?;
+                self.bind(&k.name, Binding::Val(v));
+            }
+            Decl::ExternObject(x) => {
+                self.extern_decls.insert(x.name.clone(), x);
+                self.bind_type(&x.name, TypeBinding::Extern(x));
+            }
+            Decl::ExternFunction(sig) => {
+                let mut all = match self.scopes[0].values.get(&sig.name) {
+                    Some(Binding::ExternFn(v)) => (**v).clone(),
+                    _ => Vec::new(),
+                };
+                all.push(sig);
+                self.scopes[0]
+                    .values
+                    .insert(sig.name.clone(), Binding::ExternFn(Rc::new(all)));
+            }
+            Decl::BlockType { sig, .. } => self.bind_type(&sig.name, TypeBinding::BlockType),
+            Decl::Parser(p) => self.bind_type(&p.name, TypeBinding::Parser(p)),
+            Decl::Control(c) => self.bind_type(&c.name, TypeBinding::Control(c)),
+            Decl::Action(a) => {
+                let def = call::ActionDef {
+                    decl: a,
+                    scopes: None,
+                    prefix: String::new(),
+                };
+                self.bind(&a.name, Binding::Action(Rc::new(def)));
+            }
+            Decl::Function(f) => {
+                let mut all = match self.scopes[0].values.get(&f.sig.name) {
+                    Some(Binding::Function(v)) => (**v).clone(),
+                    _ => Vec::new(),
+                };
+                all.push(call::FunctionDef { decl: f });
+                self.scopes[0]
+                    .values
+                    .insert(f.sig.name.clone(), Binding::Function(Rc::new(all)));
+            }
+            Decl::Instance(i) => {
+                if i.name == "main" {
+                    return Ok(());
                 }
-                self.header_ids.insert(a.name.clone(), self.out.headers.len());
-                self.out.headers.push(ir::HeaderType {
-                    name: a.name.clone(),
-                    fields,
-                });
+                self.top_instance(i)?;
             }
         }
         Ok(())
     }
 
-    /// The lowering's type of an AST type.
-    fn ty(&self, t: &Type, pos: Pos) -> Result<Ty> {
+    /// A top-level instance other than `main`: an extern object now, a parser or control when
+    /// `main` uses it.
+    fn top_instance(&mut self, i: &'a ast::Instance) -> R<()> {
+        let Type::Named(kind, _, _) = &i.ty else {
+            return self.err(
+                i.pos,
+                format!("`{}`: an instance of an extern, parser or control expected", i.name),
+            );
+        };
+        match self.lookup_type(kind) {
+            Some(TypeBinding::Extern(_)) => {
+                let inst = self.local_instance(i)?;
+                self.bind(&i.name, inst);
+            }
+            Some(TypeBinding::Parser(_) | TypeBinding::Control(_) | TypeBinding::BlockType) => {
+                self.bind(&i.name, Binding::Pending(i));
+            }
+            _ => return self.err(i.pos, format!("`{kind}` is not an extern, parser, control or package")),
+        }
+        Ok(())
+    }
+
+    fn enum_decl(&mut self, e: &'a ast::EnumDecl) -> R<()> {
+        let underlying = match &e.underlying {
+            Some(t) => match self.ty(t, e.pos)? {
+                Ty::Bits(w, s) => Some((w, s)),
+                other => {
+                    let n = self.types.name(&other);
+                    return self.err(
+                        e.pos,
+                        format!("enum `{}`: its type must be bit<W> or int<W>, not {n}", e.name),
+                    );
+                }
+            },
+            None => None,
+        };
+        let id = self.types.enums.len();
+        let mut members = Vec::new();
+        for (i, (name, value, pos)) in e.members.iter().enumerate() {
+            let v = match (value, underlying) {
+                (Some(v), Some((w, s))) => {
+                    let c = self.const_expr(v, Some(&Ty::Bits(w, s)))?;
+                    match c.constant().and_then(|c| c.bits(w)) {
+                        Some(v) => v,
+                        None => return self.err(*pos, format!("member `{name}`: a constant expected")),
+                    }
+                }
+                (None, Some(_)) => {
+                    return self.err(*pos, format!("member `{name}` of a serializable enum needs a value"));
+                }
+                (Some(_), None) => {
+                    return self.err(
+                        *pos,
+                        format!("member `{name}`: only enums with a type (`enum bit<8> E`) give values"),
+                    );
+                }
+                (None, None) => i as u128,
+            };
+            members.push((name.clone(), v));
+        }
+        self.types.enums.push(EnumDef {
+            name: e.name.clone(),
+            members,
+            underlying,
+        });
+        self.bind_type(&e.name, TypeBinding::Ty(Ty::Enum(id)));
+        Ok(())
+    }
+
+    /// Defines header, union or struct `a` with type arguments `args` (none for a plain one).
+    fn aggregate(&mut self, a: &'a ast::Aggregate, args: &[Ty]) -> R<Ty> {
+        let key = (a.name.clone(), args.to_vec());
+        if !args.is_empty()
+            && let Some(t) = self.types.instances.get(&key)
+        {
+            return Ok(t.clone());
+        }
+        if args.len() != a.type_params.len() {
+            return self.err(
+                a.pos,
+                format!(
+                    "`{}` takes {} type argument(s), {} given",
+                    a.name,
+                    a.type_params.len(),
+                    args.len()
+                ),
+            );
+        }
+        self.push_scope();
+        for (p, t) in a.type_params.iter().zip(args) {
+            self.bind_type(p, TypeBinding::Ty(t.clone()));
+        }
+        let mut fields = Vec::new();
+        let mut failed = false;
+        for f in &a.fields {
+            match self.ty(&f.ty, f.pos) {
+                Ok(t) => fields.push(FieldDef {
+                    name: f.name.clone(),
+                    ty: t,
+                    annotations: f.annotations.clone(),
+                }),
+                Err(_) => failed = true,
+            }
+        }
+        self.pop_scope();
+        if failed {
+            return Err(Reported);
+        }
+        let name = if args.is_empty() {
+            a.name.clone()
+        } else {
+            let names: Vec<String> = args.iter().map(|t| self.types.name(t)).collect();
+            format!("{}<{}>", a.name, names.join(", "))
+        };
+        let def = AggDef {
+            name: name.clone(),
+            fields,
+        };
+        let t = match a.kind {
+            AggregateKind::Header => {
+                let h = self.header_type(&def, a)?;
+                let id = self.types.headers.len();
+                self.types.headers.push(def);
+                self.out.headers.push(h);
+                Ty::Header(id)
+            }
+            AggregateKind::HeaderUnion => {
+                for f in &def.fields {
+                    if !matches!(f.ty, Ty::Header(_)) {
+                        return self.err(
+                            a.pos,
+                            format!("header_union `{}`: member `{}` is not a header", a.name, f.name),
+                        );
+                    }
+                }
+                self.types.unions.push(def);
+                Ty::Union(self.types.unions.len() - 1)
+            }
+            AggregateKind::Struct => {
+                self.types.structs.push(def);
+                Ty::Struct(self.types.structs.len() - 1)
+            }
+        };
+        if !args.is_empty() {
+            self.types.instances.insert(key, t.clone());
+        }
+        Ok(t)
+    }
+
+    /// The executor's view of a header: its fields' widths (a struct's fields in its place)
+    /// and its varbit.
+    fn header_type(&mut self, def: &AggDef, a: &ast::Aggregate) -> R<ir::HeaderType> {
+        let mut flat: Vec<FieldDef> = Vec::new();
+        for f in &def.fields {
+            let mut leaves = Vec::new();
+            self.types.leaves(&f.ty, 0, &self.out.headers, &mut leaves);
+            match &f.ty {
+                Ty::Struct(_) if leaves.iter().all(|(_, t)| t.is_scalar()) => {
+                    let names = self.leaf_names(&f.ty, &f.name);
+                    for ((_, t), n) in leaves.into_iter().zip(names) {
+                        flat.push(FieldDef {
+                            name: n,
+                            ty: t,
+                            annotations: Vec::new(),
+                        });
+                    }
+                }
+                _ => flat.push(f.clone()),
+            }
+        }
+        let mut fields = Vec::new();
+        let mut varbit = None;
+        for (i, f) in flat.iter().enumerate() {
+            let w = match &f.ty {
+                Ty::Bits(w, _) => *w,
+                Ty::Bool => 1,
+                Ty::Enum(e) if self.types.enums[*e].underlying.is_some() => f.ty.width(&self.types).unwrap_or(32),
+                Ty::Varbit(w) => {
+                    if varbit.is_some() {
+                        return self.err(a.pos, format!("header `{}` has more than one varbit field", a.name));
+                    }
+                    varbit = Some(i);
+                    *w
+                }
+                other => {
+                    let n = self.types.name(other);
+                    let pos = a.fields.iter().find(|x| x.name == f.name).map_or(a.pos, |x| x.pos);
+                    return self.err(
+                        pos,
+                        format!(
+                            "field `{}` of header `{}` is {n}: a header field is bit<W>, int<W>, varbit<W>, bool or a serializable enum",
+                            f.name, a.name
+                        ),
+                    );
+                }
+            };
+            fields.push((f.name.clone(), w));
+        }
+        Ok(ir::HeaderType {
+            name: def.name.clone(),
+            fields,
+            varbit,
+        })
+    }
+
+    /// The names of a struct's scalar leaves, `prefix.field.inner`.
+    fn leaf_names(&self, t: &Ty, prefix: &str) -> Vec<String> {
+        match self.types.agg(t) {
+            Some(a) => a
+                .fields
+                .iter()
+                .flat_map(|f| self.leaf_names(&f.ty, &format!("{prefix}.{}", f.name)))
+                .collect(),
+            None => vec![prefix.to_owned()],
+        }
+    }
+
+    /// The type an AST type names.
+    fn ty(&mut self, t: &'a Type, pos: Pos) -> R<Ty> {
         Ok(match t {
             Type::Bit(w) | Type::Int(w) => {
-                let w = self.constant(w)?.0;
-                if w == 0 || w > 128 {
-                    return self.err(pos, format!("width {w}: intlab runs widths of 1 to 128 bits"));
+                let w = self.width(w)?;
+                let signed = matches!(t, Type::Int(_));
+                if w > 128 {
+                    return self.err(pos, format!("width {w}: intlab runs values of up to 128 bits"));
                 }
-                Ty::Bits(w as u16, matches!(t, Type::Int(_)))
+                if signed && w == 0 {
+                    return self.err(pos, "int<0> has no values: a signed type needs one bit at least");
+                }
+                Ty::Bits(w as u16, signed)
+            }
+            Type::Varbit(w) => {
+                let w = self.width(w)?;
+                if w > 0xffff {
+                    return self.err(pos, format!("varbit<{w}> is wider than intlab's 65535 bits"));
+                }
+                Ty::Varbit(w as u16)
             }
             Type::Bool => Ty::Bool,
             Type::Error => Ty::Error,
             Type::String => Ty::Str,
-            Type::Varbit(_) => return self.err(pos, "varbit is not supported"),
+            Type::Void => Ty::Void,
+            Type::InfInt => Ty::InfInt,
+            Type::MatchKind => Ty::MatchKind,
+            Type::DontCare => Ty::DontCare,
             Type::Stack(e, n) => {
-                let Ty::Header(h) = self.ty(e, pos)? else {
-                    return self.err(pos, "a stack holds headers");
+                let e = self.ty(e, pos)?;
+                let n = self.const_expr(n, None)?;
+                let Some(n) = n
+                    .constant()
+                    .and_then(|c| c.int(&Ty::InfInt))
+                    .and_then(|n| u32::try_from(n).ok())
+                else {
+                    return self.err(pos, "a stack's size must be a non-negative constant");
                 };
-                Ty::Stack(h, self.constant(n)?.0 as u32)
+                Ty::Stack(Box::new(e), n)
             }
-            Type::Named(n, _) => {
-                if let Some(t) = self.typedefs.get(n) {
-                    return self.ty(t, pos);
+            Type::Tuple(items) => {
+                let mut out = Vec::new();
+                for i in items {
+                    out.push(self.ty(i, pos)?);
                 }
-                if let Some(&h) = self.header_ids.get(n) {
-                    return Ok(Ty::Header(h));
-                }
-                if let Some(a) = self.aggregates.get(n) {
-                    return Ok(match a.kind {
-                        AggregateKind::Struct => Ty::Struct(n.clone()),
-                        // During declarations, before header ids exist.
-                        _ => return self.err(pos, format!("header `{n}` used before its declaration")),
-                    });
-                }
-                if let Some((_, u)) = self.enums.get(n) {
-                    return Ok(u.clone().unwrap_or(Ty::Enum(n.clone())));
-                }
-                return self.err(pos, format!("type `{n}` is not declared"));
+                Ty::Tuple(out)
             }
-            other => return self.err(pos, format!("type {other:?} is not supported here")),
+            Type::List(e) => {
+                let e = self.ty(e, pos)?;
+                Ty::Tuple(vec![e])
+            }
+            Type::Named(n, args, npos) => {
+                let mut targs = Vec::new();
+                for a in args {
+                    targs.push(self.ty(a, *npos)?);
+                }
+                match self.lookup_type(n).cloned() {
+                    Some(TypeBinding::Ty(t)) => {
+                        if !targs.is_empty() {
+                            return self.err(*npos, format!("`{n}` takes no type arguments"));
+                        }
+                        t
+                    }
+                    Some(TypeBinding::Generic(a)) => self.aggregate(a, &targs)?,
+                    Some(TypeBinding::Extern(x)) => Ty::Extern(x.name.clone(), targs),
+                    Some(TypeBinding::Parser(_) | TypeBinding::Control(_) | TypeBinding::BlockType) => {
+                        Ty::Block(n.clone())
+                    }
+                    None => return self.err(*npos, format!("type `{n}` is not declared")),
+                }
+            }
         })
     }
 
-    /// Slots a value of `ty` takes.
-    fn size(&self, ty: &Ty) -> u32 {
-        match ty {
-            Ty::Header(h) => self.out.headers[*h].stride(),
-            Ty::Stack(h, n) => 1 + n * self.out.headers[*h].stride(),
-            Ty::Struct(s) => self.aggregates[s]
-                .fields
-                .iter()
-                .map(|f| self.ty(&f.ty, f.pos).map(|t| self.size(&t)).unwrap_or(1))
-                .sum(),
-            _ => 1,
+    /// A width (`W` of `bit<W>`): a non-negative constant.
+    fn width(&mut self, w: &'a ast::Expr) -> R<u32> {
+        let v = self.const_expr(w, None)?;
+        match v.constant().and_then(|c| c.int(v.ty().unwrap_or(&Ty::InfInt))) {
+            Some(n) if (0..=i128::from(u32::MAX)).contains(&n) => Ok(n as u32),
+            _ => self.err(w.pos, "a width must be a non-negative constant"),
         }
     }
 
-    fn alloc(&mut self, ty: &Ty) -> Slot {
-        let s = self.out.slots as Slot;
-        self.out.slots += self.size(ty) as usize;
-        s
+    /// An expression that must be a compile-time constant.
+    fn const_expr(&mut self, e: &'a ast::Expr, want: Option<&Ty>) -> R<Val> {
+        let mut code = Vec::new();
+        let v = self.expr(e, want, &mut code)?;
+        let v = match (&v, want) {
+            (Val::List(..) | Val::Record(..) | Val::Invalid, Some(t)) => {
+                let t = t.clone();
+                match self.const_aggregate(&v, &t) {
+                    Some(c) => Val::Const(c, t),
+                    None => return self.err(e.pos, "a compile-time constant expected"),
+                }
+            }
+            (Val::Const(..), Some(t)) => self.convert(v.clone(), t, e.pos)?,
+            _ => v,
+        };
+        if !code.is_empty() || !matches!(v, Val::Const(..)) {
+            return self.err(e.pos, format!("`{}`: a compile-time constant expected", e.text()));
+        }
+        Ok(v)
     }
 
-    fn bind(&mut self, name: &str, b: Binding) {
-        self.scopes.last_mut().expect("a scope").insert(name.to_owned(), b);
-    }
-
-    fn lookup(&self, name: &str) -> Option<&Binding> {
-        self.scopes.iter().rev().find_map(|s| s.get(name))
-    }
-
-    /// The V1Switch blocks, in order, with the shared `hdr`, `meta` and `standard_metadata`.
-    fn pipeline(&mut self, program: &'a ast::Program) -> Result<()> {
-        let main = program
-            .decls
-            .iter()
-            .find_map(|d| match d {
-                Decl::Instance(i) if i.name == "main" => Some(i),
-                _ => None,
-            })
-            .expect("checked: main exists");
-        let blocks: Vec<&Decl> = main
-            .args
-            .iter()
-            .map(|a| {
-                let ExprKind::Call(f, _, _) = &a.kind else {
-                    unreachable!("checked")
-                };
-                let ExprKind::Name(n) = &f.kind else {
-                    unreachable!("checked")
-                };
-                program
-                    .decls
+    /// A list or record of constants as a constant of aggregate type `t`.
+    fn const_aggregate(&mut self, v: &Val, t: &Ty) -> Option<CVal> {
+        match (v, t) {
+            (Val::Const(c, ct), _) => {
+                if ct == t {
+                    return Some(c.clone());
+                }
+                let w = t.width(&self.types)?;
+                Some(CVal::Bits(c.bits(w)?))
+            }
+            (Val::Invalid, Ty::Header(h)) => {
+                let n = self.types.headers[*h].fields.len();
+                let mut items = vec![CVal::Bits(0)];
+                items.extend((0..n).map(|_| CVal::Bits(0)));
+                Some(CVal::Agg(items))
+            }
+            (Val::List(items, _), Ty::Tuple(ts)) if items.len() == ts.len() => {
+                let mut out = Vec::new();
+                for (i, t) in items.iter().zip(ts) {
+                    out.push(self.const_aggregate(i, t)?);
+                }
+                Some(CVal::Agg(out))
+            }
+            (Val::List(items, _), Ty::Struct(_) | Ty::Header(_)) => {
+                let fields: Vec<Ty> = self.types.agg(t)?.fields.iter().map(|f| f.ty.clone()).collect();
+                if fields.len() != items.len() {
+                    return None;
+                }
+                let mut out = Vec::new();
+                if matches!(t, Ty::Header(_)) {
+                    out.push(CVal::Bits(1));
+                }
+                for (i, ft) in items.iter().zip(&fields) {
+                    out.push(self.const_aggregate(i, ft)?);
+                }
+                Some(CVal::Agg(out))
+            }
+            (Val::Record(items, _), Ty::Struct(_) | Ty::Header(_)) => {
+                let fields: Vec<(String, Ty)> = self
+                    .types
+                    .agg(t)?
+                    .fields
                     .iter()
-                    .find(|d| {
-                        matches!(d, Decl::Parser(p) if &p.name == n) || matches!(d, Decl::Control(k) if &k.name == n)
-                    })
-                    .expect("checked: blocks exist")
-            })
-            .collect();
-        let Decl::Parser(parser) = blocks[0] else {
-            unreachable!("checked")
-        };
-        if let Decl::Control(k) = blocks[3] {
-            self.egress = k.name.clone();
-        }
-        let hdr = self.ty(&parser.params[1].ty, parser.params[1].pos)?;
-        let meta = self.ty(&parser.params[2].ty, parser.params[2].pos)?;
-        let std = self.ty(&parser.params[3].ty, parser.params[3].pos)?;
-        let (h, m, s) = (self.alloc(&hdr), self.alloc(&meta), self.alloc(&std));
-        self.out.field_lists = self.field_lists(m, &meta)?;
-        self.shared = [(h, hdr), (m, meta), (s, std.clone())];
-        self.out.std = self.std_slots(s, &std, parser.params[3].pos)?;
-        self.parser(parser)?;
-        let mut bodies = Vec::new();
-        for (i, b) in blocks[1..].iter().enumerate() {
-            let Decl::Control(k) = b else { unreachable!("checked") };
-            // verify, ingress, egress, compute take (hdr, meta[, std]); the deparser (packet, hdr).
-            let shared: &[usize] = if i == 4 { &[0] } else { &[0, 1, 2] };
-            bodies.push(self.control_block(k, i == 4, shared)?);
-        }
-        let [verify, ingress, egress, compute, deparser] = <[Vec<ir::Op>; 5]>::try_from(bodies).expect("five controls");
-        self.out.verify = verify;
-        self.out.ingress = ingress;
-        self.out.egress = egress;
-        self.out.compute = compute;
-        self.out.deparser = deparser;
-        Ok(())
-    }
-
-    /// The user metadata fields each `@field_list(N, ...)` index names (what a clone keeps).
-    fn field_lists(&self, base: Slot, meta: &Ty) -> Result<Vec<ir::FieldList>> {
-        let mut lists: Vec<ir::FieldList> = Vec::new();
-        let Ty::Struct(name) = meta else { return Ok(lists) };
-        let mut off = 0;
-        for f in &self.aggregates[name].fields {
-            let size = self.size(&self.ty(&f.ty, f.pos)?);
-            for a in f.annotations.iter().filter(|a| a.name == "field_list") {
-                for arg in &a.args {
-                    let (n, _) = self.constant(arg)?;
-                    match lists.iter_mut().find(|l| l.index == n) {
-                        Some(l) => l.fields.push((base + off, size)),
-                        None => lists.push(ir::FieldList {
-                            index: n,
-                            fields: vec![(base + off, size)],
-                        }),
-                    }
+                    .map(|f| (f.name.clone(), f.ty.clone()))
+                    .collect();
+                let mut out = Vec::new();
+                if matches!(t, Ty::Header(_)) {
+                    out.push(CVal::Bits(1));
                 }
-            }
-            off += size;
-        }
-        Ok(lists)
-    }
-
-    fn std_slots(&self, base: Slot, std: &Ty, pos: Pos) -> Result<ir::StdSlots> {
-        let Ty::Struct(name) = std else {
-            return self.err(pos, "standard_metadata must be standard_metadata_t");
-        };
-        let field = |n: &str| -> Result<Slot> {
-            match self.field_offset(name, n) {
-                Some((off, _)) => Ok(base + off),
-                None => self.err(pos, format!("standard_metadata_t has no `{n}`")),
-            }
-        };
-        Ok(ir::StdSlots {
-            ingress_port: field("ingress_port")?,
-            egress_spec: field("egress_spec")?,
-            egress_port: field("egress_port")?,
-            instance_type: field("instance_type")?,
-            packet_length: field("packet_length")?,
-            enq_timestamp: field("enq_timestamp")?,
-            enq_qdepth: field("enq_qdepth")?,
-            deq_timedelta: field("deq_timedelta")?,
-            deq_qdepth: field("deq_qdepth")?,
-            ingress_global_timestamp: field("ingress_global_timestamp")?,
-            egress_global_timestamp: field("egress_global_timestamp")?,
-            mcast_grp: field("mcast_grp")?,
-            egress_rid: field("egress_rid")?,
-            checksum_error: field("checksum_error")?,
-            parser_error: field("parser_error")?,
-        })
-    }
-
-    /// Offset (in slots) and type of member `field` of struct `name`.
-    fn field_offset(&self, name: &str, field: &str) -> Option<(Slot, Ty)> {
-        let mut off = 0;
-        for f in &self.aggregates.get(name)?.fields {
-            let t = self.ty(&f.ty, f.pos).ok()?;
-            if f.name == field {
-                return Some((off, t));
-            }
-            off += self.size(&t);
-        }
-        None
-    }
-
-    /// Binds a block's parameters: the packet, and the shared values by position.
-    fn bind_params(&mut self, params: &[ast::Param], shared: &[usize]) {
-        let mut next = shared.iter();
-        for p in params {
-            let is_packet = matches!(&p.ty, Type::Named(n, _) if n == "packet_in" || n == "packet_out");
-            if is_packet {
-                self.bind(&p.name, Binding::Packet);
-            } else if let Some(&i) = next.next() {
-                let (slot, ty) = self.shared[i].clone();
-                self.bind(&p.name, Binding::Var(slot, ty));
-            }
-        }
-    }
-
-    fn parser(&mut self, p: &'a ast::ParserDecl) -> Result<()> {
-        self.scopes.push(HashMap::new());
-        self.control = p.name.clone();
-        self.bind_params(&p.params, &[0, 1, 2]);
-        let mut locals = Vec::new();
-        for s in &p.locals {
-            self.stmt(s, &mut locals)?;
-        }
-        // `start` first, the others in order, so that targets are indices.
-        let mut order: Vec<&ast::State> = p.states.iter().filter(|s| s.name == "start").collect();
-        order.extend(p.states.iter().filter(|s| s.name != "start"));
-        let index: HashMap<&str, usize> = order.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
-        for (i, s) in order.iter().enumerate() {
-            let mut ops = if i == 0 {
-                std::mem::take(&mut locals)
-            } else {
-                Vec::new()
-            };
-            for st in &s.body {
-                self.stmt(st, &mut ops)?;
-            }
-            let target = |name: &str| match name {
-                "accept" => ir::Target::Accept,
-                "reject" => ir::Target::Reject,
-                n => ir::Target::State(index[n]),
-            };
-            let next = match &s.transition {
-                ast::Transition::Direct(t, _) => ir::Next::To(target(t)),
-                ast::Transition::Select { on, cases, .. } => {
-                    let mut keys = Vec::new();
-                    let mut widths = Vec::new();
-                    for e in on {
-                        let v = self.scalar(e)?;
-                        let Some(w) = v.1.width() else {
-                            return self.err(e.pos, "a select key must be a bit, int, bool or enum value");
-                        };
-                        keys.push(v.0);
-                        widths.push((w, v.1));
-                    }
-                    let mut lowered = Vec::new();
-                    for (set, t, _) in cases {
-                        lowered.push((self.key_sets(set, &widths)?, target(t)));
-                    }
-                    ir::Next::Select { keys, cases: lowered }
+                for (name, ft) in &fields {
+                    let (_, v) = items.iter().find(|(n, _)| n == name)?;
+                    out.push(self.const_aggregate(v, ft)?);
                 }
-            };
-            self.out.states.push(ir::State {
-                name: s.name.clone(),
-                ops,
-                next,
-            });
+                Some(CVal::Agg(out))
+            }
+            _ => None,
         }
-        self.scopes.pop();
-        Ok(())
     }
 
-    /// The key sets of a select case (or a const entry) for keys of `widths`.
-    fn key_sets(&self, set: &ast::Expr, widths: &[(u16, Ty)]) -> Result<Vec<ir::KeySet>> {
-        let items: Vec<&ast::Expr> = match &set.kind {
-            ExprKind::List(items) => items.iter().collect(),
-            ExprKind::Default | ExprKind::DontCare if widths.len() > 1 => {
-                return Ok(vec![ir::KeySet::Any; widths.len()]);
-            }
-            _ => vec![set],
+    /// An integer constant (a size, an index, an argument the control plane never sees).
+    fn const_int(&mut self, e: &'a ast::Expr) -> R<i128> {
+        let v = self.const_expr(e, None)?;
+        match v.constant().and_then(|c| c.int(v.ty().unwrap_or(&Ty::InfInt))) {
+            Some(n) => Ok(n),
+            None => self.err(e.pos, format!("`{}`: an integer constant expected", e.text())),
+        }
+    }
+
+    // ---- the package ----
+
+    fn main(&mut self, program: &'a ast::Program) -> R<()> {
+        let Some(main) = program.decls.iter().find_map(|d| match d {
+            Decl::Instance(i) if i.name == "main" => Some(i),
+            _ => None,
+        }) else {
+            let pos = program.decls.last().map_or(Pos::default(), decl_pos);
+            return self.err(
+                pos,
+                "no `main`: a program ends with its package, as `V1Switch(p(), vr(), ig(), eg(), ck(), dep()) main;`",
+            );
         };
-        if items.len() != widths.len() {
-            return self.err(set.pos, format!("{} values for {} keys", items.len(), widths.len()));
-        }
-        items
-            .iter()
-            .zip(widths)
-            .map(|(e, (w, t))| self.key_set(e, *w, t))
-            .collect()
-    }
-
-    fn key_set(&self, e: &ast::Expr, w: u16, t: &Ty) -> Result<ir::KeySet> {
-        let mask = mask(w);
-        Ok(match &e.kind {
-            ExprKind::Default | ExprKind::DontCare => ir::KeySet::Any,
-            ExprKind::Mask(v, m) => {
-                ir::KeySet::Mask(self.typed_constant(v, t)?.0 & mask, self.typed_constant(m, t)?.0 & mask)
-            }
-            ExprKind::Range(lo, hi) => ir::KeySet::Range(
-                self.typed_constant(lo, t)?.0 & mask,
-                self.typed_constant(hi, t)?.0 & mask,
+        let Type::Named(package, _, _) = &main.ty else {
+            return self.err(main.pos, "`main` must be an instance of a package");
+        };
+        match package.as_str() {
+            "V1Switch" => self.v1switch(main),
+            "PSA_Switch" => self.err(
+                main.pos,
+                "PSA_Switch: the PSA architecture is not run by intlab yet (v1model's V1Switch is)",
             ),
-            _ => ir::KeySet::Value(self.typed_constant(e, t)?.0 & mask),
-        })
+            other => self.err(
+                main.pos,
+                format!("package `{other}` is not an architecture intlab runs: V1Switch (v1model) is"),
+            ),
+        }
     }
 
-    /// A control: locals, actions, tables, then its apply block (with local initialisers first).
-    fn control_block(&mut self, k: &'a ast::ControlDecl, deparser: bool, shared: &[usize]) -> Result<Vec<ir::Op>> {
-        self.scopes.push(HashMap::new());
-        self.control = k.name.clone();
-        if deparser {
-            self.bind_params(&k.params, &[0]);
-        } else {
-            self.bind_params(&k.params, shared);
-        }
-        let mut ops = Vec::new();
-        for l in &k.locals {
-            match l {
-                ControlLocal::Stmt(s) => self.stmt(s, &mut ops)?,
-                ControlLocal::Action(a) => {
-                    let id = self.action(a, false)?;
-                    self.bind(&a.name, Binding::Action(id));
+    /// A block `main` names: its declaration, its constructor arguments and its instance name.
+    fn package_block(&mut self, arg: &'a ast::Arg) -> R<block::BlockUse<'a>> {
+        let (name, targs, args, pos, instance) = match &arg.value.kind {
+            ExprKind::Call(f, targs, args) => match &f.kind {
+                ExprKind::Name(n) => (n.clone(), targs.as_slice(), args.as_slice(), arg.value.pos, None),
+                _ => return self.err(arg.value.pos, "a parser or control expected"),
+            },
+            ExprKind::Name(n) => match self.lookup(n).cloned() {
+                Some(Binding::Pending(i)) => {
+                    let Type::Named(t, targs, _) = &i.ty else {
+                        return self.err(i.pos, "a parser or control expected");
+                    };
+                    (
+                        t.clone(),
+                        targs.as_slice(),
+                        i.args.as_slice(),
+                        i.pos,
+                        Some(i.name.clone()),
+                    )
                 }
-                ControlLocal::Table(t) => {
-                    let id = self.table(t)?;
-                    self.bind(&t.name, Binding::Table(id));
-                }
-            }
-        }
-        for s in &k.apply {
-            self.stmt(s, &mut ops)?;
-        }
-        self.scopes.pop();
-        Ok(ops)
-    }
-
-    /// Lowers action `a` (local to the current control unless `top`), once.
-    fn action(&mut self, a: &'a ast::ActionDecl, top: bool) -> Result<usize> {
-        let control = if top { String::new() } else { self.control.clone() };
-        if let Some(&id) = self.action_ids.get(&(control.clone(), a.name.clone())) {
-            return Ok(id);
-        }
-        let name = at_name(&a.annotations).unwrap_or_else(|| {
-            if top {
-                a.name.clone()
-            } else {
-                format!("{}.{}", self.control, a.name)
-            }
-        });
-        self.scopes.push(HashMap::new());
-        let mut params = Vec::new();
-        for p in &a.params {
-            let ty = self.ty(&p.ty, p.pos)?;
-            let Some(width) = ty.width() else {
-                return self.err(
-                    p.pos,
-                    format!(
-                        "parameter `{}`: an action parameter must be a bit, int or bool value",
-                        p.name
-                    ),
-                );
-            };
-            let slot = self.alloc(&ty);
-            self.bind(&p.name, Binding::Var(slot, ty));
-            params.push(ir::Param {
-                name: p.name.clone(),
-                slot,
-                width,
-                control_plane: p.direction == Direction::None,
-                copy_back: matches!(p.direction, Direction::Out | Direction::InOut),
-            });
-        }
-        let mut body = Vec::new();
-        for s in &a.body {
-            self.stmt(s, &mut body)?;
-        }
-        self.scopes.pop();
-        let id = self.out.actions.len();
-        self.out.actions.push(ir::Action { name, params, body });
-        self.action_ids.insert((control, a.name.clone()), id);
-        Ok(id)
-    }
-
-    /// The action a name refers to: a local one, or a top-level one (lowered on first use).
-    fn action_ref(&mut self, name: &str, pos: Pos) -> Result<usize> {
-        if let Some(Binding::Action(id)) = self.lookup(name) {
-            return Ok(*id);
-        }
-        match self.top_actions.get(name) {
-            Some(a) => self.action(a, true),
-            None => self.err(pos, format!("action `{name}` is not declared")),
-        }
-    }
-
-    /// The value of a compile-time constant expression, with its type.
-    fn constant(&self, e: &ast::Expr) -> Result<(u128, Ty)> {
-        let (v, t) = self.scalar(e)?;
-        match v {
-            ir::Expr::Const(c) => Ok((c, t)),
-            _ => self.err(e.pos, "a compile-time constant expected"),
-        }
-    }
-
-    /// A constant converted to type `t` (masked to its width).
-    fn typed_constant(&self, e: &ast::Expr, t: &Ty) -> Result<(u128, Ty)> {
-        let (v, _) = self.constant(e)?;
-        Ok((v & t.width().map_or(u128::MAX, mask), t.clone()))
-    }
-
-    /// Control-plane name of a control local (`Control.name`, or `@name`).
-    fn cp_name(&self, annotations: &[ast::Annotation], name: &str) -> String {
-        at_name(annotations).unwrap_or_else(|| format!("{}.{name}", self.control))
-    }
-
-    /// Declares an extern instance (`register<bit<32>>(n) r;`, `counter(n, type) c;`, ...).
-    fn instance(&mut self, i: &ast::Instance) -> Result<()> {
-        let Type::Named(kind, targs) = &i.ty else {
-            return self.err(i.pos, "an instance of an extern expected");
+                _ => return self.err(arg.value.pos, format!("`{n}` is not a parser or control instance")),
+            },
+            _ => return self.err(arg.value.pos, "a parser or control expected"),
         };
-        let name = self.cp_name(&i.annotations, &i.name);
-        let b = match kind.as_str() {
-            "register" => {
-                let width = match targs.first().map(|t| self.ty(t, i.pos)).transpose()? {
-                    Some(Ty::Bits(w, _)) if w <= 64 => w,
-                    Some(Ty::Bool) => 1,
-                    _ => return self.err(i.pos, "a register holds bit<W> values of at most 64 bits here"),
-                };
-                let size = self.instance_size(i)?;
-                self.out.registers.push(ir::Register { name, width, size });
-                Binding::Register(self.out.registers.len() - 1)
-            }
-            "counter" => {
-                let size = self.instance_size(i)?;
-                self.out.counters.push(ir::Counter { name, size });
-                Binding::Counter(self.out.counters.len() - 1)
-            }
-            "direct_counter" => Binding::DirectCounter,
-            "intlab_metadata" => Binding::Intlab,
-            "meter" | "direct_meter" | "action_profile" | "action_selector" | "Checksum16" => {
-                return self.err(i.pos, format!("extern `{kind}` is not supported yet (docs/p4.md)"));
-            }
-            other => return self.err(i.pos, format!("unknown extern `{other}`")),
-        };
-        self.bind(&i.name, b);
-        Ok(())
-    }
-
-    fn instance_size(&self, i: &ast::Instance) -> Result<usize> {
-        match i.args.first() {
-            Some(e) => Ok(self.constant(e)?.0 as usize),
-            None => self.err(i.pos, "the instance needs its size"),
+        let mut type_args = Vec::new();
+        for t in targs {
+            type_args.push(self.ty(t, pos)?);
         }
-    }
-
-    /// Lowers a statement list into a new block.
-    fn block(&mut self, stmts: &'a [Stmt]) -> Result<Vec<ir::Op>> {
-        self.scopes.push(HashMap::new());
-        let mut ops = Vec::new();
-        for s in stmts {
-            self.stmt(s, &mut ops)?;
+        match self.lookup_type(&name).cloned() {
+            Some(TypeBinding::Parser(p)) => Ok(block::BlockUse {
+                decl: block::BlockDecl::Parser(p),
+                args,
+                type_args,
+                instance,
+                pos,
+            }),
+            Some(TypeBinding::Control(c)) => Ok(block::BlockUse {
+                decl: block::BlockDecl::Control(c),
+                args,
+                type_args,
+                instance,
+                pos,
+            }),
+            _ => self.err(pos, format!("`{name}` is not a parser or control with a body")),
         }
-        self.scopes.pop();
-        Ok(ops)
     }
 }
 
-/// All ones in the low `w` bits.
-pub(crate) fn mask(w: u16) -> u128 {
-    if w >= 128 { u128::MAX } else { (1u128 << w) - 1 }
+impl<'a> Lowerer<'a> {
+    /// Lowers, to check them, the parsers, controls, functions and actions `main` does not
+    /// use (those without constructor or type parameters): what they would add to the program
+    /// is dropped after.
+    fn check_unused(&mut self, program: &'a ast::Program) {
+        let kept = (
+            self.out.slots,
+            self.out.tables.len(),
+            self.out.actions.len(),
+            self.out.registers.len(),
+            self.out.counters.len(),
+            self.out.meters.len(),
+            self.out.profiles.len(),
+            self.out.value_sets.len(),
+            self.out.digests.len(),
+            self.out.field_lists.len(),
+        );
+        for d in &program.decls {
+            let _ = self.check_one(d);
+        }
+        self.out.slots = kept.0;
+        self.out.tables.truncate(kept.1);
+        self.out.actions.truncate(kept.2);
+        self.out.registers.truncate(kept.3);
+        self.out.counters.truncate(kept.4);
+        self.out.meters.truncate(kept.5);
+        self.out.profiles.truncate(kept.6);
+        self.out.value_sets.truncate(kept.7);
+        self.out.digests.truncate(kept.8);
+        self.out.field_lists.truncate(kept.9);
+    }
+
+    fn check_one(&mut self, d: &'a Decl) -> R<()> {
+        let no_args: &'a [ast::Arg] = &[];
+        match d {
+            Decl::Control(c)
+                if c.ctor_params.is_empty()
+                    && c.type_params.is_empty()
+                    && !self.used.contains(&format!("block {}", c.name)) =>
+            {
+                let u = block::BlockUse {
+                    decl: block::BlockDecl::Control(c),
+                    args: no_args,
+                    type_args: Vec::new(),
+                    instance: None,
+                    pos: c.pos,
+                };
+                self.control_instance(c, &u, c.name.clone(), block::Params::Own)?;
+            }
+            Decl::Parser(p)
+                if p.ctor_params.is_empty()
+                    && p.type_params.is_empty()
+                    && !self.used.contains(&format!("block {}", p.name)) =>
+            {
+                let u = block::BlockUse {
+                    decl: block::BlockDecl::Parser(p),
+                    args: no_args,
+                    type_args: Vec::new(),
+                    instance: None,
+                    pos: p.pos,
+                };
+                let inst = self.parser_instance(p, &u, p.name.clone(), block::Params::Own)?;
+                let mut states = Vec::new();
+                self.parser_states(&inst, ir::Target::Accept, &mut states)?;
+            }
+            Decl::Function(f) if f.sig.type_params.is_empty() && !self.used.contains(&format!("fn {}", f.sig.name)) => {
+                self.with_scopes(self.global_scopes(), |l| {
+                    l.push_scope();
+                    let r = (|| {
+                        let types = l.param_types(&f.sig.params)?;
+                        for (p, t) in f.sig.params.iter().zip(types) {
+                            let loc = Loc::Fixed(l.alloc(&t));
+                            l.bind(&p.name, Binding::Val(Val::Loc(loc, t)));
+                        }
+                        let ret = match &f.sig.ret {
+                            Some(t) => l.ty(t, f.sig.pos)?,
+                            None => Ty::Void,
+                        };
+                        let ret_loc = (ret != Ty::Void).then(|| Loc::Fixed(l.alloc(&ret)));
+                        l.returns.push(ret_loc.map(|loc| (loc, ret)));
+                        l.block(&f.body);
+                        l.returns.pop();
+                        Ok(())
+                    })();
+                    l.pop_scope();
+                    r
+                })?;
+            }
+            Decl::Action(a) if !self.used.contains(&format!("action {}", a.name)) => {
+                let def = call::ActionDef {
+                    decl: a,
+                    scopes: None,
+                    prefix: String::new(),
+                };
+                self.check_action(&def)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Where a declaration is.
+fn decl_pos(d: &Decl) -> Pos {
+    match d {
+        Decl::Const(k) => k.pos,
+        Decl::Typedef { pos, .. } => *pos,
+        Decl::Aggregate(a) => a.pos,
+        Decl::Enum(e) => e.pos,
+        Decl::Error(v) | Decl::MatchKind(v) => v.first().map(|x| x.1).unwrap_or_default(),
+        Decl::ExternObject(x) => x.pos,
+        Decl::ExternFunction(s) => s.pos,
+        Decl::BlockType { sig, .. } => sig.pos,
+        Decl::Parser(p) => p.pos,
+        Decl::Control(c) => c.pos,
+        Decl::Action(a) => a.pos,
+        Decl::Function(f) => f.sig.pos,
+        Decl::Instance(i) => i.pos,
+    }
+}
+
+/// Whether a parameter is written back after a call.
+fn copies_out(d: Direction) -> bool {
+    matches!(d, Direction::Out | Direction::InOut)
 }

@@ -1,560 +1,392 @@
-//! Statements, method calls and v1model's extern functions.
+//! Statements: assignments (to union members too), conditionals, switches on values and on a
+//! table's action, loops, local declarations, `exit` and `return`. A statement with an error
+//! is reported and left out, and the rest goes on, so one run reports every error.
 
-use crate::ast::{self, ExprKind, Stmt};
-use crate::error::Result;
-use crate::ir::{self, Algorithm, Expr, Extern, HeaderRef, ListItem, Op, Place};
+use crate::front::ast::{self, ExprKind, Stmt, SwitchLabel};
+use crate::front::source::Pos;
+use crate::ir::{Binary, Expr, Op};
 
-use super::expr::Loc;
-use super::{Binding, Lowerer, Ty, mask};
+use super::expr::LVal;
+use super::ty::Ty;
+use super::value::{CVal, Loc, Val};
+use super::{Binding, Lowerer, R};
 
 impl<'a> Lowerer<'a> {
-    /// Lowers `s`, appending to `ops`.
-    pub(super) fn stmt(&mut self, s: &'a Stmt, ops: &mut Vec<Op>) -> Result<()> {
+    /// Lowers statements in a scope of their own.
+    pub(crate) fn block(&mut self, stmts: &'a [Stmt]) -> Vec<Op> {
+        self.push_scope();
+        let mut code = Vec::new();
+        for s in stmts {
+            self.stmt(s, &mut code);
+        }
+        self.pop_scope();
+        code
+    }
+
+    /// Lowers one statement into `code`; an error is recorded and the statement left out.
+    pub(crate) fn stmt(&mut self, s: &'a Stmt, code: &mut Vec<Op>) {
+        let mut mine = Vec::new();
+        if self.stmt_inner(s, &mut mine).is_ok() {
+            code.extend(mine);
+        }
+    }
+
+    fn stmt_inner(&mut self, s: &'a Stmt, code: &mut Vec<Op>) -> R<()> {
         match s {
-            Stmt::Empty(_) => {}
-            Stmt::Block(b, _) => ops.extend(self.block(b)?),
-            Stmt::Exit(_) => ops.push(Op::Exit),
-            Stmt::Return(None, _) => ops.push(Op::Return),
-            Stmt::Return(Some(_), pos) => return self.err(*pos, "`return` with a value is not supported"),
-            Stmt::Const(k) => {
-                let ty = self.ty(&k.ty, k.pos)?;
-                let (v, _) = self.typed_constant(&k.value, &ty)?;
-                self.bind(&k.name, Binding::Const(v, ty));
+            Stmt::Assign(lhs, rhs, pos) => self.assignment(lhs, rhs, *pos, code),
+            Stmt::CompoundAssign(op, lhs, rhs, pos) => {
+                let lv = self.lvalue(lhs, code)?;
+                let current = match &lv {
+                    LVal::Loc(l, t) => Val::Loc(l.clone(), t.clone()),
+                    LVal::Slice(l, _, lo, w) => Val::Expr(
+                        super::expr::fold(Expr::Slice(Box::new(l.read()), *lo, *w)),
+                        Ty::Bits(*w, false),
+                    ),
+                };
+                let t = lv.ty();
+                let want = if matches!(*op, "<<" | ">>") { None } else { Some(&t) };
+                let mut later = Vec::new();
+                let rv = self.expr(rhs, want, &mut later)?;
+                let current = self.keep_before(current, &later, code);
+                code.extend(later);
+                let v = self.combine(op, current, rv, *pos, Some(&t), code)?;
+                self.assign(&lv, v, *pos, code)
             }
-            Stmt::Var(ty, name, init, pos) => {
-                let t = self.ty(ty, *pos)?;
-                let slot = self.alloc(&t);
-                self.bind(name, Binding::Var(slot, t.clone()));
-                match init {
-                    Some(e) => {
-                        let dst = ast::Expr {
-                            kind: ExprKind::Name(name.clone()),
-                            pos: *pos,
-                        };
-                        self.assign(&dst, e, ops)?;
-                    }
-                    // Locals start at zero each time their block runs (BMv2 does the same).
-                    None => self.zero(slot, &t, ops),
+            Stmt::Call(e, pos) => {
+                if let ExprKind::Call(..) = &e.kind {
+                    self.call(e, None, code)?;
+                    Ok(())
+                } else {
+                    self.err(*pos, "a call expected")
                 }
             }
-            Stmt::Instance(i) => self.instance(i)?,
-            Stmt::Assign(l, r, _) => self.assign(l, r, ops)?,
-            Stmt::If(c, t, f, _) => {
-                let (c, _) = self.scalar(c)?;
-                let t = self.block(std::slice::from_ref(t))?;
-                let f = match f {
-                    Some(f) => self.block(std::slice::from_ref(f))?,
+            Stmt::If(c, then, otherwise, _) => {
+                let c = self.condition(c, code)?;
+                let then = self.block(std::slice::from_ref(&**then));
+                let otherwise = match otherwise {
+                    Some(o) => self.block(std::slice::from_ref(&**o)),
                     None => Vec::new(),
                 };
-                ops.push(Op::If(c, t, f));
+                match c {
+                    Expr::Const(v) => code.extend(if v != 0 { then } else { otherwise }),
+                    c => code.push(Op::If(c, then, otherwise)),
+                }
+                Ok(())
             }
-            Stmt::Switch(on, cases, pos) => self.switch(on, cases, *pos, ops)?,
-            Stmt::Call(e, _) => self.call(e, ops)?,
+            Stmt::Block(stmts, _) => {
+                let b = self.block(stmts);
+                code.extend(b);
+                Ok(())
+            }
+            Stmt::Switch(on, cases, pos) => self.switch(on, cases, *pos, code),
+            Stmt::Exit(_) => {
+                code.push(Op::Exit);
+                Ok(())
+            }
+            Stmt::Return(e, pos) => {
+                let ret = self.returns.last().cloned().flatten();
+                match (e, ret) {
+                    (Some(e), Some((loc, t))) => {
+                        let v = self.expr(e, Some(&t), code)?;
+                        self.assign(&LVal::Loc(loc, t), v, *pos, code)?;
+                    }
+                    (None, None) => {}
+                    (Some(_), None) => {
+                        return self.err(*pos, "`return` with a value outside a function that returns one");
+                    }
+                    (None, Some(_)) => return self.err(*pos, "`return` without the function's value"),
+                }
+                code.push(Op::Return);
+                Ok(())
+            }
+            Stmt::Var(_, ty, name, init, pos) => {
+                let t = self.ty(ty, *pos)?;
+                if matches!(t, Ty::Extern(..) | Ty::Block(_) | Ty::Void | Ty::Str | Ty::DontCare) {
+                    let n = self.types.name(&t);
+                    return self.err(*pos, format!("`{name}`: a variable cannot be of {n}"));
+                }
+                let loc = Loc::Fixed(self.alloc(&t));
+                match init {
+                    Some(e) => {
+                        let v = self.expr(e, Some(&t), code)?;
+                        self.assign(&LVal::Loc(loc.clone(), t.clone()), v, *pos, code)?;
+                    }
+                    None => self.uninitialized(&t, &loc, code),
+                }
+                self.bind(name, Binding::Val(Val::Loc(loc, t)));
+                Ok(())
+            }
+            Stmt::Const(k) => {
+                let t = self.ty(&k.ty, k.pos)?;
+                let v = self.const_expr(&k.value, Some(&t))?;
+                self.bind(&k.name, Binding::Val(v));
+                Ok(())
+            }
+            Stmt::Instance(i) => self.err(i.pos, "instances are declared among a parser's or control's locals"),
+            Stmt::ValueSet(_, _, _, _, pos) => self.err(*pos, "value sets are declared among a parser's locals"),
+            Stmt::For {
+                init,
+                cond,
+                update,
+                body,
+                ..
+            } => {
+                self.push_scope();
+                let r = (|| {
+                    for s in init {
+                        self.stmt_inner(s, code)?;
+                    }
+                    let mut prep = Vec::new();
+                    let cond = match cond {
+                        Some(c) => self.condition(c, &mut prep)?,
+                        None => Expr::Const(1),
+                    };
+                    let mut up = Vec::new();
+                    for s in update {
+                        self.stmt_inner(s, &mut up)?;
+                    }
+                    let body = self.block(std::slice::from_ref(&**body));
+                    code.push(Op::Loop {
+                        prep,
+                        cond,
+                        body,
+                        update: up,
+                    });
+                    Ok(())
+                })();
+                self.pop_scope();
+                r
+            }
+            Stmt::ForIn {
+                ty,
+                var,
+                range,
+                body,
+                pos,
+            } => self.for_in(ty.as_ref(), var, range, body, *pos, code),
+            Stmt::Break(_) => {
+                code.push(Op::Break);
+                Ok(())
+            }
+            Stmt::Continue(_) => {
+                code.push(Op::Continue);
+                Ok(())
+            }
+            Stmt::Empty(_) => Ok(()),
+        }
+    }
+
+    /// What a variable declared without a value holds: its headers invalid, its stacks empty.
+    pub(crate) fn uninitialized(&mut self, t: &Ty, loc: &Loc, code: &mut Vec<Op>) {
+        let mut hs = Vec::new();
+        self.headers_at(t, loc, &mut hs);
+        code.extend(hs.into_iter().map(|h| Op::SetValid(h, false)));
+        if let Ty::Stack(..) = t {
+            code.push(Op::Set(loc.place(32), Expr::Const(0)));
+        }
+    }
+
+    /// `lhs = rhs`; a union member that becomes valid makes the union's others invalid.
+    fn assignment(&mut self, lhs: &'a ast::Expr, rhs: &'a ast::Expr, pos: Pos, code: &mut Vec<Op>) -> R<()> {
+        let mut siblings = Vec::new();
+        let lv = if let ExprKind::Member(b, f) = &lhs.kind {
+            let base = self.expr(b, None, code)?;
+            if let Val::Loc(loc, t @ Ty::Union(_)) = &base {
+                let a = self.types.agg(t).cloned().expect("a union");
+                for field in &a.fields {
+                    if field.name != *f {
+                        let (off, _) = self.types.field(t, &field.name, &self.out.headers).expect("its member");
+                        siblings.push(loc.at(off).header());
+                    }
+                }
+            }
+            match self.field_of(base, f, lhs.pos)? {
+                Val::Loc(Loc::Elem(st, i, o), t) => {
+                    let i = self.snapshot(i, code);
+                    LVal::Loc(Loc::Elem(st, i, o), t)
+                }
+                Val::Loc(l, t) => LVal::Loc(l, t),
+                _ => return self.err(lhs.pos, format!("`{}` cannot be written", lhs.text())),
+            }
+        } else {
+            self.lvalue(lhs, code)?
+        };
+        let t = lv.ty();
+        let v = self.expr(rhs, Some(&t), code)?;
+        self.assign(&lv, v, pos, code)?;
+        if let (false, LVal::Loc(loc, Ty::Header(_))) = (siblings.is_empty(), &lv) {
+            let invalidate = siblings.into_iter().map(|s| Op::SetValid(s, false)).collect();
+            code.push(Op::If(Expr::IsValid(loc.header()), invalidate, Vec::new()));
         }
         Ok(())
     }
 
-    fn zero(&self, slot: ir::Slot, t: &Ty, ops: &mut Vec<Op>) {
-        let n = self.size(t);
-        for i in 0..n {
-            ops.push(Op::Set(Place::Slot(slot + i, 128), Expr::Const(0)));
-        }
-    }
-
-    fn assign(&mut self, l: &ast::Expr, r: &ast::Expr, ops: &mut Vec<Op>) -> Result<()> {
-        if let ExprKind::Slice(..) = &l.kind {
-            let (p, _) = self.place(l)?;
-            let (v, _) = self.scalar(r)?;
-            ops.push(Op::Set(p, v));
-            return Ok(());
-        }
-        let dst = self.loc(l)?;
-        let t = dst.ty();
-        if t.width().is_some() {
-            let (p, _) = self.place(l)?;
-            let (v, vt) = self.scalar(r)?;
-            if let (Some(pw), Some(vw)) = (t.width(), vt.width())
-                && pw != vw
-                && vt != Ty::Error
-            {
-                return self.err(r.pos, format!("a {vw}-bit value assigned to a {pw}-bit place: cast it"));
-            }
-            ops.push(Op::Set(p, v));
-            return Ok(());
-        }
-        // Aggregates: a list initialiser, or a copy of the same type.
-        if let ExprKind::List(items) = &r.kind {
-            let Loc::Slot(base, Ty::Struct(name)) = dst else {
-                return self.err(r.pos, "a list initialises a struct here");
-            };
-            let fields = self.aggregates[&name].fields.clone();
-            if fields.len() != items.len() {
-                return self.err(
-                    r.pos,
-                    format!("{} values for the {} fields of `{name}`", items.len(), fields.len()),
-                );
-            }
-            for (f, item) in fields.iter().zip(items) {
-                let (off, ft) = self.field_offset(&name, &f.name).expect("field exists");
-                let Some(w) = ft.width() else {
-                    return self.err(item.pos, "nested aggregates in a list initialiser are not supported");
-                };
-                let (v, _) = self.scalar(item)?;
-                ops.push(Op::Set(Place::Slot(base + off, w), v));
-            }
-            return Ok(());
-        }
-        let src = self.loc(r)?;
-        if src.ty() != t {
-            return self.err(r.pos, "assignment between different types");
-        }
-        match (dst, src) {
-            (Loc::Slot(d, _), Loc::Slot(s, _)) => ops.push(Op::Copy(d, s, self.size(&t))),
-            (d, s) => {
-                let (Some(d), Some(s)) = (self.loc_header(d), self.loc_header(s)) else {
-                    return self.err(l.pos, "this assignment is not supported");
-                };
-                ops.push(Op::CopyHeader(d, s, self.size(&t)));
-            }
-        }
-        Ok(())
-    }
-
-    fn loc_header(&self, l: Loc) -> Option<HeaderRef> {
-        match l {
-            Loc::Slot(s, Ty::Header(_)) => Some(HeaderRef::Fixed(s)),
-            Loc::Element(st, i) => Some(HeaderRef::Element(st, Box::new(i))),
-            Loc::Next(st) => Some(HeaderRef::Next(st)),
-            _ => None,
-        }
-    }
-
-    fn switch(
-        &mut self,
-        on: &ast::Expr,
-        cases: &'a [(ast::SwitchLabel, Option<Vec<Stmt>>)],
-        pos: crate::source::Pos,
-        ops: &mut Vec<Op>,
-    ) -> Result<()> {
-        // `switch (t.apply().action_run)`
+    fn switch(&mut self, on: &'a ast::Expr, cases: &'a [ast::SwitchCase], pos: Pos, code: &mut Vec<Op>) -> R<()> {
+        // `switch (t.apply().action_run)`: labels are the table's actions.
         if let ExprKind::Member(call, m) = &on.kind
             && m == "action_run"
+            && let ExprKind::Call(f, _, _) = &call.kind
+            && let ExprKind::Member(t, apply) = &f.kind
+            && apply == "apply"
+            && let ExprKind::Name(tn) = &t.kind
+            && let Some(Binding::Table(table)) = self.lookup(tn).cloned()
         {
-            let ExprKind::Call(f, _, _) = &call.kind else {
-                return self.err(on.pos, "`t.apply().action_run` expected");
-            };
-            let ExprKind::Member(t, _) = &f.kind else {
-                return self.err(on.pos, "`t.apply().action_run` expected");
-            };
-            let ExprKind::Name(tn) = &t.kind else {
-                return self.err(on.pos, "a table expected");
-            };
-            let Some(Binding::Table(table)) = self.lookup(tn).cloned() else {
-                return self.err(on.pos, format!("`{tn}` is not a table"));
-            };
-            let (out, default) = self.switch_cases(cases, |l, e| {
-                let ExprKind::Name(a) = &e.kind else {
-                    return l.err(e.pos, "an action name expected");
-                };
-                let id = l.action_ref(a, e.pos)?;
-                if !l.out.tables[table].actions.contains(&id) {
-                    return l.err(e.pos, format!("table `{tn}` has no action `{a}`"));
-                }
-                Ok(id)
-            })?;
-            ops.push(Op::Apply(table, Some(Box::new((out, default)))));
-            return Ok(());
-        }
-        let (v, t) = self.scalar(on)?;
-        let (out, default) = self.switch_cases(cases, |l, e| Ok(l.typed_constant(e, &t)?.0))?;
-        if t.width().is_none() {
-            return self.err(pos, "a switch on a value of unknown width");
-        }
-        ops.push(Op::Switch(v, out, default));
-        Ok(())
-    }
-
-    /// The cases of a switch: labels (read by `label`) with the body they share (labels
-    /// without a body fall through to the next), and the default body.
-    fn switch_cases<T>(
-        &mut self,
-        cases: &'a [(ast::SwitchLabel, Option<Vec<Stmt>>)],
-        mut label: impl FnMut(&mut Self, &ast::Expr) -> Result<T>,
-    ) -> Result<ir::SwitchCases<T>> {
-        let mut out = Vec::new();
-        let mut default = Vec::new();
-        let mut pending = Vec::new();
-        for (l, body) in cases {
-            match l {
-                ast::SwitchLabel::Default(_) => {
-                    if let Some(b) = body {
-                        default = self.block(b)?;
-                    }
-                }
-                ast::SwitchLabel::Expr(e) => {
-                    pending.push(label(self, e)?);
-                    if let Some(b) = body {
-                        out.push((std::mem::take(&mut pending), self.block(b)?));
-                    }
-                }
-            }
-        }
-        Ok((out, default))
-    }
-
-    /// A method or function call statement.
-    fn call(&mut self, e: &'a ast::Expr, ops: &mut Vec<Op>) -> Result<()> {
-        let ExprKind::Call(f, _, args) = &e.kind else {
-            return self.err(e.pos, "a call expected");
-        };
-        match &f.kind {
-            ExprKind::Member(obj, method) => self.method(e, obj, method, args, ops),
-            ExprKind::Name(n) => self.function(e, n, args, ops),
-            _ => self.err(e.pos, "a call expected"),
-        }
-    }
-
-    fn method(
-        &mut self,
-        e: &ast::Expr,
-        obj: &ast::Expr,
-        method: &str,
-        args: &[ast::Expr],
-        ops: &mut Vec<Op>,
-    ) -> Result<()> {
-        if let ExprKind::Name(n) = &obj.kind {
-            match self.lookup(n).cloned() {
-                Some(Binding::Packet) => return self.packet_method(e, method, args, ops),
-                Some(Binding::Table(t)) if method == "apply" => {
-                    ops.push(Op::Apply(t, None));
-                    return Ok(());
-                }
-                Some(Binding::Register(r)) => {
-                    return match (method, args) {
-                        ("read", [out, index]) => {
-                            let (p, _) = self.place(out)?;
-                            let (i, _) = self.scalar(index)?;
-                            ops.push(Op::Extern(Box::new(Extern::RegisterRead(r, p, i))));
-                            Ok(())
+            let slot = self.alloc(&Ty::Bits(32, false));
+            code.push(Op::Apply {
+                table: table.id,
+                hit: None,
+                action_run: Some(slot),
+            });
+            let mut labels = Vec::new();
+            for c in cases {
+                labels.push(match &c.label {
+                    SwitchLabel::Default => None,
+                    SwitchLabel::Expr(e) => {
+                        let ExprKind::Name(n) = &e.kind else {
+                            return self.err(e.pos, "a case of `action_run` is an action's name");
+                        };
+                        match table.actions.iter().find(|(a, _)| a == n) {
+                            Some((_, id)) => Some(*id as u128),
+                            None => return self.err(e.pos, format!("action `{n}` is not one of table `{tn}`'s")),
                         }
-                        ("write", [index, value]) => {
-                            let (i, _) = self.scalar(index)?;
-                            let (v, _) = self.scalar(value)?;
-                            ops.push(Op::Extern(Box::new(Extern::RegisterWrite(r, i, v))));
-                            Ok(())
-                        }
-                        _ => self.err(
-                            e.pos,
-                            format!("register `{n}`: read(out value, index) or write(index, value) expected"),
-                        ),
-                    };
-                }
-                Some(Binding::Counter(c)) if method == "count" && args.len() == 1 => {
-                    let (i, _) = self.scalar(&args[0])?;
-                    ops.push(Op::Extern(Box::new(Extern::Count(c, i))));
-                    return Ok(());
-                }
-                // A direct counter counts each hit of its table; its `count()` adds nothing.
-                Some(Binding::DirectCounter) if method == "count" => return Ok(()),
-                _ => {}
-            }
-        }
-        match method {
-            "setValid" | "setInvalid" => {
-                let (h, _) = self.header_ref(obj)?;
-                ops.push(Op::SetValid(h, method == "setValid"));
-            }
-            "push_front" | "pop_front" => {
-                let Loc::Slot(s, Ty::Stack(h, n)) = self.loc(obj)? else {
-                    return self.err(obj.pos, "a header stack expected");
-                };
-                let count = match args.first() {
-                    Some(a) => self.constant(a)?.0 as u32,
-                    None => return self.err(e.pos, format!("{method}(count) expected")),
-                };
-                let stack = ir::StackRef {
-                    base: s,
-                    stride: self.out.headers[h].stride(),
-                    size: n,
-                    header: h,
-                };
-                ops.push(if method == "push_front" {
-                    Op::PushFront(stack, count)
-                } else {
-                    Op::PopFront(stack, count)
+                    }
                 });
             }
-            "apply" => return self.err(e.pos, format!("`{}` is not a table", crate::info::text(obj))),
-            other => return self.err(e.pos, format!("method `{other}` is not supported here")),
+            return self.switch_cases(Expr::Slot(slot), cases, labels, code);
         }
-        Ok(())
-    }
-
-    fn packet_method(&mut self, e: &ast::Expr, method: &str, args: &[ast::Expr], ops: &mut Vec<Op>) -> Result<()> {
-        match (method, args) {
-            ("extract", [h]) => {
-                let (r, t) = self.header_ref(h)?;
-                ops.push(Op::Extract(r, t));
-            }
-            ("extract", [_, _]) => {
-                return self.err(e.pos, "extract of a variable-size header (varbit) is not supported");
-            }
-            ("advance", [n]) => {
-                let (n, _) = self.scalar(n)?;
-                ops.push(Op::Advance(n));
-            }
-            ("emit", [h]) => self.emit(h, ops)?,
-            _ => {
-                return self.err(
-                    e.pos,
-                    format!("packet.{method} with {} arguments is not supported", args.len()),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// `emit` of a header, a stack (each element) or a struct (each member in order).
-    fn emit(&self, h: &ast::Expr, ops: &mut Vec<Op>) -> Result<()> {
-        let loc = self.loc(h)?;
-        self.emit_loc(loc, h, ops)
-    }
-
-    fn emit_loc(&self, loc: Loc, h: &ast::Expr, ops: &mut Vec<Op>) -> Result<()> {
-        match loc {
-            Loc::Slot(s, Ty::Header(t)) => ops.push(Op::Emit(HeaderRef::Fixed(s), t)),
-            Loc::Slot(s, Ty::Stack(t, n)) => {
-                let stride = self.out.headers[t].stride();
-                for i in 0..n {
-                    ops.push(Op::Emit(HeaderRef::Fixed(s + 1 + i * stride), t));
-                }
-            }
-            Loc::Slot(s, Ty::Struct(name)) => {
-                for f in &self.aggregates[&name].fields {
-                    let (off, ft) = self.field_offset(&name, &f.name).expect("field exists");
-                    self.emit_loc(Loc::Slot(s + off, ft), h, ops)?;
-                }
-            }
-            Loc::Slot(_, _) => return self.err(h.pos, "emit takes a header, a header stack or a struct of them"),
-            Loc::Element(st, i) => ops.push(Op::Emit(HeaderRef::Element(st, Box::new(i)), st.header)),
-            _ => return self.err(h.pos, "emit takes a header, a header stack or a struct of them"),
-        }
-        Ok(())
-    }
-
-    /// Calls of actions and of extern functions.
-    fn function(&mut self, e: &ast::Expr, name: &str, args: &[ast::Expr], ops: &mut Vec<Op>) -> Result<()> {
-        let ext = match name {
-            "mark_to_drop" => Extern::MarkToDrop,
-            "verify" => {
-                let [c, err] = args else {
-                    return self.err(e.pos, "verify(condition, error) expected");
-                };
-                let (c, _) = self.scalar(c)?;
-                let (err, _) = self.constant(err)?;
-                ops.push(Op::Verify(c, err));
-                return Ok(());
-            }
-            "hash" => {
-                let [out, algo, base, data, max] = args else {
-                    return self.err(e.pos, "hash(result, algorithm, base, data, max) expected");
-                };
-                Extern::Hash {
-                    out: self.place(out)?.0,
-                    algo: self.algorithm(algo)?,
-                    base: self.scalar(base)?.0,
-                    data: self.list(data)?,
-                    max: self.scalar(max)?.0,
-                }
-            }
-            "verify_checksum" | "update_checksum" | "verify_checksum_with_payload" | "update_checksum_with_payload" => {
-                let [cond, data, field, algo] = args else {
-                    return self.err(e.pos, format!("{name}(condition, data, checksum, algorithm) expected"));
-                };
-                let algo = self.algorithm(algo)?;
-                if algo != Algorithm::Csum16 {
-                    return self.err(args[3].pos, "checksums are computed with HashAlgorithm.csum16 here");
-                }
-                Extern::Checksum {
-                    verify: name.starts_with("verify"),
-                    condition: self.scalar(cond)?.0,
-                    data: self.list(data)?,
-                    field: self.place(field)?.0,
-                    current: self.scalar(field)?.0,
-                    algo,
-                    payload: name.ends_with("with_payload"),
-                }
-            }
-            "clone" | "clone_preserving_field_list" => {
-                let (Some(kind), Some(session)) = (args.first(), args.get(1)) else {
-                    return self.err(e.pos, format!("{name}(type, session, ...) expected"));
-                };
-                // CloneType is declared I2E, E2E: I2E is 0.
-                if self.constant(kind)?.0 != 0 {
-                    return self.err(
-                        kind.pos,
-                        "CloneType.E2E (a clone of the frame leaving egress) is not supported; CloneType.I2E is",
-                    );
-                }
-                if self.in_egress() {
-                    return self.err(
-                        e.pos,
-                        format!("{name} in the egress control: only ingress clones (I2E) are supported"),
-                    );
-                }
-                let field_list = match (name, args.get(2)) {
-                    ("clone", None) => None,
-                    ("clone_preserving_field_list", Some(n)) => Some(self.constant(n)?.0),
-                    _ => {
-                        return self.err(
-                            e.pos,
-                            "clone(type, session) or clone_preserving_field_list(type, session, index) expected",
-                        );
-                    }
-                };
-                Extern::Clone {
-                    session: self.scalar(session)?.0,
-                    field_list,
-                }
-            }
-            "clone3" => {
-                return self.err(
-                    e.pos,
-                    "clone3 is not supported (v1model deprecates it): use clone_preserving_field_list with a @field_list annotation",
-                );
-            }
-            "truncate" => match args {
-                [n] => Extern::Truncate(self.scalar(n)?.0),
-                _ => return self.err(e.pos, "truncate(length) expected"),
-            },
-            "log_msg" => {
-                let Some(ast::Expr {
-                    kind: ExprKind::Str(fmt),
-                    ..
-                }) = args.first()
-                else {
-                    return self.err(e.pos, "log_msg(\"format\"[, {values}]) expected");
-                };
-                let mut values = Vec::new();
-                if let Some(d) = args.get(1) {
-                    for item in self.list(d)? {
-                        values.push(item.value);
+        let (e, t) = self.scalar(on, None, code)?;
+        let mut labels = Vec::new();
+        for c in cases {
+            labels.push(match &c.label {
+                SwitchLabel::Default => None,
+                SwitchLabel::Expr(l) => {
+                    let v = self.const_expr(l, Some(&t))?;
+                    let w = t.width(&self.types).unwrap_or(128);
+                    match v.constant().and_then(|c| c.bits(w)) {
+                        Some(b) => Some(b),
+                        None => return self.err(l.pos, "a case label must be a constant"),
                     }
                 }
-                Extern::Log(fmt.clone(), values)
-            }
-            "random" => {
-                let [out, lo, hi] = args else {
-                    return self.err(e.pos, "random(result, lo, hi) expected");
-                };
-                Extern::Random(self.place(out)?.0, self.scalar(lo)?.0, self.scalar(hi)?.0)
-            }
-            "assert" | "assume" => match args {
-                [c] => Extern::Assert(self.scalar(c)?.0),
-                _ => return self.err(e.pos, format!("{name}(condition) expected")),
-            },
-            "digest"
-            | "resubmit"
-            | "resubmit_preserving_field_list"
-            | "recirculate"
-            | "recirculate_preserving_field_list" => {
-                return self.err(e.pos, format!("`{name}` is not supported yet (docs/p4.md)"));
-            }
-            _ => return self.action_call(e, name, args, ops),
-        };
-        ops.push(Op::Extern(Box::new(ext)));
-        Ok(())
-    }
-
-    fn action_call(&mut self, e: &ast::Expr, name: &str, args: &[ast::Expr], ops: &mut Vec<Op>) -> Result<()> {
-        let id = self.action_ref(name, e.pos)?;
-        let params = self.out.actions[id].params.clone();
-        if params.len() != args.len() {
-            return self.err(
-                e.pos,
-                format!("action `{name}` takes {} arguments, {} given", params.len(), args.len()),
-            );
-        }
-        let mut values = Vec::new();
-        let mut back = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            let (v, _) = self.scalar(a)?;
-            values.push(v);
-            if p.copy_back {
-                let Ok((place, _)) = self.place(a) else {
-                    return self.err(
-                        a.pos,
-                        format!("argument of out/inout parameter `{}` must be a place", p.name),
-                    );
-                };
-                back.push((place, p.slot));
-            }
-        }
-        ops.push(Op::Call(id, values, back));
-        Ok(())
-    }
-
-    fn algorithm(&self, e: &ast::Expr) -> Result<Algorithm> {
-        let ExprKind::Member(_, name) = &e.kind else {
-            return self.err(e.pos, "HashAlgorithm.<name> expected");
-        };
-        Ok(match name.as_str() {
-            "crc32" => Algorithm::Crc32,
-            "crc16" => Algorithm::Crc16,
-            "csum16" => Algorithm::Csum16,
-            "identity" => Algorithm::Identity,
-            "xor16" => Algorithm::Xor16,
-            other => {
-                return self.err(
-                    e.pos,
-                    format!("hash algorithm `{other}` is not supported (crc32, crc16, csum16, identity, xor16 are)"),
-                );
-            }
-        })
-    }
-
-    /// A field list `{a, b, ...}` (or one value), each with its width and header validity.
-    fn list(&self, e: &ast::Expr) -> Result<Vec<ListItem>> {
-        let items: Vec<&ast::Expr> = match &e.kind {
-            ExprKind::List(items) => items.iter().collect(),
-            _ => vec![e],
-        };
-        let mut out = Vec::new();
-        for item in items {
-            // A whole header contributes its fields.
-            if let Ok(Loc::Slot(s, Ty::Header(h))) = self.loc(item) {
-                for (i, (_, w)) in self.out.headers[h].fields.iter().enumerate() {
-                    out.push(ListItem {
-                        value: Expr::Slot(s + 1 + i as u32),
-                        width: *w,
-                        valid: Some(s),
-                    });
-                }
-                continue;
-            }
-            let (v, t) = self.scalar(item)?;
-            let Some(width) = t.width() else {
-                return self.err(item.pos, "a field list holds values of known width (write 8w1, not 1)");
-            };
-            out.push(ListItem {
-                value: match v {
-                    Expr::Const(c) => Expr::Const(c & mask(width)),
-                    v => v,
-                },
-                width,
-                valid: self.validity_of(item),
             });
         }
-        Ok(out)
+        if !t.is_scalar() {
+            return self.err(pos, "a switch on a value of no width");
+        }
+        self.switch_cases(e, cases, labels, code)
     }
 
-    /// The validity slot of the header a field path belongs to.
-    fn validity_of(&self, e: &ast::Expr) -> Option<ir::Slot> {
-        if let ExprKind::Member(b, _) = &e.kind
-            && let Ok(Loc::Slot(s, Ty::Header(_))) = self.loc(b)
-        {
-            return Some(s);
+    /// The cases of a switch; a label without a body shares the next one's.
+    fn switch_cases(
+        &mut self,
+        on: Expr,
+        cases: &'a [ast::SwitchCase],
+        labels: Vec<Option<u128>>,
+        code: &mut Vec<Op>,
+    ) -> R<()> {
+        let mut out: Vec<(Vec<u128>, Vec<Op>)> = Vec::new();
+        let mut default = Vec::new();
+        let mut pending: Vec<Option<u128>> = Vec::new();
+        for (c, label) in cases.iter().zip(labels) {
+            pending.push(label);
+            let Some(body) = &c.body else { continue };
+            let ops = self.block(body);
+            let values: Vec<u128> = pending.iter().flatten().copied().collect();
+            let is_default = pending.iter().any(Option::is_none);
+            pending.clear();
+            if is_default {
+                default = ops.clone();
+            }
+            if !values.is_empty() {
+                out.push((values, ops));
+            }
         }
-        None
+        code.push(Op::Switch(on, out, default));
+        Ok(())
+    }
+
+    /// `for (T x in lo .. hi)` and `for (x in list)`.
+    fn for_in(
+        &mut self,
+        ty: Option<&'a ast::Type>,
+        var: &str,
+        range: &'a ast::Expr,
+        body: &'a Stmt,
+        pos: Pos,
+        code: &mut Vec<Op>,
+    ) -> R<()> {
+        self.push_scope();
+        let r = (|| {
+            let declared = match ty {
+                Some(t) => Some(self.ty(t, pos)?),
+                None => None,
+            };
+            if let ExprKind::Range(lo, hi) = &range.kind {
+                let t = match declared.clone().or_else(|| match self.lookup(var) {
+                    Some(Binding::Val(v)) => v.ty().cloned(),
+                    _ => None,
+                }) {
+                    Some(t) => t,
+                    None => return self.err(pos, format!("`{var}`: the loop variable needs a type")),
+                };
+                let loc = match (declared.is_some(), self.lookup(var).cloned()) {
+                    (false, Some(Binding::Val(Val::Loc(l, _)))) => l,
+                    _ => {
+                        let l = Loc::Fixed(self.alloc(&t));
+                        self.bind(var, Binding::Val(Val::Loc(l.clone(), t.clone())));
+                        l
+                    }
+                };
+                let w = t.width(&self.types).unwrap_or(32);
+                let (lo, _) = self.scalar(lo, Some(&t), code)?;
+                let mut prep = Vec::new();
+                let (hi, _) = self.scalar(hi, Some(&t), &mut prep)?;
+                code.push(Op::Set(loc.place(w), lo));
+                let signed = t.signed(&self.types);
+                let cond = Expr::Binary(Binary::Le, Box::new(loc.read()), Box::new(hi.clone()), w, signed);
+                // Stop before the variable would wrap past its width.
+                let last = Expr::Binary(Binary::Eq, Box::new(loc.read()), Box::new(hi), w, false);
+                let body = self.block(std::slice::from_ref(body));
+                let mut update = vec![Op::If(last, vec![Op::Break], Vec::new())];
+                update.push(Op::Set(
+                    loc.place(w),
+                    Expr::BinaryConst(Binary::Add, Box::new(loc.read()), 1, w, false),
+                ));
+                code.push(Op::Loop {
+                    prep,
+                    cond,
+                    body,
+                    update,
+                });
+                return Ok(());
+            }
+            // A list: one pass per element, unrolled.
+            let v = self.expr(range, None, code)?;
+            let items = match v {
+                Val::List(items, _) => items,
+                Val::Const(CVal::Agg(items), Ty::Tuple(ts)) => {
+                    items.into_iter().zip(ts).map(|(c, t)| Val::Const(c, t)).collect()
+                }
+                _ => return self.err(range.pos, "`for ... in` needs a range `a .. b` or a list"),
+            };
+            for item in items {
+                self.push_scope();
+                let t = declared.clone().or_else(|| item.ty().cloned()).unwrap_or(Ty::InfInt);
+                let t = if t == Ty::InfInt { Ty::Bits(32, false) } else { t };
+                let loc = Loc::Fixed(self.alloc(&t));
+                self.assign(&LVal::Loc(loc.clone(), t.clone()), item, pos, code)?;
+                self.bind(var, Binding::Val(Val::Loc(loc, t)));
+                let body = self.block(std::slice::from_ref(body));
+                self.pop_scope();
+                code.push(Op::Loop {
+                    prep: Vec::new(),
+                    cond: Expr::Const(1),
+                    body,
+                    update: vec![Op::Break],
+                });
+            }
+            Ok(())
+        })();
+        self.pop_scope();
+        r
     }
 }

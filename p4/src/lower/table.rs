@@ -1,147 +1,435 @@
-//! Tables: keys, action lists, defaults and `const entries`.
+//! Tables: keys (any expression, computed before the lookup), action lists (with arguments
+//! bound there), defaults, entries with priorities, size, and what is attached (direct
+//! counters and meters, action profiles and selectors, idle timeouts).
 
-use crate::ast::{self, ExprKind};
-use crate::error::Result;
-use crate::info::{at_name, text};
-use crate::ir::{self, KeySet, MatchKind};
+use crate::front::ast::{self, ExprKind, TableProperty};
+use crate::front::source::Pos;
+use crate::ir::{self, Expr, KeySet, MatchKind, Op, mask};
 
-use super::{Binding, Lowerer, Ty, mask};
+use super::call::ActionDef;
+use super::externs::ExternObj;
+use super::ty::Ty;
+use super::value::{Loc, Val};
+use super::{Binding, Lowerer, R};
 
 /// Entries a table holds when it gives no `size` (BMv2's default).
 const DEFAULT_SIZE: usize = 1024;
 
+/// A table as its control's code refers to it.
+pub(crate) struct TableRef {
+    /// Its index in the program.
+    pub(crate) id: usize,
+    /// Its actions: the name the control writes (in `switch` cases), and the action's index.
+    pub(crate) actions: Vec<(String, usize)>,
+}
+
 impl<'a> Lowerer<'a> {
-    pub(super) fn table(&mut self, t: &'a ast::TableDecl) -> Result<usize> {
+    pub(crate) fn table(&mut self, t: &'a ast::TableDecl) -> R<TableRef> {
         let name = self.cp_name(&t.annotations, &t.name);
         let mut keys = Vec::new();
-        for k in &t.keys {
-            let kind = match k.match_kind.as_str() {
-                "exact" => MatchKind::Exact,
-                "lpm" => MatchKind::Lpm,
-                "ternary" => MatchKind::Ternary,
-                "range" => MatchKind::Range,
-                "optional" => MatchKind::Optional,
-                other => {
-                    return self.err(
-                        k.pos,
-                        format!("match kind `{other}` is not supported (action selectors come later)"),
-                    );
+        let mut selector_keys = Vec::new();
+        let mut prep = Vec::new();
+        let mut key_types = Vec::new();
+        let mut action_refs: &'a [ast::ActionRef] = &[];
+        let mut entries_prop = None;
+        let mut values: Vec<(&str, &'a ast::Expr, bool, Pos)> = Vec::new();
+        for p in &t.properties {
+            match p {
+                TableProperty::Key(ks, _) => {
+                    for k in ks {
+                        let mut code = Vec::new();
+                        let Ok((e, ty)) = self.scalar(&k.expr, None, &mut code) else {
+                            continue;
+                        };
+                        let Some(width) = ty.width(&self.types) else {
+                            self.report(k.pos, "a key must be a bit, int, bool, error or enum value");
+                            continue;
+                        };
+                        // A key that needs statements is computed into a slot before each lookup.
+                        let e = if code.is_empty() {
+                            e
+                        } else {
+                            let s = self.alloc(&ty);
+                            prep.extend(code);
+                            prep.push(Op::Set(ir::Place::Slot(s, width), e));
+                            Expr::Slot(s)
+                        };
+                        let kind = match k.match_kind.as_str() {
+                            "exact" => MatchKind::Exact,
+                            "lpm" => MatchKind::Lpm,
+                            "ternary" => MatchKind::Ternary,
+                            "range" => MatchKind::Range,
+                            "optional" => MatchKind::Optional,
+                            "selector" => {
+                                selector_keys.push((e, width));
+                                continue;
+                            }
+                            other => {
+                                self.report(k.pos, format!("match kind `{other}` is not one v1model has"));
+                                continue;
+                            }
+                        };
+                        let key_name = ast::annotation_string(&k.annotations, "name").unwrap_or_else(|| k.expr.text());
+                        keys.push(ir::Key {
+                            expr: e,
+                            kind,
+                            width,
+                            name: key_name,
+                        });
+                        key_types.push(ty);
+                    }
                 }
-            };
-            let (expr, ty) = self.scalar(&k.expr)?;
-            let Some(width) = ty.width() else {
-                return self.err(k.pos, "a key must be a bit, int or bool value");
-            };
-            keys.push(ir::Key {
-                expr,
-                kind,
-                width,
-                name: at_name(&k.annotations).unwrap_or_else(|| text(&k.expr)),
-            });
+                TableProperty::Actions(refs, _) => action_refs = refs,
+                TableProperty::Entries { is_const, entries, .. } => entries_prop = Some((*is_const, entries)),
+                TableProperty::Value {
+                    name: prop,
+                    value,
+                    is_const,
+                    pos,
+                    ..
+                } => values.push((prop.as_str(), value, *is_const, *pos)),
+            }
         }
         if keys.iter().filter(|k| k.kind == MatchKind::Lpm).count() > 1 {
-            return self.err(t.pos, format!("table `{}` has more than one lpm key", t.name));
+            return self.err(
+                t.pos,
+                format!("table `{}` has more than one lpm key (BMv2 refuses it too)", t.name),
+            );
         }
+        let id = self.out.tables.len();
+        // The table's actions, each lowered for it.
         let mut actions = Vec::new();
-        for r in &t.actions {
-            if !r.args.is_empty() {
-                return self.err(r.pos, "arguments bound in a table's action list are not supported");
-            }
-            actions.push(self.action_ref(&r.name, r.pos)?);
+        let mut table_actions = Vec::new();
+        for r in action_refs {
+            let Some(Binding::Action(def)) = self.lookup(&r.name).cloned() else {
+                self.report(r.pos, format!("action `{}` is not declared", r.name));
+                continue;
+            };
+            let Ok(a) = self.table_action(&def, &r.args, r.pos) else {
+                continue;
+            };
+            actions.push((r.name.clone(), a));
+            table_actions.push(ir::TableAction {
+                action: a,
+                default_only: r.annotations.iter().any(|x| x.name == "defaultonly"),
+                table_only: r.annotations.iter().any(|x| x.name == "tableonly"),
+            });
         }
-        let no_action = self.action_ref("NoAction", t.pos)?;
-        let (default_action, const_default) = match &t.default_action {
-            Some((r, c)) => {
-                let id = self.action_ref(&r.name, r.pos)?;
-                if !actions.contains(&id) {
-                    return self.err(
-                        r.pos,
-                        format!("default action `{}` is not in the table's actions", r.name),
-                    );
+        let mut default_action = None;
+        let mut const_default = false;
+        let mut size = DEFAULT_SIZE;
+        let mut direct_counter = None;
+        let mut direct_meter = None;
+        let mut profile = None;
+        let mut idle_timeout = false;
+        let mut largest_wins = true;
+        for (prop, value, is_const, pos) in values {
+            match prop {
+                "default_action" => {
+                    let (a, args) = self.action_call(value, &actions)?;
+                    default_action = Some((a, args));
+                    const_default = is_const;
                 }
-                (self.action_args(id, &r.args, r.pos)?, *c)
-            }
-            None => ((no_action, Vec::new()), false),
-        };
-        let const_entries = if t.entries.is_empty() {
-            None
-        } else {
-            let mut entries = Vec::new();
-            let n = t.entries.len() as i64;
-            for (i, e) in t.entries.iter().enumerate() {
-                let widths: Vec<(u16, Ty)> = keys.iter().map(|k| (k.width, Ty::Bits(k.width, false))).collect();
-                let mut matches = self.key_sets(&single_or_list(&e.keys), &widths)?;
-                for (m, k) in matches.iter_mut().zip(&keys) {
-                    *m = self.entry_match(*m, k, e.pos)?;
-                }
-                let id = self.action_ref(&e.action.name, e.action.pos)?;
-                if !actions.contains(&id) {
-                    return self.err(
-                        e.action.pos,
-                        format!("action `{}` is not in the table's actions", e.action.name),
-                    );
-                }
-                let (action, args) = self.action_args(id, &e.action.args, e.action.pos)?;
-                let priority = match &e.priority {
-                    Some(p) => self.constant(p)?.0 as i64,
-                    None => n - i as i64,
-                };
-                entries.push(ir::Entry {
-                    matches,
-                    priority,
-                    action,
-                    args,
-                });
-            }
-            Some(entries)
-        };
-        let size = match &t.size {
-            Some(e) => self.constant(e)?.0 as usize,
-            None => DEFAULT_SIZE,
-        };
-        let mut direct_counter = false;
-        for (prop, value, pos) in &t.other {
-            match prop.as_str() {
-                "counters" => {
-                    let ExprKind::Name(n) = &value.kind else {
-                        return self.err(*pos, "counters = <direct_counter name> expected");
-                    };
-                    if !matches!(self.lookup(n), Some(Binding::DirectCounter)) {
-                        return self.err(*pos, format!("`{n}` is not a direct_counter"));
+                "size" => size = self.const_int(value)?.max(0) as usize,
+                "implementation" => {
+                    let obj = self.attached(value, pos)?;
+                    match obj {
+                        ExternObj::Profile(p) => profile = Some(p),
+                        _ => return self.err(pos, "implementation = an action_profile or action_selector"),
                     }
-                    direct_counter = true;
                 }
-                "support_timeout" | "psa_direct_counter" => {}
-                other => {
-                    return self.err(
-                        *pos,
-                        format!("table property `{other}` is not supported (meters and implementations come later)"),
-                    );
+                "counters" => match self.attached(value, pos)? {
+                    ExternObj::DirectCounter(c) => {
+                        self.out.counters[c].table = Some(id);
+                        direct_counter = Some(c);
+                    }
+                    _ => return self.err(pos, "counters = a direct_counter"),
+                },
+                "meters" => match self.attached(value, pos)? {
+                    ExternObj::DirectMeter(m) => {
+                        self.out.meters[m].table = Some(id);
+                        direct_meter = Some(m);
+                    }
+                    _ => return self.err(pos, "meters = a direct_meter"),
+                },
+                "largest_priority_wins" => {
+                    let v = self.const_expr(value, Some(&Ty::Bool))?;
+                    largest_wins = v.constant().and_then(|c| c.bits(1)) != Some(0);
                 }
+                "support_timeout" => {
+                    let v = self.const_expr(value, Some(&Ty::Bool))?;
+                    idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
+                }
+                // Other properties are the target's to read; BMv2 ignores those it does not know.
+                other => tracing::debug!(target: "p4", "table `{name}`: property `{other}` ignored"),
             }
+        }
+        let default_action = match default_action {
+            Some(d) => d,
+            // P4's default default is NoAction: the table's own when it lists it.
+            None => match actions.iter().find(|(n, _)| n == "NoAction") {
+                Some((_, a)) => (*a, Vec::new()),
+                None => (self.no_action(), Vec::new()),
+            },
+        };
+        let entries = match entries_prop {
+            Some((is_const, list)) => Some((
+                self.entries(list, &keys, &key_types, &actions, largest_wins)?,
+                !is_const,
+            )),
+            None => None,
+        };
+        if profile.is_some_and(|p| self.out.profiles[p].selector.is_some()) && selector_keys.is_empty() {
+            return self.err(
+                t.pos,
+                format!("table `{}`: an action_selector needs `selector` keys", t.name),
+            );
         }
         self.out.tables.push(ir::Table {
             name,
+            prep,
             keys,
-            actions,
+            selector_keys,
+            actions: table_actions,
             default_action,
             const_default,
-            const_entries,
+            entries,
             size,
             direct_counter,
+            direct_meter,
+            profile,
+            idle_timeout,
         });
-        Ok(self.out.tables.len() - 1)
+        Ok(TableRef { id, actions })
     }
 
-    /// A key set written in `const entries`, checked against the key's match kind.
-    fn entry_match(&self, m: KeySet, k: &ir::Key, pos: crate::source::Pos) -> Result<KeySet> {
+    /// The extern object a table property names (an instance, or one made there).
+    fn attached(&mut self, value: &'a ast::Expr, pos: Pos) -> R<ExternObj> {
+        let b = match &value.kind {
+            ExprKind::Name(n) => self.lookup(n).cloned(),
+            ExprKind::Call(f, targs, args) => match &f.kind {
+                ExprKind::Name(kind) => {
+                    let name = format!("{}_{}", kind, self.out.tables.len());
+                    let targs = self.type_args(targs, pos)?;
+                    Some(self.extern_instance(kind, &targs, args, &name, &[], pos)?)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match b {
+            Some(Binding::Extern(x)) => Ok(x.obj.clone()),
+            _ => self.err(pos, format!("`{}` is not an extern instance", value.text())),
+        }
+    }
+
+    fn type_args(&mut self, targs: &'a [ast::Type], pos: Pos) -> R<Vec<Ty>> {
+        let mut out = Vec::new();
+        for t in targs {
+            out.push(self.ty(t, pos)?);
+        }
+        Ok(out)
+    }
+
+    /// An action of a table as the table runs it: arguments bound in the action list copied
+    /// in, the control plane's in their slots, the body, then what is copied out.
+    pub(crate) fn table_action(&mut self, def: &ActionDef<'a>, bound_args: &'a [ast::Arg], pos: Pos) -> R<usize> {
+        let a = def.decl;
+        self.used.insert(super::call::action_key(def));
+        let scopes = def.scopes.clone().unwrap_or_else(|| self.global_scopes());
+        let types = self.with_scopes(scopes.clone(), |l| l.param_types(&a.params))?;
+        let n_bound = bound_args.len();
+        if n_bound > a.params.len() {
+            return self.err(
+                pos,
+                format!(
+                    "action `{}` takes {} arguments, {n_bound} given",
+                    a.name,
+                    a.params.len()
+                ),
+            );
+        }
+        for p in &a.params[n_bound..] {
+            if p.direction != ast::Direction::None {
+                return self.err(
+                    pos,
+                    format!(
+                        "action `{}`: parameter `{}` has a direction, so the table's action list must give it",
+                        a.name, p.name
+                    ),
+                );
+            }
+        }
+        let mut code = Vec::new();
+        let args: Vec<&'a ast::Arg> = bound_args.iter().collect();
+        let opt_types: Vec<Option<Ty>> = types[..n_bound].iter().cloned().map(Some).collect();
+        let params: Vec<&'a ast::Param> = a.params[..n_bound].iter().collect();
+        let bound = self.bind_args(&params, &opt_types, &args, pos, &mut code)?;
+        let name = {
+            let saved = std::mem::replace(&mut self.prefix, def.prefix.clone());
+            let n = self.cp_name(&a.annotations, &a.name);
+            self.prefix = saved;
+            n
+        };
+        let prefix = def.prefix.clone();
+        let (params, body) = self.with_scopes(scopes, |l| {
+            l.push_scope();
+            let saved = std::mem::replace(&mut l.prefix, prefix);
+            let r = (|| {
+                let copy_out = l.enter_params(&a.params[..n_bound], &types[..n_bound], bound, pos, &mut code)?;
+                let mut params = Vec::new();
+                for (p, t) in a.params[n_bound..].iter().zip(&types[n_bound..]) {
+                    let Some(width) = t.width(&l.types) else {
+                        let n = l.types.name(t);
+                        return l.err(
+                            p.pos,
+                            format!(
+                                "parameter `{}` is {n}: the control plane gives bit<W>, int<W>, bool or enum values",
+                                p.name
+                            ),
+                        );
+                    };
+                    let slot = l.alloc(t);
+                    l.bind(&p.name, Binding::Val(Val::Loc(Loc::Fixed(slot), t.clone())));
+                    params.push(ir::Param {
+                        name: p.name.clone(),
+                        slot,
+                        width,
+                    });
+                }
+                l.returns.push(None);
+                let body = l.block(&a.body);
+                l.returns.pop();
+                code.push(Op::Scope { body, copy_out });
+                Ok((params, std::mem::take(&mut code)))
+            })();
+            l.prefix = saved;
+            l.pop_scope();
+            r
+        })?;
+        self.out.actions.push(ir::Action { name, params, body });
+        Ok(self.out.actions.len() - 1)
+    }
+
+    /// An action that does nothing: a table's default when it names none.
+    fn no_action(&mut self) -> usize {
+        self.out.actions.push(ir::Action {
+            name: "NoAction".into(),
+            params: Vec::new(),
+            body: Vec::new(),
+        });
+        self.out.actions.len() - 1
+    }
+
+    /// `a(args)` (a default action, an entry's action): the table's action and the values of
+    /// the control plane's parameters.
+    fn action_call(&mut self, e: &'a ast::Expr, actions: &[(String, usize)]) -> R<(usize, Vec<u128>)> {
+        let (name, args): (&str, &'a [ast::Arg]) = match &e.kind {
+            ExprKind::Name(n) => (n, &[]),
+            ExprKind::Call(f, _, args) => match &f.kind {
+                ExprKind::Name(n) => (n, args),
+                _ => return self.err(e.pos, "an action expected"),
+            },
+            _ => return self.err(e.pos, "an action expected"),
+        };
+        self.action_args(name, args, e.pos, actions)
+    }
+
+    fn action_args(
+        &mut self,
+        name: &str,
+        args: &'a [ast::Arg],
+        pos: Pos,
+        actions: &[(String, usize)],
+    ) -> R<(usize, Vec<u128>)> {
+        let Some(&(_, id)) = actions.iter().find(|(n, _)| n == name) else {
+            let known: Vec<&str> = actions.iter().map(|a| a.0.as_str()).collect();
+            return self.err(
+                pos,
+                format!("action `{name}` is not one of the table's ({})", known.join(", ")),
+            );
+        };
+        let params = self.out.actions[id].params.clone();
+        // Arguments bound in the action list come first; the control plane's are the last.
+        let skip = args.len().saturating_sub(params.len());
+        let given = &args[skip..];
+        if given.len() != params.len() {
+            return self.err(
+                pos,
+                format!(
+                    "action `{name}` takes {} control-plane argument(s), {} given",
+                    params.len(),
+                    given.len()
+                ),
+            );
+        }
+        let mut values = Vec::new();
+        for (p, a) in params.iter().zip(given) {
+            let v = self.const_expr(&a.value, Some(&Ty::Bits(p.width, false)))?;
+            match v.constant().and_then(|c| c.bits(p.width)) {
+                Some(b) => values.push(b & mask(p.width)),
+                None => return self.err(a.value.pos, "a constant expected"),
+            }
+        }
+        Ok((id, values))
+    }
+
+    /// A table's `entries`. Priorities are kept as "larger wins": `priority = N` as written
+    /// (negated when the table says `largest_priority_wins = false`); `@priority(N)`, BMv2's own
+    /// where the smaller wins, negated; an entry with neither ranks by its place, the first
+    /// highest (p4c gives it BMv2 priority 1, 2, ...).
+    fn entries(
+        &mut self,
+        list: &'a [ast::Entry],
+        keys: &[ir::Key],
+        key_types: &[Ty],
+        actions: &[(String, usize)],
+        largest_wins: bool,
+    ) -> R<Vec<ir::Entry>> {
+        let mut out = Vec::new();
+        for (i, e) in list.iter().enumerate() {
+            let mut matches = self.key_sets(&e.keys, key_types)?;
+            for (m, k) in matches.iter_mut().zip(keys) {
+                *m = self.entry_match(*m, k, e.pos)?;
+            }
+            let (action, args) = self.action_args(&e.action.name, &e.action.args, e.action.pos, actions)?;
+            let annotated = e
+                .annotations
+                .iter()
+                .find(|a| a.name == "priority")
+                .and_then(|a| a.args.first());
+            let priority = match (&e.priority, annotated) {
+                (Some(p), _) => {
+                    let p = self.const_int(p)? as i64;
+                    if largest_wins { p } else { -p }
+                }
+                (None, Some(p)) => -(self.const_int(p)? as i64),
+                (None, None) => -(i as i64 + 1),
+            };
+            out.push(ir::Entry {
+                matches,
+                priority,
+                action,
+                args,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A key set written in an entry, checked against its key's match kind.
+    fn entry_match(&mut self, m: KeySet, k: &ir::Key, pos: Pos) -> R<KeySet> {
+        let full = mask(k.width);
         let ok = match (k.kind, m) {
-            (_, KeySet::Any) => k.kind != MatchKind::Exact,
+            (MatchKind::Exact, KeySet::Any) => false,
+            (_, KeySet::Any) => true,
             (MatchKind::Exact | MatchKind::Optional, KeySet::Value(_)) => true,
-            (MatchKind::Lpm, KeySet::Value(v)) => return Ok(KeySet::Mask(v, mask(k.width))),
-            (MatchKind::Lpm, KeySet::Mask(_, msk)) => msk.leading_zeros() + msk.count_ones() == 128,
-            (MatchKind::Ternary, KeySet::Value(v)) => return Ok(KeySet::Mask(v, mask(k.width))),
-            (MatchKind::Ternary, KeySet::Mask(..)) => true,
+            (MatchKind::Lpm, KeySet::Value(v)) => return Ok(KeySet::Mask(v, full)),
+            (MatchKind::Lpm, KeySet::Mask(_, msk)) => {
+                let msk = msk & full;
+                msk == crate::ir::mask(k.width) & !(full >> msk.count_ones())
+            }
+            (MatchKind::Ternary, KeySet::Value(v)) => return Ok(KeySet::Mask(v, full)),
+            (MatchKind::Ternary, KeySet::Mask(v, msk)) => return Ok(KeySet::Mask(v & msk, msk)),
             (MatchKind::Range, KeySet::Range(..)) => true,
             (MatchKind::Range, KeySet::Value(v)) => return Ok(KeySet::Range(v, v)),
             _ => false,
@@ -152,43 +440,11 @@ impl<'a> Lowerer<'a> {
             self.err(
                 pos,
                 format!(
-                    "key `{}` is {:?}; this entry's value does not fit that match kind",
-                    k.name, k.kind
+                    "key `{}` is {}; this entry's `{m:?}` does not fit it",
+                    k.name,
+                    k.kind.name()
                 ),
             )
         }
-    }
-
-    /// An action with constant arguments for its control-plane parameters.
-    fn action_args(&self, id: usize, args: &[ast::Expr], pos: crate::source::Pos) -> Result<(usize, Vec<u128>)> {
-        let a = &self.out.actions[id];
-        let params: Vec<&ir::Param> = a.params.iter().filter(|p| p.control_plane).collect();
-        if params.len() != args.len() {
-            return self.err(
-                pos,
-                format!(
-                    "action `{}` takes {} arguments, {} given",
-                    a.name,
-                    params.len(),
-                    args.len()
-                ),
-            );
-        }
-        let mut values = Vec::new();
-        for (p, e) in params.iter().zip(args) {
-            values.push(self.constant(e)?.0 & mask(p.width));
-        }
-        Ok((id, values))
-    }
-}
-
-/// The keys of an entry as one expression for [`Lowerer::key_sets`].
-fn single_or_list(keys: &[ast::Expr]) -> ast::Expr {
-    match keys {
-        [one] => one.clone(),
-        many => ast::Expr {
-            kind: ExprKind::List(many.to_vec()),
-            pos: many.first().map(|e| e.pos).unwrap_or_default(),
-        },
     }
 }

@@ -120,7 +120,7 @@ control ForwardIngress(inout headers_t hdr, inout meta_t meta, inout standard_me
         hdr.routes.pop_front(1);
     }
 
-    @name("ForwardIngress.routes")
+    @name("routes")
     table ipv4_lpm {
         key = {
             hdr.ipv4.dst: lpm;

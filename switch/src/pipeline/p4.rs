@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use intlab_p4::exec::{Carry, Session};
 use intlab_p4::{Arrival, CarriedState, Datapath, Decision, Departure, PacketState};
 
 use crate::config::{P4Spec, PortSpec};
@@ -30,7 +31,7 @@ pub enum P4Verdict {
 pub enum P4LoadError {
     /// The program does not compile.
     #[error("{0}")]
-    Program(#[from] intlab_p4::P4Error),
+    Program(#[from] intlab_p4::P4Errors),
     /// Its runtime file does not apply.
     #[error("{0}")]
     Runtime(#[from] intlab_p4::runtime_json::RuntimeError),
@@ -66,8 +67,30 @@ pub struct P4Pipeline {
 pub struct P4Scratch {
     /// The frame in hand, from its arrival to the end of ingress, or through egress.
     packet: PacketState,
-    /// An ingress clone being made.
+    /// A clone being made.
     clone: PacketState,
+}
+
+/// What a P4 program's ingress decided for a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct P4Ingress {
+    /// Where the frame goes.
+    pub verdict: P4Verdict,
+    /// A clone session the program asked for (make the clone with [`P4Pipeline::clone_of`]).
+    pub clone: Option<Session>,
+    /// The queue (priority) it goes to.
+    pub priority: u8,
+}
+
+/// What a P4 program's egress decided for a frame that starts transmission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P4Egress {
+    /// It goes out on the port.
+    Send,
+    /// The program dropped it.
+    Drop,
+    /// It goes back to the switch's ingress (`recirculate`), as the deparser left it.
+    Recirculate,
 }
 
 /// The P4 port number of port `index` named `name` when none is given: the number its name ends
@@ -149,19 +172,28 @@ impl P4Pipeline {
         }
     }
 
-    /// Runs the parser and ingress on `frame`, which arrived on port `index`, in `work`. A clone
-    /// the program asked for comes back as its port (make it with [`P4Pipeline::clone_of`]
-    /// before `work` runs another frame).
-    pub fn ingress(&self, frame: &mut FrameBuf, index: usize, work: &mut P4Scratch) -> (P4Verdict, Option<usize>) {
+    /// Runs the parser and ingress on `frame`, which arrived on port `index`, in `work` (with
+    /// what a recirculated frame kept, `carry`). A clone the program asked for comes back as its
+    /// session (make it with [`P4Pipeline::clone_of`] before `work` runs another frame).
+    pub fn ingress(
+        &self,
+        frame: &mut FrameBuf,
+        index: usize,
+        work: &mut P4Scratch,
+        carry: Option<&Carry>,
+    ) -> P4Ingress {
         let st = &mut work.packet;
         let arrival = Arrival {
             port: self.to_p4[index],
             now_ns: frame.arrival_ns,
         };
         let mut len = frame.len;
-        let r = self.datapath.ingress(st, frame.buffer_mut(), &mut len, arrival);
+        let r = self
+            .datapath
+            .ingress_as(st, frame.buffer_mut(), &mut len, arrival, carry);
         frame.len = len;
         frame.layout = None;
+        frame.p4_priority = Some(r.priority);
         st.save(frame.p4.get_or_insert_with(Box::default));
         let verdict = match r.decision {
             Decision::Drop => P4Verdict::Drop,
@@ -171,7 +203,16 @@ impl P4Pipeline {
                 None => P4Verdict::NoPort(p),
             },
         };
-        (verdict, r.clone_to.and_then(|p| self.port(p)))
+        P4Ingress {
+            verdict,
+            clone: r.clone_session,
+            priority: r.priority,
+        }
+    }
+
+    /// The port index of P4 port `p`, if the switch has it.
+    pub fn port_index(&self, p: u16) -> Option<usize> {
+        self.port(p)
     }
 
     /// The ports (and replication ids) of multicast group `g`, into `out` (emptied first).
@@ -182,13 +223,22 @@ impl P4Pipeline {
         out.extend(replicas.filter_map(|&(p, rid)| Some((self.port(p)?, rid))));
     }
 
-    /// Runs egress and the deparser, in `work`, on a frame that starts transmission on `port`;
-    /// false if the program dropped it.
-    pub fn egress(&self, d: &mut Dequeued, port: &EgressPort, work: &mut P4Scratch) -> bool {
+    /// Runs egress and the deparser, in `work`, on a frame that starts transmission on `port`.
+    /// An egress-to-egress clone the program asked for is made into a frame from `spare` (and
+    /// comes back with its session); `carry` then holds what a recirculated frame keeps.
+    pub fn egress(
+        &self,
+        d: &mut Dequeued,
+        port: &EgressPort,
+        work: &mut P4Scratch,
+        spare: &mut dyn FnMut() -> FrameBuf,
+        clone: &mut Option<(Session, FrameBuf)>,
+        carry: &mut Option<Carry>,
+    ) -> P4Egress {
         let st = &mut work.packet;
         match &d.frame.p4 {
             Some(carried) if st.restore(carried) => {}
-            _ => return false,
+            _ => return P4Egress::Drop,
         }
         let departure = Departure {
             port: self.to_p4[usize::from(port.index)],
@@ -202,11 +252,34 @@ impl P4Pipeline {
             rate_kbps: port.rate_kbps,
             node_id: port.node_id,
             mtu: u32::try_from(port.mtu).unwrap_or(u32::MAX),
+            qid: d.priority,
         };
+        let e = self.datapath.egress_control(st, d.frame.bytes(), departure);
+        if let Some(session) = e.clone {
+            // As the frame is before the deparser: its headers are in the state.
+            let mut copy = spare();
+            copy.copy_from(&d.frame);
+            self.datapath.egress_clone(&work.packet, &mut work.clone);
+            work.clone.save(copy.p4.get_or_insert_with(Box::default));
+            *clone = Some((session, copy));
+        }
+        if !e.sent {
+            return P4Egress::Drop;
+        }
+        let st = &mut work.packet;
         let mut len = d.frame.len;
-        let sent = self.datapath.egress(st, d.frame.buffer_mut(), &mut len, departure);
+        let sent = self
+            .datapath
+            .egress_finish(st, d.frame.buffer_mut(), &mut len, departure);
         d.frame.len = len;
-        sent
+        if !sent {
+            return P4Egress::Drop;
+        }
+        if e.recirculate {
+            *carry = Some(self.datapath.recirculation(st));
+            return P4Egress::Recirculate;
+        }
+        P4Egress::Send
     }
 
     /// Makes `copy` the ingress-to-egress clone of `frame`, whose ingress in `work` (just run)
@@ -225,11 +298,12 @@ impl P4Pipeline {
     }
 }
 
-/// A copy of a frame's P4 state for its multicast replica `rid`.
-pub fn replica_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16) {
+/// A copy of a frame's P4 state for its multicast replica `rid`: of `instance_type`, or of the
+/// frame's own (a clone's copies stay clones) when 0.
+pub fn replica_state(from: &FrameBuf, to: &mut FrameBuf, rid: u16, instance_type: u32) {
     if let Some(src) = &from.p4 {
         let st: &mut CarriedState = to.p4.get_or_insert_with(Box::default);
         st.clone_from(src);
-        st.mark_copy(rid, intlab_p4::INSTANCE_REPLICATION);
+        st.mark_copy(rid, instance_type);
     }
 }

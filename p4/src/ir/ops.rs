@@ -1,10 +1,10 @@
-//! Operators on `width`-bit values held in `u128`s.
+//! Operators on `width`-bit values held in `u128`s: what the executor runs and what the
+//! lowering folds constants with, so the two never disagree.
 
-use crate::ir::{Binary, Expr, Unary};
-use crate::lower::mask;
+use super::{Binary, Expr, Unary, mask};
 
 /// `v` of `w` bits, sign-extended to 128.
-fn signed(v: u128, w: u16) -> i128 {
+pub fn signed(v: u128, w: u16) -> i128 {
     if w >= 128 {
         return v as i128;
     }

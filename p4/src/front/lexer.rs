@@ -1,8 +1,8 @@
 //! Splits P4_16 source into tokens. Preprocessor directives come out whole, as one token per
-//! line, for [`crate::preprocess`] to act on.
+//! line, for [`super::preprocess`] to act on.
 
-use crate::error::{P4Error, Result};
-use crate::source::{FileId, Pos, SourceMap};
+use super::diag::{P4Error, Result};
+use super::source::{FileId, Pos, SourceMap};
 
 /// An integer literal, with its width prefix when it has one (`8w255`, `16s-3`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,9 +43,9 @@ pub struct Token {
 
 /// Operators, longest first so that the first match is the right one.
 const PUNCTS: &[&str] = &[
-    "&&&", "|+|", "|-|", "...", "==", "!=", "<=", ">=", "&&", "||", "<<", "++", "+=", "-=", "*=", "/=", "%=", "&=",
-    "|=", "^=", "..", "{", "}", "(", ")", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/", "%", "&",
-    "|", "^", "~", "!", "?", "@", "_",
+    "|+|=", "|-|=", "&&&", "|+|", "|-|", "...", "<<=", "==", "!=", "<=", ">=", "&&", "||", "<<", "++", "+=", "-=",
+    "*=", "/=", "%=", "&=", "|=", "^=", "..", "{", "}", "(", ")", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+",
+    "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", "@", "_", "#",
 ];
 
 /// Tokens of file `file` (already in `map`).
@@ -215,7 +215,11 @@ impl Lexer<'_> {
             let body_start = self.at;
             loop {
                 match self.peek(0) {
-                    0 | b'\n' => return self.error(start, "string not closed on its line"),
+                    0 => return self.error(start, "string not closed before the end of the file"),
+                    b'\n' => {
+                        self.at += 1;
+                        self.newline();
+                    }
                     b'\\' => self.at += 2,
                     b'"' => break,
                     _ => self.at += 1,
@@ -308,7 +312,7 @@ impl Lexer<'_> {
         let mut any = false;
         loop {
             let c = self.peek(0);
-            if c == b'_' && any {
+            if c == b'_' {
                 self.at += 1;
                 continue;
             }

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::exec::{ControlPlane, Datapath};
-use crate::ir::{Entry, KeySet, MatchKind};
-use crate::lower::mask;
+use crate::exec::table::Via;
+use crate::exec::{ControlPlane, Datapath, Session};
+use crate::ir::{Entry, KeySet, MatchKind, mask};
 
 /// A runtime file that could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +101,7 @@ fn apply(dp: &Datapath, cp: &mut ControlPlane, file: &str, text: &str) -> Result
                     .ok()
                     .filter(|g| *g > 0)
                     .ok_or_else(|| err(format!("{at}.{group_key}"), "a group id of 1 to 65535 expected".into()))?;
-                cp.groups.insert(id, replicas);
+                cp.set_group(id, &replicas);
             } else {
                 let Some(&(port, _)) = replicas.first() else {
                     return Err(err(
@@ -109,7 +109,13 @@ fn apply(dp: &Datapath, cp: &mut ControlPlane, file: &str, text: &str) -> Result
                         "a clone session needs one replica".into(),
                     ));
                 };
-                cp.sessions.insert(id as u32, port);
+                cp.sessions.insert(
+                    id as u32,
+                    Session {
+                        port: Some(port),
+                        group: None,
+                    },
+                );
             }
         }
     }
@@ -135,7 +141,7 @@ fn table_entry(dp: &Datapath, cp: &mut ControlPlane, e: &Value) -> Result<(), (S
         .cloned()
         .unwrap_or(Value::Object(Default::default()));
     let mut args = Vec::new();
-    for p in dp.program.actions[action].params.iter().filter(|p| p.control_plane) {
+    for p in dp.program.actions[action].params.iter() {
         let v = params.get(&p.name).ok_or_else(|| {
             (
                 format!("action_params.{}", p.name),
@@ -182,7 +188,9 @@ fn table_entry(dp: &Datapath, cp: &mut ControlPlane, e: &Value) -> Result<(), (S
         action,
         args,
     };
-    cp.tables[t].insert(entry).map_err(|m| (String::new(), m))?;
+    cp.tables[t]
+        .insert(entry, Via::Action)
+        .map_err(|m| (String::new(), m))?;
     Ok(())
 }
 

@@ -1,0 +1,688 @@
+//! The C preprocessor as P4 programs use it: `#include`, object-like and function-like
+//! `#define`, `#undef`, `#if` with integer expressions and `defined`, `#ifdef`, `#ifndef`,
+//! `#elif`, `#else`, `#endif`, `#error`. `core.p4`, `v1model.p4`, `psa.p4` and `intlab.p4` are
+//! built in and found by their include names; other includes are read relative to the file
+//! that names them.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use super::diag::{P4Error, Result};
+use super::lexer::{IntLit, Token, TokenKind, lex};
+use super::source::{SourceFile, SourceMap};
+
+/// Built-in include files: (include name, text).
+const BUILT_IN: &[(&str, &str)] = &[
+    ("core.p4", include_str!("../../include/core.p4")),
+    ("v1model.p4", include_str!("../../include/v1model.p4")),
+    ("intlab.p4", include_str!("../../include/intlab.p4")),
+];
+
+/// Deepest nesting of includes (a cycle would otherwise never end).
+const MAX_DEPTH: usize = 32;
+
+/// Most tokens one macro use may expand to: a guard against macros that grow without end.
+const MAX_EXPANSION: usize = 1 << 20;
+
+/// Reads `path` and everything it includes, and returns the tokens of the program with every
+/// directive carried out.
+pub fn preprocess_file(path: &Path, map: &mut SourceMap) -> Result<Vec<Token>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| P4Error::file(&path.display().to_string(), format!("cannot read it: {e}")))?;
+    preprocess_text(&path.display().to_string(), Some(path.to_owned()), text, map)
+}
+
+/// The same for a program given as text; `name` names it in errors and `path` (if any) is where
+/// its relative includes are looked up.
+pub fn preprocess_text(name: &str, path: Option<PathBuf>, text: String, map: &mut SourceMap) -> Result<Vec<Token>> {
+    let mut p = Preprocessor {
+        map,
+        defines: HashMap::new(),
+        out: Vec::new(),
+    };
+    let id = p.map.add(SourceFile {
+        name: name.to_owned(),
+        path,
+        text,
+    });
+    p.file(id, 0)?;
+    Ok(p.out)
+}
+
+/// A macro: its parameters (None for an object-like macro) and its body.
+#[derive(Debug, Clone)]
+struct Macro {
+    params: Option<Vec<String>>,
+    variadic: bool,
+    body: Vec<Token>,
+}
+
+struct Preprocessor<'a> {
+    map: &'a mut SourceMap,
+    defines: HashMap<String, Macro>,
+    out: Vec<Token>,
+}
+
+/// One open `#if`-family block.
+struct Conditional {
+    /// This branch is taken.
+    active: bool,
+    /// Some branch of this block was taken (a later `#elif` or `#else` is then skipped).
+    taken: bool,
+    /// The enclosing code is taken.
+    parent: bool,
+    else_seen: bool,
+}
+
+impl Conditional {
+    /// A block opened inside code that is taken (`parent`) or not, with condition `cond`.
+    fn open(parent: bool, cond: bool) -> Conditional {
+        Conditional {
+            active: parent && cond,
+            taken: cond,
+            parent,
+            else_seen: false,
+        }
+    }
+}
+
+/// A token with the macros that may no longer expand in it (C's "hide set").
+#[derive(Clone)]
+struct Painted {
+    token: Token,
+    hidden: Rc<HashSet<String>>,
+}
+
+impl Preprocessor<'_> {
+    fn file(&mut self, id: u32, depth: usize) -> Result<()> {
+        let tokens = lex(self.map, id)?;
+        let mut stack: Vec<Conditional> = Vec::new();
+        let active = |stack: &[Conditional]| stack.last().is_none_or(|c| c.active);
+        // Tokens waiting for expansion: a function-like macro's arguments may span lines.
+        let mut pending: Vec<Token> = Vec::new();
+        for t in tokens {
+            let TokenKind::Directive(text) = &t.kind else {
+                if active(&stack) {
+                    pending.push(t);
+                }
+                continue;
+            };
+            let (word, rest) = split_word(text);
+            let is_conditional = matches!(word, "ifdef" | "ifndef" | "if" | "elif" | "else" | "endif");
+            if !is_conditional && !active(&stack) {
+                continue;
+            }
+            if !is_conditional || word == "if" || word == "elif" {
+                // Definitions change only here: what came before expands with the old ones.
+                self.flush(&mut pending)?;
+            }
+            let err = |m: String| Err(P4Error::new(self.map, t.pos, m));
+            match word {
+                "ifdef" | "ifndef" => {
+                    let (name, _) = split_word(rest);
+                    if name.is_empty() {
+                        return err(format!("#{word} needs a macro name"));
+                    }
+                    let defined = self.defines.contains_key(name);
+                    let cond = if word == "ifdef" { defined } else { !defined };
+                    stack.push(Conditional::open(active(&stack), cond));
+                }
+                "if" => {
+                    let parent = active(&stack);
+                    let cond = parent && self.condition(rest, &t)?;
+                    stack.push(Conditional::open(parent, cond));
+                }
+                "elif" => {
+                    let Some(c) = stack.last() else {
+                        return err("#elif without #if".into());
+                    };
+                    if c.else_seen {
+                        return err("#elif after #else".into());
+                    }
+                    let (parent, taken) = (c.parent, c.taken);
+                    let cond = parent && !taken && self.condition(rest, &t)?;
+                    let c = stack.last_mut().expect("checked above");
+                    c.active = cond;
+                    c.taken = taken || cond;
+                }
+                "else" => match stack.last_mut() {
+                    Some(c) if !c.else_seen => {
+                        c.else_seen = true;
+                        c.active = c.parent && !c.taken;
+                        c.taken = true;
+                    }
+                    Some(_) => return err("a second #else in one #if block".into()),
+                    None => return err("#else without #if".into()),
+                },
+                "endif" => {
+                    if stack.pop().is_none() {
+                        return err("#endif without #if".into());
+                    }
+                }
+                "define" => self.define(rest, &t)?,
+                "undef" => {
+                    let (name, _) = split_word(rest);
+                    self.defines.remove(name);
+                }
+                "include" => self.include(rest.trim(), &t, id, depth)?,
+                "error" => return err(format!("#error {}", rest.trim())),
+                "warning" => tracing::warn!("{}: #warning {}", self.map.at(t.pos), rest.trim()),
+                "pragma" | "line" | "" => {}
+                other => return err(format!("unknown directive `#{other}`")),
+            }
+        }
+        self.flush(&mut pending)?;
+        if !stack.is_empty() {
+            let name = &self.map.file(id).name;
+            return Err(P4Error::file(
+                name,
+                "#if block not closed: #endif expected before the end of the file",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Expands the waiting tokens into the output.
+    fn flush(&mut self, pending: &mut Vec<Token>) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let tokens = std::mem::take(pending);
+        let expanded = self.expand(tokens)?;
+        self.out.extend(expanded);
+        Ok(())
+    }
+
+    /// `#define NAME body` or `#define NAME(a, b) body`.
+    fn define(&mut self, rest: &str, at: &Token) -> Result<()> {
+        let err = |m: String| Err(P4Error::new(self.map, at.pos, m));
+        let (name, after) = split_word(rest);
+        if name.is_empty() || !is_ident(name) {
+            return err(format!("#define needs a macro name, found `{}`", rest.trim()));
+        }
+        let after_name = &rest.trim_start()[name.len()..];
+        let (params, variadic, body) = if let Some(list) = after_name.strip_prefix('(') {
+            let Some(close) = list.find(')') else {
+                return err(format!("macro `{name}`: `)` expected after its parameters"));
+            };
+            let mut params = Vec::new();
+            let mut variadic = false;
+            for p in list[..close].split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                if p == "..." {
+                    variadic = true;
+                } else if is_ident(p) {
+                    params.push(p.to_owned());
+                } else {
+                    return err(format!("macro `{name}`: `{p}` is not a parameter name"));
+                }
+            }
+            (Some(params), variadic, &list[close + 1..])
+        } else {
+            (None, false, after)
+        };
+        let body = self.lex_fragment(body, at)?;
+        self.defines.insert(name.to_owned(), Macro { params, variadic, body });
+        Ok(())
+    }
+
+    /// Tokens of a macro body or an `#if` condition, placed at the directive.
+    fn lex_fragment(&mut self, body: &str, at: &Token) -> Result<Vec<Token>> {
+        let id = self.map.add(SourceFile {
+            name: self.map.file(at.pos.file).name.clone(),
+            path: None,
+            text: body.to_owned(),
+        });
+        let mut tokens = lex(self.map, id)?;
+        for t in &mut tokens {
+            // Errors in an expansion point at the #define line.
+            t.pos = at.pos;
+        }
+        Ok(tokens)
+    }
+
+    /// Expands every macro in `tokens`, rescanning what each expands to.
+    fn expand(&self, tokens: Vec<Token>) -> Result<Vec<Token>> {
+        let none = Rc::new(HashSet::new());
+        // A stack, next token last: an expansion is pushed back to be scanned again.
+        let mut input: Vec<Painted> = tokens
+            .into_iter()
+            .rev()
+            .map(|token| Painted {
+                token,
+                hidden: none.clone(),
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut produced = 0usize;
+        while let Some(p) = input.pop() {
+            let TokenKind::Ident(name) = &p.token.kind else {
+                out.push(p.token);
+                continue;
+            };
+            let Some(m) = self.defines.get(name.as_str()) else {
+                out.push(p.token);
+                continue;
+            };
+            if p.hidden.contains(name.as_str()) {
+                out.push(p.token);
+                continue;
+            }
+            let mut hidden = (*p.hidden).clone();
+            hidden.insert(name.clone());
+            let hidden = Rc::new(hidden);
+            let body: Vec<Token> = match &m.params {
+                None => m.body.clone(),
+                Some(params) => {
+                    // A function-like macro's name without `(` is left alone, as in C.
+                    if !matches!(input.last(), Some(n) if n.token.kind == TokenKind::Punct("(")) {
+                        out.push(p.token);
+                        continue;
+                    }
+                    input.pop();
+                    let args = self.arguments(&mut input, name, &p.token)?;
+                    self.substitute(m, params, args, name, &p.token)?
+                }
+            };
+            produced += body.len();
+            if produced > MAX_EXPANSION {
+                return Err(P4Error::new(
+                    self.map,
+                    p.token.pos,
+                    format!("macro `{name}` expands without end"),
+                ));
+            }
+            for mut b in body.into_iter().rev() {
+                b.pos = p.token.pos;
+                b.start = p.token.start;
+                b.end = p.token.end;
+                input.push(Painted {
+                    token: b,
+                    hidden: hidden.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The arguments of a function-like macro use, its `(` already taken: split at commas
+    /// outside parentheses.
+    fn arguments(&self, input: &mut Vec<Painted>, name: &str, at: &Token) -> Result<Vec<Vec<Token>>> {
+        let mut args = vec![Vec::new()];
+        let mut depth = 0usize;
+        loop {
+            let Some(p) = input.pop() else {
+                return Err(P4Error::new(
+                    self.map,
+                    at.pos,
+                    format!("macro `{name}`: `)` expected after its arguments"),
+                ));
+            };
+            match p.token.kind {
+                TokenKind::Punct("(") => depth += 1,
+                TokenKind::Punct(")") if depth == 0 => break,
+                TokenKind::Punct(")") => depth -= 1,
+                TokenKind::Punct(",") if depth == 0 => {
+                    args.push(Vec::new());
+                    continue;
+                }
+                _ => {}
+            }
+            args.last_mut().expect("one at least").push(p.token);
+        }
+        if args.len() == 1 && args[0].is_empty() {
+            args.clear();
+        }
+        Ok(args)
+    }
+
+    /// A function-like macro's body with its parameters replaced by their (expanded) arguments.
+    fn substitute(
+        &self,
+        m: &Macro,
+        params: &[String],
+        mut args: Vec<Vec<Token>>,
+        name: &str,
+        at: &Token,
+    ) -> Result<Vec<Token>> {
+        if args.len() < params.len() && params.len() == 1 && args.is_empty() {
+            args.push(Vec::new());
+        }
+        let fits = if m.variadic {
+            args.len() >= params.len()
+        } else {
+            args.len() == params.len()
+        };
+        if !fits {
+            return Err(P4Error::new(
+                self.map,
+                at.pos,
+                format!(
+                    "macro `{name}` takes {} argument(s), {} given",
+                    params.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let rest: Vec<Token> = if m.variadic && args.len() > params.len() {
+            let mut joined = Vec::new();
+            for (i, a) in args.drain(params.len()..).enumerate() {
+                if i > 0 {
+                    joined.push(Token {
+                        kind: TokenKind::Punct(","),
+                        pos: at.pos,
+                        start: at.start,
+                        end: at.end,
+                    });
+                }
+                joined.extend(a);
+            }
+            joined
+        } else {
+            Vec::new()
+        };
+        let mut expanded = Vec::with_capacity(args.len());
+        for a in args {
+            expanded.push(self.expand(a)?);
+        }
+        let rest = self.expand(rest)?;
+        let mut body = Vec::new();
+        for t in &m.body {
+            match &t.kind {
+                TokenKind::Ident(w) if w == "__VA_ARGS__" && m.variadic => body.extend(rest.iter().cloned()),
+                TokenKind::Ident(w) => match params.iter().position(|p| p == w) {
+                    Some(i) => body.extend(expanded[i].iter().cloned()),
+                    None => body.push(t.clone()),
+                },
+                _ => body.push(t.clone()),
+            }
+        }
+        Ok(body)
+    }
+
+    /// The value of an `#if` or `#elif` condition.
+    fn condition(&mut self, text: &str, at: &Token) -> Result<bool> {
+        let tokens = self.lex_fragment(text, at)?;
+        // `defined NAME` and `defined(NAME)` are decided before expansion.
+        let mut resolved = Vec::new();
+        let mut i = 0;
+        while i < tokens.len() {
+            if matches!(&tokens[i].kind, TokenKind::Ident(w) if w == "defined") {
+                let (name, next) = match (tokens.get(i + 1).map(|t| &t.kind), tokens.get(i + 2).map(|t| &t.kind)) {
+                    (Some(TokenKind::Punct("(")), Some(TokenKind::Ident(n))) => (n.clone(), i + 4),
+                    (Some(TokenKind::Ident(n)), _) => (n.clone(), i + 2),
+                    _ => {
+                        return Err(P4Error::new(self.map, at.pos, "`defined` needs a macro name"));
+                    }
+                };
+                let v = u128::from(self.defines.contains_key(&name));
+                resolved.push(Token {
+                    kind: TokenKind::Int(IntLit { value: v, width: None }),
+                    ..tokens[i].clone()
+                });
+                i = next;
+                continue;
+            }
+            resolved.push(tokens[i].clone());
+            i += 1;
+        }
+        let expanded = self.expand(resolved)?;
+        let mut e = CondExpr {
+            tokens: &expanded,
+            at: 0,
+        };
+        let v = e.ternary();
+        match v {
+            Some(v) if e.at == expanded.len() => Ok(v != 0),
+            _ => Err(P4Error::new(
+                self.map,
+                at.pos,
+                format!("#if condition `{}` is not an integer expression", text.trim()),
+            )),
+        }
+    }
+
+    fn include(&mut self, what: &str, t: &Token, from: u32, depth: usize) -> Result<()> {
+        let err = |m: String| Err(P4Error::new(self.map, t.pos, m));
+        let (name, system) = if let Some(n) = what.strip_prefix('<').and_then(|s| s.strip_suffix('>')) {
+            (n, true)
+        } else if let Some(n) = what.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+            (n, false)
+        } else {
+            return err(format!("#include needs <file> or \"file\", found `{what}`"));
+        };
+        if depth >= MAX_DEPTH {
+            return err(format!(
+                "includes nested more than {MAX_DEPTH} deep (a cycle?) at `{name}`"
+            ));
+        }
+        let dir = self
+            .map
+            .file(from)
+            .path
+            .as_ref()
+            .and_then(|p| p.parent().map(Path::to_owned))
+            .unwrap_or_default();
+        let local = dir.join(name);
+        if !system && local.is_file() {
+            let text = match std::fs::read_to_string(&local) {
+                Ok(t) => t,
+                Err(e) => return err(format!("cannot read include `{}`: {e}", local.display())),
+            };
+            let id = self.map.add(SourceFile {
+                name: local.display().to_string(),
+                path: Some(local),
+                text,
+            });
+            return self.file(id, depth + 1);
+        }
+        let base = Path::new(name).file_name().and_then(|n| n.to_str()).unwrap_or(name);
+        if let Some((builtin, text)) = BUILT_IN.iter().find(|(n, _)| *n == base) {
+            let id = self.map.add(SourceFile {
+                name: format!("<{builtin}>"),
+                path: None,
+                text: (*text).to_owned(),
+            });
+            return self.file(id, depth + 1);
+        }
+        if system {
+            return err(format!(
+                "no built-in include `{name}`: intlab has core.p4, v1model.p4, psa.p4 and intlab.p4"
+            ));
+        }
+        err(format!("cannot read include `{}`: no such file", local.display()))
+    }
+}
+
+/// An `#if` condition: C's integer expressions over literals (names left after expansion are 0).
+struct CondExpr<'a> {
+    tokens: &'a [Token],
+    at: usize,
+}
+
+impl CondExpr<'_> {
+    fn punct(&self) -> Option<&'static str> {
+        match self.tokens.get(self.at).map(|t| &t.kind) {
+            Some(TokenKind::Punct(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Whether the next tokens are `>` `>` written together (the lexer splits `>>`).
+    fn shift_right(&self) -> bool {
+        matches!((self.tokens.get(self.at), self.tokens.get(self.at + 1)),
+            (Some(a), Some(b)) if a.kind == TokenKind::Punct(">") && b.kind == TokenKind::Punct(">") && a.end == b.start)
+    }
+
+    fn ternary(&mut self) -> Option<i128> {
+        let c = self.binary(0)?;
+        if self.punct() == Some("?") {
+            self.at += 1;
+            let a = self.ternary()?;
+            if self.punct() != Some(":") {
+                return None;
+            }
+            self.at += 1;
+            let b = self.ternary()?;
+            return Some(if c != 0 { a } else { b });
+        }
+        Some(c)
+    }
+
+    fn operator(&self, level: usize) -> Option<(&'static str, usize)> {
+        const LEVELS: &[&[&str]] = &[
+            &["||"],
+            &["&&"],
+            &["|"],
+            &["^"],
+            &["&"],
+            &["==", "!="],
+            &["<", ">", "<=", ">="],
+            &["<<", ">>"],
+            &["+", "-"],
+            &["*", "/", "%"],
+        ];
+        let ops = LEVELS.get(level)?;
+        if ops.contains(&">>") && self.shift_right() {
+            return Some((">>", 2));
+        }
+        let p = self.punct()?;
+        if p == ">" && self.shift_right() {
+            return None;
+        }
+        ops.iter().find(|o| **o == p).map(|o| (*o, 1))
+    }
+
+    fn binary(&mut self, level: usize) -> Option<i128> {
+        if level >= 10 {
+            return self.unary();
+        }
+        let mut a = self.binary(level + 1)?;
+        while let Some((op, n)) = self.operator(level) {
+            self.at += n;
+            let b = self.binary(level + 1)?;
+            a = match op {
+                "||" => i128::from(a != 0 || b != 0),
+                "&&" => i128::from(a != 0 && b != 0),
+                "|" => a | b,
+                "^" => a ^ b,
+                "&" => a & b,
+                "==" => i128::from(a == b),
+                "!=" => i128::from(a != b),
+                "<" => i128::from(a < b),
+                ">" => i128::from(a > b),
+                "<=" => i128::from(a <= b),
+                ">=" => i128::from(a >= b),
+                "<<" => a.checked_shl(u32::try_from(b).ok()?)?,
+                ">>" => a.checked_shr(u32::try_from(b).ok()?)?,
+                "+" => a.checked_add(b)?,
+                "-" => a.checked_sub(b)?,
+                "*" => a.checked_mul(b)?,
+                "/" => a.checked_div(b)?,
+                "%" => a.checked_rem(b)?,
+                _ => return None,
+            };
+        }
+        Some(a)
+    }
+
+    fn unary(&mut self) -> Option<i128> {
+        match self.punct() {
+            Some("!") => {
+                self.at += 1;
+                Some(i128::from(self.unary()? == 0))
+            }
+            Some("-") => {
+                self.at += 1;
+                self.unary()?.checked_neg()
+            }
+            Some("+") => {
+                self.at += 1;
+                self.unary()
+            }
+            Some("~") => {
+                self.at += 1;
+                Some(!self.unary()?)
+            }
+            Some("(") => {
+                self.at += 1;
+                let v = self.ternary()?;
+                if self.punct() != Some(")") {
+                    return None;
+                }
+                self.at += 1;
+                Some(v)
+            }
+            _ => {
+                let t = self.tokens.get(self.at)?;
+                self.at += 1;
+                match &t.kind {
+                    TokenKind::Int(i) => i128::try_from(i.value).ok(),
+                    // A name no macro defines counts as 0, as in C.
+                    TokenKind::Ident(_) => Some(0),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+fn split_word(s: &str) -> (&str, &str) {
+    let s = s.trim_start();
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    (&s[..end], &s[end..])
+}
+
+fn is_ident(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Result<Vec<String>> {
+        let mut map = SourceMap::default();
+        let tokens = preprocess_text("t.p4", None, text.to_owned(), &mut map)?;
+        Ok(tokens
+            .iter()
+            .map(|t| match &t.kind {
+                TokenKind::Ident(w) => w.clone(),
+                TokenKind::Int(i) => i.value.to_string(),
+                TokenKind::Punct(p) => (*p).to_owned(),
+                TokenKind::Str(s) => format!("\"{s}\""),
+                TokenKind::Directive(d) => format!("#{d}"),
+            })
+            .collect())
+    }
+
+    #[test]
+    fn function_like_macros_take_their_arguments_and_rescan() {
+        let got = words("#define SQ(x) ((x) * (x))\n#define TWICE(f, v) f(f(v))\nTWICE(SQ, a + 1) SQ\n").unwrap();
+        assert_eq!(
+            got.join(" "),
+            "( ( ( ( a + 1 ) * ( a + 1 ) ) ) * ( ( ( a + 1 ) * ( a + 1 ) ) ) ) SQ"
+        );
+    }
+
+    #[test]
+    fn a_macro_does_not_expand_inside_itself() {
+        assert_eq!(words("#define A A + 1\nA\n").unwrap().join(" "), "A + 1");
+    }
+
+    #[test]
+    fn if_elif_else_choose_by_integer_expressions_and_defined() {
+        let text = "#define V 20200408\n#if V >= 20200408 && !defined(X)\nyes\n#elif 1\nno\n#else\nno\n#endif\n\
+                    #if (1 << 3) == 8 ? 0 : 1\nno\n#elif defined V\nalso\n#endif\n";
+        assert_eq!(words(text).unwrap(), ["yes", "also"]);
+    }
+
+    #[test]
+    fn a_wrong_argument_count_names_the_macro() {
+        let e = words("#define F(a, b) a\nF(1)\n").unwrap_err();
+        assert!(e.message.contains("macro `F` takes 2"), "{e}");
+    }
+}
