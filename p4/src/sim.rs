@@ -1,6 +1,7 @@
 //! A switch in memory that runs a program as BMv2's simple_switch does, frame by frame to
-//! completion: ingress (with resubmissions), ingress clones, multicast replication, one queue
-//! per egress port and priority, egress, egress clones, recirculation. `intlab p4 test` and
+//! completion: ingress (with resubmissions), ingress clones, multicast replication, a queue in
+//! front of egress (a frame's priority is its `qid` there), egress, egress clones,
+//! recirculation. `intlab p4 test` and
 //! `intlab p4 run` run programs on it; frames of any length go through it.
 
 use std::collections::VecDeque;

@@ -8,7 +8,6 @@
 //! never names are not watched.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
 
 use crate::control::cli_commands::CliSession;
 use crate::exec::Datapath;
@@ -113,6 +112,17 @@ const CLI_COMMANDS: &[&str] = &[
     "meter_array_set_rates",
     "table_add",
     "table_set_default",
+    "act_prof_create_member",
+    "act_prof_modify_member",
+    "act_prof_delete_member",
+    "act_prof_create_group",
+    "act_prof_delete_group",
+    "act_prof_add_member_to_group",
+    "act_prof_remove_member_from_group",
+    "table_indirect_add",
+    "table_indirect_add_with_group",
+    "table_indirect_set_default",
+    "table_indirect_set_default_with_group",
 ];
 
 /// Reads an STF file's text.
@@ -467,15 +477,14 @@ fn compare(port: u16, p: &Pattern, frame: &[u8], line: usize) -> Verdict {
     let mut text = format!("expect {port}");
     match &problem {
         None => {
-            let _ = write!(text, ": {}", hex(frame));
+            text.push_str(&format!(": {}", hex(frame)));
         }
         Some(why) => {
-            let _ = write!(
-                text,
+            text.push_str(&format!(
                 ": {why}\n      expected {}\n      got      {}",
                 spaced(&want),
                 hex(frame)
-            );
+            ));
         }
     }
     Verdict {
@@ -581,7 +590,7 @@ fn table_add(
     if def.needs_priority() {
         // simple_switch_CLI's lowest number wins; an STF file's largest (bmv2stf.py maps them so).
         let p = 10_000 - priority.unwrap_or(0);
-        let _ = write!(text, " {p}");
+        text.push_str(&format!(" {p}"));
     }
     Ok(text)
 }

@@ -573,3 +573,35 @@ fn a_lookahead_past_the_end_of_the_frame_is_packet_too_short_even_for_a_field_th
         "PacketTooShort, the statement after the lookahead not run"
     );
 }
+
+#[test]
+fn digests_reach_the_control_plane_with_their_fields_in_order_of_sending() {
+    let dp = datapath("learn.p4", "{}");
+    let mut cli = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    cli.run(&dp, "table_add known NoAction 0x020000000002 =>")
+        .expect("entry added");
+    let mut st = dp.packet_state();
+    let frame = |src: u8| {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, src]);
+        f.extend_from_slice(&[0x88, 0xb5]);
+        f
+    };
+    for (src, port) in [(1, 3), (2, 4), (5, 7)] {
+        let (decision, _) = forward(&dp, &mut st, &frame(src), port, Departure::default());
+        assert_eq!(decision, Decision::Unicast(1));
+    }
+    let (messages, dropped) = dp.take_digests();
+    assert_eq!(dropped, 0);
+    let d = &dp.program().digests;
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].fields.iter().map(|f| f.1).collect::<Vec<_>>(), [48, 9]);
+    // The known address (2) sent nothing; the others, in order, with their ports.
+    let sent: Vec<Vec<u128>> = messages.iter().map(|m| m.values.clone()).collect();
+    assert_eq!(sent, [vec![0x0200_0000_0001, 3], vec![0x0200_0000_0005, 7]]);
+    // The command line reads them too, and a digest read is gone.
+    forward(&dp, &mut st, &frame(6), 2, Departure::default());
+    let read = cli.run(&dp, "digest_read").expect("digest_read");
+    assert_eq!(read.as_deref(), Some("learn_t: src=0x20000000006, port=0x2"));
+    assert_eq!(cli.run(&dp, "digest_read").expect("digest_read"), None);
+}

@@ -70,6 +70,10 @@ impl std::fmt::Debug for PortCapture {
 impl PortCapture {
     /// Creates `path` with one Ethernet interface named `name`.
     pub fn create(path: &Path, name: &str, description: &str, speed_bps: u64) -> std::io::Result<PortCapture> {
+        // A capture folder that does not exist yet is made, as `tcpdump -w` users expect.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
         let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
         let mut writer = PcapNgWriter::new(file).map_err(std::io::Error::other)?;
         writer

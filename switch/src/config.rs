@@ -221,6 +221,7 @@ pub struct SwitchSpec {
 struct RawSwitch {
     #[serde(default = "default_name")]
     name: String,
+    #[serde(default = "default_node_id")]
     node_id: u32,
     #[serde(default)]
     workers: Option<Spanned<usize>>,
@@ -267,6 +268,11 @@ struct RawP4 {
     cli: Option<PathBuf>,
     #[serde(default)]
     trace: bool,
+}
+
+/// A switch's INT node id when its file gives none: the first.
+fn default_node_id() -> u32 {
+    1
 }
 
 fn default_name() -> String {

@@ -338,6 +338,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(io::stderr)
+        // Colours only on a terminal: a file or a pipe gets plain text.
+        .with_ansi(io::stderr().is_terminal())
         .init();
     match run(Cli::parse()) {
         Ok(code) => code,

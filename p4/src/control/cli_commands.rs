@@ -10,7 +10,6 @@
 //! with ternary, range or optional keys takes a priority last, and the lowest number wins.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::sync::PoisonError;
@@ -282,7 +281,7 @@ impl CliSession {
                         .iter()
                         .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
                         .collect();
-                    let _ = writeln!(out, "{:30} [implementation={ap}, mk={}]", t.name, mk.join(",\t"));
+                    out.push_str(&format!("{:30} [implementation={ap}, mk={}]\n", t.name, mk.join(",\t")));
                 }
                 out.trim_end().to_owned()
             }
@@ -295,7 +294,7 @@ impl CliSession {
                     }
                     seen.push(a.name.clone());
                     let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
-                    let _ = writeln!(out, "{:30} [{}]", a.name, ps.join(",\t"));
+                    out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
                 }
                 out.trim_end().to_owned()
             }
@@ -311,13 +310,13 @@ impl CliSession {
                         .iter()
                         .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
                         .collect();
-                    let _ = writeln!(out, "{:30} [mk={}]", t.name, mk.join(",\t"));
-                    let _ = writeln!(out, "{}", "*".repeat(80));
+                    out.push_str(&format!("{:30} [mk={}]\n", t.name, mk.join(",\t")));
+                    out.push_str(&format!("{}\n", "*".repeat(80)));
                 }
                 for ta in &t.actions {
                     let a = &dp.program.actions[ta.action];
                     let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
-                    let _ = writeln!(out, "{:30} [{}]", a.name, ps.join(",\t"));
+                    out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
                 }
                 out.trim_end().to_owned()
             }
@@ -552,16 +551,15 @@ impl CliSession {
             "mc_dump" => {
                 let mut out = String::from("==========\nMC ENTRIES\n");
                 for (g, nodes) in &cp.mc_groups {
-                    let _ = writeln!(out, "**********\nmgrp({g})");
+                    out.push_str(&format!("**********\nmgrp({g})\n"));
                     for h in nodes {
                         if let Some(n) = cp.mc_nodes.get(h) {
                             let ports: Vec<String> = n.ports.iter().map(u16::to_string).collect();
-                            let _ = writeln!(
-                                out,
-                                "  -> (L1h={h}, rid={}) -> (ports=[{}], lags=[])",
+                            out.push_str(&format!(
+                                "  -> (L1h={h}, rid={}) -> (ports=[{}], lags=[])\n",
                                 n.rid,
                                 ports.join(", ")
-                            );
+                            ));
                         }
                     }
                 }
@@ -748,10 +746,10 @@ impl CliSession {
                         .zip(&m.values)
                         .map(|((n, _), v)| format!("{n}={v:#x}"))
                         .collect();
-                    let _ = writeln!(out, "{}: {}", d.name, fields.join(", "));
+                    out.push_str(&format!("{}: {}\n", d.name, fields.join(", ")));
                 }
                 if dropped > 0 {
-                    let _ = writeln!(out, "({dropped} digests dropped before they were read)");
+                    out.push_str(&format!("({dropped} digests dropped before they were read)\n"));
                 }
                 out.trim_end().to_owned()
             }
@@ -854,26 +852,30 @@ fn table_add(dp: &Datapath, cp: &mut ControlPlane, args: &[&str], group: bool) -
         .map_err(|m| format!("Invalid table operation: {m}"))?;
     let mut out = String::new();
     if action.is_some() {
-        let _ = writeln!(out, "Adding entry to {} match table {}", match_type(def), def.name);
+        out.push_str(&format!(
+            "Adding entry to {} match table {}\n",
+            match_type(def),
+            def.name
+        ));
         let keys: Vec<String> = def
             .keys
             .iter()
             .zip(&matches)
             .map(|(k, m)| match_str(k.kind, k.width, m))
             .collect();
-        let _ = writeln!(out, "{:20} {}", "match key:", keys.join("\t"));
-        let _ = writeln!(out, "{:20} {}", "action:", dp.program.actions[a].name);
+        out.push_str(&format!("{:20} {}\n", "match key:", keys.join("\t")));
+        out.push_str(&format!("{:20} {}\n", "action:", dp.program.actions[a].name));
         let data: Vec<String> = dp.program.actions[a]
             .params
             .iter()
             .zip(&values)
             .map(|(p, v)| bytes_str(*v, p.width))
             .collect();
-        let _ = writeln!(out, "{:20} {}", "runtime data:", data.join("\t"));
+        out.push_str(&format!("{:20} {}\n", "runtime data:", data.join("\t")));
     } else {
-        let _ = writeln!(out, "Adding entry to indirect match table {}", def.name);
+        out.push_str(&format!("Adding entry to indirect match table {}\n", def.name));
     }
-    let _ = write!(out, "Entry has been added with handle {h}");
+    out.push_str(&format!("Entry has been added with handle {h}"));
     Ok(out)
 }
 
@@ -949,11 +951,10 @@ fn counter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -
     let mut out = String::new();
     let (packets, bytes) = match dp.program.counters[c].table {
         Some(t) => {
-            let _ = writeln!(
-                out,
-                "this is the direct counter for table {}",
+            out.push_str(&format!(
+                "this is the direct counter for table {}\n",
                 dp.program.tables[t].name
-            );
+            ));
             let e = cp.tables[t]
                 .get(i as u32)
                 .ok_or_else(|| format!("table `{}` has no entry {i}", dp.program.tables[t].name))?;
@@ -977,9 +978,9 @@ fn counter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -
         }
     };
     if write.is_some() {
-        let _ = write!(out, "{name}[{i}] has been updated");
+        out.push_str(&format!("{name}[{i}] has been updated"));
     } else {
-        let _ = write!(out, "{name}[{i}]= ({bytes} bytes, {packets} packets)");
+        out.push_str(&format!("{name}[{i}]= ({bytes} bytes, {packets} packets)"));
     }
     Ok(out)
 }
@@ -1065,10 +1066,13 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             };
             let mut out = String::new();
             if rates.len() != 2 {
-                let _ = writeln!(out, "WARNING: expected 2 rates but only received {}", rates.len());
+                out.push_str(&format!(
+                    "WARNING: expected 2 rates but only received {}\n",
+                    rates.len()
+                ));
             }
             for (k, (r, b)) in rates.iter().enumerate() {
-                let _ = writeln!(out, "{k}: info rate = {r}, burst size = {b}");
+                out.push_str(&format!("{k}: info rate = {r}, burst size = {b}\n"));
             }
             Ok(out.trim_end().to_owned())
         }
@@ -1079,17 +1083,16 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
 fn table_dump(dp: &Datapath, cp: &ControlPlane, t: usize) -> String {
     let mut out = String::from("==========\nTABLE ENTRIES\n");
     for e in cp.tables[t].entries() {
-        let _ = writeln!(out, "**********\n{}", dump_entry(dp, t, e));
+        out.push_str(&format!("**********\n{}\n", dump_entry(dp, t, e)));
     }
     if let Some(p) = dp.program.tables[t].profile {
-        let _ = writeln!(out, "{}", dump_profile(dp, cp, p));
+        out.push_str(&format!("{}\n", dump_profile(dp, cp, p)));
     }
     let (a, args) = &cp.tables[t].default;
-    let _ = write!(
-        out,
+    out.push_str(&format!(
         "==========\nDumping default entry\n{}\n==========",
         action_entry(dp, *a, args)
-    );
+    ));
     out
 }
 
@@ -1100,10 +1103,10 @@ fn dump_entry(dp: &Datapath, t: usize, e: &crate::exec::table::StoredEntry) -> S
     for (k, m) in def.keys.iter().zip(&e.entry.matches) {
         let text = match_str(k.kind, k.width, m);
         let (kind, value) = text.split_once('-').unwrap_or(("", &text));
-        let _ = writeln!(out, "* {:w$}: {:10}{}", k.name, kind, value.replace(':', ""));
+        out.push_str(&format!("* {:w$}: {:10}{}\n", k.name, kind, value.replace(':', "")));
     }
     if def.needs_priority() {
-        let _ = writeln!(out, "Priority: {}", -e.entry.priority);
+        out.push_str(&format!("Priority: {}\n", -e.entry.priority));
     }
     out.push_str(&match e.via {
         Via::Action => action_entry(dp, e.entry.action, &e.entry.args),
@@ -1116,13 +1119,16 @@ fn dump_entry(dp: &Datapath, t: usize, e: &crate::exec::table::StoredEntry) -> S
 fn dump_profile(dp: &Datapath, cp: &ControlPlane, p: usize) -> String {
     let mut out = String::from("==========\nMEMBERS\n");
     for (h, (a, args)) in &cp.profiles[p].members {
-        let _ = writeln!(out, "**********\nDumping member {h}\n{}", action_entry(dp, *a, args));
+        out.push_str(&format!(
+            "**********\nDumping member {h}\n{}\n",
+            action_entry(dp, *a, args)
+        ));
     }
     if dp.program.profiles[p].selector.is_some() {
         out.push_str("==========\nGROUPS\n");
         for (h, members) in &cp.profiles[p].groups {
             let m: Vec<String> = members.iter().map(u32::to_string).collect();
-            let _ = writeln!(out, "**********\nDumping group {h}\nMembers: [{}]", m.join(", "));
+            out.push_str(&format!("**********\nDumping group {h}\nMembers: [{}]\n", m.join(", ")));
         }
     }
     out.trim_end().to_owned()

@@ -114,7 +114,8 @@ impl<'a> BitPacker<'a> {
     }
 
     /// Appends the low `width` bits of `value` (which has no bits above them).
-    #[inline]
+    // Always inlined: it is the inner loop of every checksum and hash, and rustc would not.
+    #[inline(always)]
     pub fn push(&mut self, value: u128, width: u16) {
         let w = u32::from(width);
         if w > 64 {

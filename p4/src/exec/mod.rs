@@ -22,6 +22,7 @@ use arc_swap::ArcSwap;
 use crate::ir::{self, BlockKind, mask};
 pub use carried::CarriedState;
 pub use control_plane::{ControlPlane, Session};
+use control_plane::{ControlView, SharedControl};
 use meter::{MeterArray, MeterCell};
 
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
@@ -59,7 +60,7 @@ pub struct Datapath {
     /// The program compiled to closures: what packets run.
     code: code::Code,
     /// Tables, groups and sessions as packets see them now.
-    control: ArcSwap<ControlPlane>,
+    control: SharedControl,
     /// Held by an edit, so that two control-plane clients never lose each other's changes.
     editing: Mutex<()>,
     registers: Vec<RegisterArray>,
@@ -160,6 +161,8 @@ pub struct PacketState {
     random: u64,
     rid: u16,
     instance_type: u32,
+    /// The control plane, as this thread last read it.
+    view: ControlView,
 }
 
 /// What the switch knows when a frame arrives.
@@ -238,7 +241,7 @@ pub struct EgressResult {
 impl Datapath {
     /// A datapath for `program` with its source's entries and defaults.
     pub fn new(program: ir::Program, name: &str) -> Datapath {
-        let control = ArcSwap::from_pointee(ControlPlane::of(&program));
+        let control = Arc::new(ArcSwap::from_pointee(ControlPlane::of(&program)));
         let registers = program
             .registers
             .iter()
@@ -477,17 +480,32 @@ impl Datapath {
         arrival: Arrival,
         carry: Option<&Carry>,
     ) -> IngressResult {
+        let mut view = st.view.take(&self.control);
+        let result = self.ingress_with(view.load(), st, buf, len, arrival, carry);
+        st.view.put(view);
+        result
+    }
+
+    /// [`Datapath::ingress_as`] with the control plane `control`.
+    fn ingress_with(
+        &self,
+        control: &ControlPlane,
+        st: &mut PacketState,
+        buf: &mut [u8],
+        len: &mut usize,
+        arrival: Arrival,
+        carry: Option<&Carry>,
+    ) -> IngressResult {
         let s = self.program.std;
         let env = Departure {
             arrival_ns: arrival.now_ns,
             ..Departure::default()
         };
-        let control = self.control.load();
         let mut carry = carry.cloned();
         let mut resubmits = 0;
         loop {
             let port = u128::from(arrival.port);
-            let mut r = self.arrive(&control, st, &buf[..*len], port, arrival.now_ns, env, carry.as_ref());
+            let mut r = self.arrive(control, st, &buf[..*len], port, arrival.now_ns, env, carry.as_ref());
             r.control(self.code.control(BlockKind::Ingress));
             let clone_session =
                 r.st.clone_session
@@ -522,7 +540,10 @@ impl Datapath {
                 tracing::debug!(target: "p4", switch = %self.name, "ingress decided {decision:?}");
             }
             let priority = (st.slots[s.priority as usize] & 7) as u8;
-            let mut r = run::Run::new(self, &control, st, &buf[..*len], env);
+            // As simple_switch: what leaves ingress for one port is a normal packet, whatever it
+            // was when it came in (resubmitted, recirculated); replicas are marked as they go.
+            st.instance_type = INSTANCE_NORMAL;
+            let mut r = run::Run::new(self, control, st, &buf[..*len], env);
             if decision != Decision::Drop {
                 r.deparse();
                 if st.write_headers(buf, len).is_none() {
@@ -612,8 +633,9 @@ impl Datapath {
         *len = original.len();
         let s = self.program.std;
         let port = from.slots[s.ingress_port as usize];
-        let control = self.control.load();
-        self.arrive(&control, st, &buf[..*len], port, 0, Departure::default(), None);
+        let mut view = st.view.take(&self.control);
+        self.arrive(view.load(), st, &buf[..*len], port, 0, Departure::default(), None);
+        st.view.put(view);
         st.slots[s.ingress_global_timestamp as usize] = 0;
         self.keep_field_list(from, st, from.clone_field_list);
         st.mark_copy(0, INSTANCE_INGRESS_CLONE);
@@ -667,22 +689,24 @@ impl Datapath {
         // As simple_switch: egress_spec starts as a port that is not the drop port, so that
         // only `mark_to_drop` (or a write of 511) in egress drops the frame.
         set(st, s.egress_spec, u128::from(DROP_PORT + 1));
-        let control = self.control.load();
-        let mut r = run::Run::new(self, &control, st, frame, d);
+        let mut view = st.view.take(&self.control);
+        let control = view.load();
+        let mut r = run::Run::new(self, control, st, frame, d);
         r.cursor_to_headers();
         r.control(self.code.control(BlockKind::Egress));
         let clone =
             r.st.clone_session
                 .take()
                 .and_then(|c| control.sessions.get(&(c & 0x7fff)).copied());
-        let dropped = r.st.slots[s.egress_spec as usize] as u16 == DROP_PORT;
+        st.view.put(view);
+        let dropped = st.slots[s.egress_spec as usize] as u16 == DROP_PORT;
         if dropped && self.trace {
             tracing::debug!(target: "p4", switch = %self.name, "egress dropped the frame");
         }
         EgressResult {
             sent: !dropped,
             clone,
-            recirculate: r.st.recirculate.is_some() && !dropped,
+            recirculate: st.recirculate.is_some() && !dropped,
         }
     }
 
@@ -717,10 +741,11 @@ impl Datapath {
     /// Runs compute checksum and the deparser on a frame egress kept; false if it no longer
     /// fits `buf`.
     pub fn egress_finish(&self, st: &mut PacketState, buf: &mut [u8], len: &mut usize, d: Departure) -> bool {
-        let control = self.control.load();
-        let mut r = run::Run::new(self, &control, st, &buf[..*len], d);
+        let mut view = st.view.take(&self.control);
+        let mut r = run::Run::new(self, view.load(), st, &buf[..*len], d);
         r.control(self.code.control(BlockKind::Compute));
         r.deparse();
+        st.view.put(view);
         st.write_headers(buf, len).is_some()
     }
 
@@ -781,6 +806,11 @@ impl PacketState {
     fn reset(&mut self, slots: usize) {
         self.slots.clear();
         self.slots.resize(slots, 0);
+        self.reset_flags();
+    }
+
+    /// Resets everything but the slots.
+    fn reset_flags(&mut self) {
         self.header_bytes = 0;
         self.cursor = 0;
         self.clone_session = None;

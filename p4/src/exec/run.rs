@@ -173,15 +173,23 @@ impl<'a> Run<'a> {
     }
 
     /// Appends the valid header at `b`, of type `t`, to the deparser's output.
+    #[inline]
     pub(super) fn emit(&mut self, b: Slot, t: usize) {
         let header = &self.dp.program.headers[t];
         let first = b as usize + 1;
-        if header.varbit.is_none() {
-            let values = &self.st.slots[first..first + header.fields.len()];
-            self.dp.code.layouts[t].write(&mut self.st.out, values);
-            return;
+        if header.varbit.is_some() {
+            return self.emit_varbit(b, t);
         }
-        // A header with a varbit: its fields packed one by one, the varbit at its length.
+        let values = &self.st.slots[first..first + header.fields.len()];
+        self.dp.code.layouts[t].write(&mut self.st.out, values);
+    }
+
+    /// [`Run::emit`] of a header with a varbit: its fields packed one by one, the varbit at its
+    /// length.
+    #[cold]
+    #[inline(never)]
+    fn emit_varbit(&mut self, b: Slot, t: usize) {
+        let header = &self.dp.program.headers[t];
         let mut bytes = std::mem::take(&mut self.st.list);
         bytes.clear();
         let mut p = BitPacker::new(&mut bytes);
@@ -189,8 +197,7 @@ impl<'a> Run<'a> {
             let at = b as usize + header.field_slot(i) as usize;
             let v = self.st.slots[at];
             if Some(i) == header.varbit {
-                let len = (v as usize).min(usize::from(*w));
-                push_varbit(&mut p, &self.st.slots[at + 1..], len);
+                push_varbit(&mut p, &self.st.slots[at..], *w);
             } else {
                 p.push(v, *w);
             }
@@ -299,27 +306,25 @@ impl<'a> Run<'a> {
             None => (state.default.0, state.default.1.as_slice(), false),
         };
         // A table with an action profile runs its member's action.
-        let via = hit.map_or(Via::Action, |e| e.via);
-        let member = match (via, table.profile) {
-            (Via::Member(m), Some(p)) => Some(m).filter(|_| true).map(|m| (p, m)),
-            (Via::Group(g), Some(p)) => self.select_member(t, p, g).map(|m| (p, m)),
-            _ => None,
-        };
-        if let Some((p, m)) = member {
-            match self.control.profiles[p].members.get(&m) {
+        if let Some(p) = table.profile {
+            let via = hit.map_or(Via::Action, |e| e.via);
+            let member = match via {
+                Via::Member(m) => Some(m),
+                Via::Group(g) => self.select_member(t, p, g),
+                Via::Action => None,
+            };
+            match member.and_then(|m| self.control.profiles[p].members.get(&m)) {
                 Some((a, margs)) => {
                     action = *a;
                     args = margs.as_slice();
                 }
-                None => {
+                // A member gone, or a group with none, runs the default action.
+                None if via != Via::Action => {
                     action = state.default.0;
                     args = state.default.1.as_slice();
                 }
+                None => {}
             }
-        } else if via != Via::Action {
-            // A group with no member runs the default action.
-            action = state.default.0;
-            args = state.default.1.as_slice();
         }
         if self.dp.trace {
             tracing::debug!(
@@ -478,17 +483,14 @@ impl<'a> Run<'a> {
                 }
             }
             let v = match &it.source {
+                ItemSource::Slot(s) if it.varbit => {
+                    push_varbit(&mut packer, &self.st.slots[*s as usize..], it.width);
+                    continue;
+                }
                 ItemSource::Slot(s) => self.st.slots[*s as usize],
                 ItemSource::Value(value) => value(self),
             };
-            match (&it.source, it.varbit) {
-                (ItemSource::Slot(s), true) => {
-                    let at = *s as usize + 1;
-                    let len = (v as usize).min(usize::from(it.width));
-                    push_varbit(&mut packer, &self.st.slots[at..], len);
-                }
-                _ => packer.push(v, it.width),
-            }
+            packer.push(v, it.width);
         }
         packer.finish();
         buf
@@ -760,11 +762,14 @@ fn fold16(mut sum: u64) -> u16 {
     sum as u16
 }
 
-/// Packs the first `len` bits of a varbit's data (held in 128-bit chunks, the first bits in the
-/// first chunk's top).
-fn push_varbit(p: &mut BitPacker<'_>, chunks: &[u128], len: usize) {
-    let mut left = len;
-    for c in chunks {
+/// Packs a varbit stored from `slots[0]` (its length in bits, at most `max`) followed by its
+/// data in 128-bit chunks, the first bits in the first chunk's top. Out of line: rare, and
+/// inlined it would keep the common fixed-width path from being inlined.
+#[cold]
+#[inline(never)]
+fn push_varbit(p: &mut BitPacker<'_>, slots: &[u128], max: u16) {
+    let mut left = (slots[0] as usize).min(usize::from(max));
+    for c in &slots[1..] {
         if left == 0 {
             break;
         }

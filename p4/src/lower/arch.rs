@@ -8,7 +8,7 @@ use crate::ir::{self, BlockKind};
 
 use super::ty::Ty;
 use super::value::{Loc, Val};
-use super::{Lowerer, R};
+use super::{Lowerer, R, carry_on};
 
 /// V1Switch's blocks in order: what each is and the parameters it takes.
 const V1SWITCH: [(&str, &str); 6] = [
@@ -89,7 +89,7 @@ impl<'a> Lowerer<'a> {
             let is_parser = matches!(u.decl, super::block::BlockDecl::Parser(_));
             if expect_parser != is_parser {
                 let what = if expect_parser { "a parser" } else { "a control" };
-                let _ = self.err::<()>(u.pos, format!("block {} of V1Switch must be {what}", i + 1));
+                self.report(u.pos, format!("block {} of V1Switch must be {what}", i + 1));
                 continue;
             }
             let (name, params) = match u.decl {
@@ -98,7 +98,7 @@ impl<'a> Lowerer<'a> {
             };
             if params != values.len() {
                 let (role, signature) = V1SWITCH[i];
-                let _ = self.err::<()>(
+                self.report(
                     u.pos,
                     format!(
                         "`{name}` takes {params} parameters; V1Switch's {role} takes {} ({signature})",
@@ -107,11 +107,11 @@ impl<'a> Lowerer<'a> {
                 );
                 continue;
             }
-            let _ = if is_parser {
+            carry_on(if is_parser {
                 self.top_parser(u, values, kind)
             } else {
                 self.top_control(u, values, kind)
-            };
+            });
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use super::call::{ActionDef, Bound};
 use super::expr::LVal;
 use super::ty::Ty;
 use super::value::{Loc, Val};
-use super::{Binding, Frame, Lowerer, R, TypeBinding};
+use super::{Binding, Frame, Lowerer, R, TypeBinding, carry_on};
 
 /// A parser or control declaration with a body.
 #[derive(Clone, Copy)]
@@ -194,7 +194,7 @@ impl<'a> Lowerer<'a> {
             l.push_scope();
             let mut body = Vec::new();
             for local in &c.locals {
-                let _ = l.control_local(local, &mut body);
+                carry_on(l.control_local(local, &mut body));
             }
             body.extend(l.block(&c.apply));
             l.check_unused_actions(c);
@@ -215,7 +215,7 @@ impl<'a> Lowerer<'a> {
                 continue;
             }
             if let Some(Binding::Action(def)) = self.lookup(&a.name).cloned() {
-                let _ = self.check_action(&def);
+                carry_on(self.check_action(&def));
             }
         }
         self.out.slots = slots;
@@ -356,10 +356,7 @@ impl<'a> Lowerer<'a> {
     ) -> R<()> {
         let bound = self.instance_args(&c.params, args, pos, code)?;
         let copy_out = self.copy_in_instance(&c.params, bound, pos, code)?;
-        code.push(Op::Scope {
-            body: c.body.clone(),
-            copy_out,
-        });
+        super::stmt::push_scope(code, c.body.clone(), copy_out);
         Ok(())
     }
 
@@ -422,7 +419,7 @@ impl<'a> Lowerer<'a> {
             l.push_scope();
             let mut init = Vec::new();
             for s in &p.locals {
-                let _ = l.block_local(s, &mut init);
+                carry_on(l.block_local(s, &mut init));
             }
             Ok(ParserInst {
                 decl: p,
@@ -466,9 +463,9 @@ impl<'a> Lowerer<'a> {
         let saved = std::mem::replace(&mut self.prefix, inst.name.clone());
         for (i, s) in order.iter().enumerate() {
             let first = if i == 0 { inst.init.clone() } else { Vec::new() };
-            let _ = self.with_scopes(inst.scopes.clone(), |l| {
+            carry_on(self.with_scopes(inst.scopes.clone(), |l| {
                 l.state(inst, s, base + i, first, &index, accept, states)
-            });
+            }));
         }
         self.prefix = saved;
         Ok(base)

@@ -40,7 +40,7 @@ pub(crate) fn void() -> Val {
 
 impl<'a> Lowerer<'a> {
     /// A call in an expression or as a statement.
-    pub(crate) fn call(&mut self, e: &'a ast::Expr, want: Option<&Ty>, code: &mut Vec<Op>) -> R<Val> {
+    pub(crate) fn call(&mut self, e: &'a ast::Expr, code: &mut Vec<Op>) -> R<Val> {
         let ExprKind::Call(f, targs, args) = &e.kind else {
             return self.err(e.pos, "a call expected");
         };
@@ -56,7 +56,7 @@ impl<'a> Lowerer<'a> {
                     };
                     self.inline_function(&def, targs, args, e.pos, code)
                 }
-                Some(Binding::ExternFn(sigs)) => self.extern_function(n, &sigs, targs, args, e.pos, want, code),
+                Some(Binding::ExternFn(sigs)) => self.extern_function(n, &sigs, targs, args, e.pos, code),
                 Some(_) => self.err(e.pos, format!("`{n}` cannot be called")),
                 None if self.lookup_type(n).is_some() => self.err(
                     e.pos,
@@ -64,7 +64,7 @@ impl<'a> Lowerer<'a> {
                 ),
                 None => self.err(e.pos, format!("`{n}` is not declared")),
             },
-            ExprKind::Member(obj, m) => self.method(e, obj, m, targs, args, want, code),
+            ExprKind::Member(obj, m) => self.method(e, obj, m, targs, args, code),
             _ => self.err(e.pos, format!("`{}` cannot be called", f.text())),
         }
     }
@@ -77,7 +77,6 @@ impl<'a> Lowerer<'a> {
         m: &str,
         targs: &'a [Type],
         args: &'a [ast::Arg],
-        want: Option<&Ty>,
         code: &mut Vec<Op>,
     ) -> R<Val> {
         if matches!(
@@ -85,7 +84,7 @@ impl<'a> Lowerer<'a> {
             "minSizeInBits" | "minSizeInBytes" | "maxSizeInBits" | "maxSizeInBytes"
         ) && args.is_empty()
         {
-            return self.size_of(obj, m, e.pos, code);
+            return self.size_of(obj, m, e.pos);
         }
         if let ExprKind::Name(n) = &obj.kind {
             match self.lookup(n).cloned() {
@@ -101,7 +100,7 @@ impl<'a> Lowerer<'a> {
                     });
                     return Ok(void());
                 }
-                Some(Binding::Extern(x)) => return self.extern_method(&x, m, targs, args, e.pos, want, code),
+                Some(Binding::Extern(x)) => return self.extern_method(&x, m, args, e.pos, code),
                 Some(Binding::Control(c)) => {
                     if m != "apply" {
                         return self.err(e.pos, format!("a control has `apply(...)`, not `{m}`"));
@@ -127,7 +126,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `T.minSizeInBits()` and friends, of a type or of a value's type.
-    fn size_of(&mut self, obj: &'a ast::Expr, m: &str, pos: Pos, code: &mut Vec<Op>) -> R<Val> {
+    fn size_of(&mut self, obj: &'a ast::Expr, m: &str, pos: Pos) -> R<Val> {
         let t = match &obj.kind {
             ExprKind::Type(t) => self.ty(t, pos)?,
             ExprKind::Name(n) if self.lookup(n).is_none() && self.lookup_type(n).is_some() => {
@@ -137,9 +136,8 @@ impl<'a> Lowerer<'a> {
                 }
             }
             _ => {
-                let mut scratch = Vec::new();
-                let v = self.expr(obj, None, &mut scratch)?;
-                let _ = code;
+                // Only its type counts: the code that computes it is not kept.
+                let v = self.expr(obj, None, &mut Vec::new())?;
                 match v.ty() {
                     Some(t) => t.clone(),
                     None => return self.err(pos, format!("`{m}` of a value of no type")),
@@ -432,7 +430,7 @@ impl<'a> Lowerer<'a> {
                     l.returns.push(None);
                     let body = l.block(&a.body);
                     l.returns.pop();
-                    entry.push(Op::Scope { body, copy_out });
+                    super::stmt::push_scope(&mut entry, body, copy_out);
                     entry
                 });
             l.prefix = saved;
@@ -537,7 +535,7 @@ impl<'a> Lowerer<'a> {
                 l.returns.push(ret_loc.clone().map(|loc| (loc, ret.clone())));
                 let body = l.block(&f.body);
                 l.returns.pop();
-                entry.push(Op::Scope { body, copy_out });
+                super::stmt::push_scope(&mut entry, body, copy_out);
                 Ok((entry, ret_loc.map(|loc| Val::Loc(loc, ret))))
             })();
             l.pop_scope();

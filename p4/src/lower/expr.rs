@@ -73,7 +73,7 @@ impl<'a> Lowerer<'a> {
                 let (hi, lo) = (self.const_int(hi)?, self.const_int(lo)?);
                 self.slice(v, hi, lo, e.pos)
             }
-            ExprKind::Call(..) => self.call(e, want, code),
+            ExprKind::Call(..) => self.call(e, code),
             ExprKind::Unary(op, a) => self.unary(op, a, e.pos, want, code),
             ExprKind::Binary(op, a, b) => self.binary(op, a, b, e.pos, want, code),
             ExprKind::Cond(c, a, b) => self.conditional(c, a, b, e.pos, want, code),
@@ -474,12 +474,11 @@ impl<'a> Lowerer<'a> {
             return Ok(v);
         }
         match (&v, &vt, t) {
-            (Val::Const(c, _), Ty::InfInt, Ty::Bits(w, s)) => {
+            (Val::Const(c, _), Ty::InfInt, Ty::Bits(w, _)) => {
                 // Cut to the width, as P4's implicit cast of an integer does (two's complement).
                 let Some(bits) = c.bits(*w) else {
                     return self.err(pos, "an integer constant expected");
                 };
-                let _ = s;
                 Ok(Val::Const(CVal::Bits(bits), t.clone()))
             }
             (Val::Const(c, _), Ty::InfInt, Ty::Enum(e)) if self.types.enums[*e].underlying.is_some() => {

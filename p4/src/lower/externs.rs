@@ -177,13 +177,10 @@ impl<'a> Lowerer<'a> {
         &mut self,
         x: &ExternInst,
         m: &str,
-        targs: &'a [Type],
         args: &'a [ast::Arg],
         pos: Pos,
-        want: Option<&Ty>,
         code: &mut Vec<Op>,
     ) -> R<Val> {
-        let _ = (targs, want);
         let a = |i: usize| args.get(i).map(|a| &a.value);
         match (&x.obj, m) {
             (ExternObj::Register(r, t), "read") => {
@@ -288,10 +285,8 @@ impl<'a> Lowerer<'a> {
         targs: &'a [Type],
         args: &'a [ast::Arg],
         pos: Pos,
-        want: Option<&Ty>,
         code: &mut Vec<Op>,
     ) -> R<Val> {
-        let _ = (targs, want);
         // Named arguments (`update_checksum(condition = true, ...)`) in the declaration's order.
         let ordered: Vec<&'a ast::Expr> = if args.iter().any(|a| a.name.is_some()) {
             let Some(sig) = sigs.iter().find(|s| {
@@ -430,8 +425,14 @@ impl<'a> Lowerer<'a> {
                     return self.err(pos, "digest(receiver, data) expected");
                 };
                 let receiver = self.const_int(receiver).unwrap_or(0) as u128;
-                let v = self.expr(data, None, code)?;
-                let (type_name, fields) = match v.ty() {
+                // The digest's type (named by the type argument, or the data's own): its name
+                // and fields name the digest to the control plane, as in P4Info. Evaluated
+                // aside: the data's code is emitted once, by `data_items`.
+                let ty = match targs.first() {
+                    Some(t) => Some(self.ty(t, pos)?),
+                    None => self.expr(data, None, &mut Vec::new())?.ty().cloned(),
+                };
+                let (type_name, fields) = match ty.as_ref() {
                     Some(t @ (Ty::Struct(_) | Ty::Header(_))) => {
                         let def = self.types.agg(t).cloned().expect("an aggregate");
                         let fields: Vec<(String, u16)> = def
@@ -576,7 +577,7 @@ impl<'a> Lowerer<'a> {
         };
         let mut out = Vec::new();
         for item in items {
-            let valid = self.header_of_field(item, code);
+            let valid = self.header_of_field(item);
             let v = self.expr(item, None, code)?;
             self.push_items(v, valid, item.pos, &mut out)?;
         }
@@ -654,9 +655,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The validity slot of the header a field path `h.f` belongs to.
-    fn header_of_field(&mut self, e: &'a ast::Expr, code: &mut Vec<Op>) -> Option<ir::Slot> {
+    fn header_of_field(&mut self, e: &'a ast::Expr) -> Option<ir::Slot> {
         let ExprKind::Member(b, _) = &e.kind else { return None };
-        let _ = code;
         // `error.X` and `Enum.X` are members of types, not of headers.
         if let ExprKind::Name(n) = &b.kind
             && self.lookup(n).is_none()

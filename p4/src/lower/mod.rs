@@ -37,6 +37,14 @@ pub(crate) struct Reported;
 /// Results inside the lowering.
 pub(crate) type R<T> = Result<T, Reported>;
 
+/// Goes on past a part that failed: its error is in the diagnostics already, and the lowering
+/// carries on to find the program's other errors.
+pub(crate) fn carry_on<T>(result: R<T>) {
+    if let Err(Reported) = result {
+        // Recorded where it was found.
+    }
+}
+
 /// What a value name stands for.
 #[derive(Clone)]
 pub(crate) enum Binding<'a> {
@@ -131,7 +139,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
     };
     l.declarations(program);
     if l.diags.is_empty() {
-        let _ = l.main(program);
+        carry_on(l.main(program));
         l.check_unused(program);
     }
     let Lowerer { diags, out, .. } = l;
@@ -228,7 +236,7 @@ impl<'a> Lowerer<'a> {
 
     fn declarations(&mut self, program: &'a ast::Program) {
         for d in &program.decls {
-            let _ = self.declaration(d);
+            carry_on(self.declaration(d));
         }
     }
 
@@ -790,7 +798,7 @@ impl<'a> Lowerer<'a> {
             self.out.field_lists.len(),
         );
         for d in &program.decls {
-            let _ = self.check_one(d);
+            carry_on(self.check_one(d));
         }
         self.out.slots = kept.0;
         self.out.tables.truncate(kept.1);

@@ -54,7 +54,7 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::Call(e, pos) => {
                 if let ExprKind::Call(..) = &e.kind {
-                    self.call(e, None, code)?;
+                    self.call(e, code)?;
                     Ok(())
                 } else {
                     self.err(*pos, "a call expected")
@@ -389,4 +389,27 @@ impl<'a> Lowerer<'a> {
         self.pop_scope();
         r
     }
+}
+
+/// Appends an inlined call's code: its body in a scope that ends at a `return` and copies out
+/// however the body ends, or the body alone when it neither returns nor copies anything out
+/// (each scope costs a packet a call and a check).
+pub(crate) fn push_scope(code: &mut Vec<Op>, body: Vec<Op>, copy_out: Vec<Op>) {
+    if copy_out.is_empty() && !returns(&body) {
+        code.extend(body);
+    } else {
+        code.push(Op::Scope { body, copy_out });
+    }
+}
+
+/// Whether a `return` in `ops` would end the scope they are in (one inside a nested scope
+/// ends that one).
+fn returns(ops: &[Op]) -> bool {
+    ops.iter().any(|op| match op {
+        Op::Return => true,
+        Op::If(_, a, b) => returns(a) || returns(b),
+        Op::Switch(_, cases, default) => cases.iter().any(|(_, b)| returns(b)) || returns(default),
+        Op::Loop { prep, body, update, .. } => returns(prep) || returns(body) || returns(update),
+        _ => false,
+    })
 }

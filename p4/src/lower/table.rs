@@ -300,7 +300,7 @@ impl<'a> Lowerer<'a> {
                 l.returns.push(None);
                 let body = l.block(&a.body);
                 l.returns.pop();
-                code.push(Op::Scope { body, copy_out });
+                super::stmt::push_scope(&mut code, body, copy_out);
                 Ok((params, std::mem::take(&mut code)))
             })();
             l.prefix = saved;
