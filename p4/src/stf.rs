@@ -1,7 +1,8 @@
 //! p4c's STF tests ("simple test framework"): table entries, defaults and `simple_switch_CLI`
 //! commands, packets sent in and packets expected out (hex, `*` for a nibble that may be
-//! anything, `$` for "no byte more"), run in file order on [`crate::sim::SimSwitch`], as p4c's
-//! BMv2 runner (`bmv2stf.py`) runs them on simple_switch.
+//! anything, `$` for "no byte more"), run in file order on a switch, as p4c's BMv2 runner
+//! (`bmv2stf.py`) runs them on simple_switch: [`run`] on [`crate::sim::SimSwitch`] in memory,
+//! [`run_on`] on any [`StfSwitch`] (the lab's switch on veth pairs, in the testbed).
 //!
 //! As that runner does, expectations are checked per port at the end, in order, and every
 //! port a `packet` or `expect` names must send exactly the packets expected; ports the file
@@ -73,7 +74,7 @@ pub enum Command {
     },
     /// `remove all`: every table's entries.
     RemoveAll,
-    /// `wait`: the switch in memory is never behind, so nothing.
+    /// `wait`: until the switch has done with what it was sent.
     Wait,
     /// A `simple_switch_CLI` command (`mc_mgrp_create`, `mirroring_add`, `register_write`, ...).
     Cli(String),
@@ -330,9 +331,45 @@ impl Report {
     }
 }
 
-/// Runs `stf` on `dp` (a fresh datapath of the program under test).
+/// A switch an STF test drives: frames in on a port, frames out on ports.
+pub trait StfSwitch {
+    /// Sends `frame` in on P4 port `port`.
+    fn send(&mut self, port: u16, frame: &[u8]) -> Result<(), String>;
+    /// Waits until the switch is done with every frame it was sent, and returns the frames it
+    /// sent out since the last call, in the order each port sent them.
+    fn settle(&mut self) -> Result<Vec<(u16, Vec<u8>)>, String>;
+}
+
+/// The switch in memory, as an [`StfSwitch`]: a frame is done with when `send` returns.
+struct InMemory<'d> {
+    sim: SimSwitch<'d>,
+    out: Vec<(u16, Vec<u8>)>,
+}
+
+impl StfSwitch for InMemory<'_> {
+    fn send(&mut self, port: u16, frame: &[u8]) -> Result<(), String> {
+        let out = self.sim.send(port, frame);
+        self.out.extend(out);
+        Ok(())
+    }
+
+    fn settle(&mut self) -> Result<Vec<(u16, Vec<u8>)>, String> {
+        Ok(std::mem::take(&mut self.out))
+    }
+}
+
+/// Runs `stf` on `dp` (a fresh datapath of the program under test) in memory.
 pub fn run(dp: &Datapath, stf: &StfFile) -> Result<Report, StfError> {
-    let mut sim = SimSwitch::new(dp);
+    let mut sim = InMemory {
+        sim: SimSwitch::new(dp),
+        out: Vec::new(),
+    };
+    run_on(dp, stf, &mut sim)
+}
+
+/// Runs `stf` on `switch`, whose program runs on `dp` (fresh: no entries but the program's).
+/// The control plane's commands wait for the frames sent before them to be done with.
+pub fn run_on(dp: &Datapath, stf: &StfFile, switch: &mut dyn StfSwitch) -> Result<Report, StfError> {
     let mut cli = CliSession::for_datapath(dp);
     let mut expected: BTreeMap<u16, Vec<(usize, Option<Pattern>)>> = BTreeMap::new();
     let mut watched: BTreeSet<u16> = BTreeSet::new();
@@ -344,6 +381,11 @@ pub fn run(dp: &Datapath, stf: &StfFile) -> Result<Report, StfError> {
             line: *line,
             message,
         };
+        if !matches!(cmd, Command::Packet(..) | Command::Expect(..)) {
+            for (p, frame) in switch.settle().map_err(err)? {
+                received.entry(p).or_default().push(frame);
+            }
+        }
         match cmd {
             Command::Add {
                 table,
@@ -374,9 +416,7 @@ pub fn run(dp: &Datapath, stf: &StfFile) -> Result<Report, StfError> {
             }
             Command::Packet(port, data) => {
                 watched.insert(*port);
-                for (p, frame) in sim.send(*port, data) {
-                    received.entry(p).or_default().push(frame);
-                }
+                switch.send(*port, data).map_err(err)?;
             }
             Command::Expect(port, pattern) => {
                 watched.insert(*port);
@@ -417,6 +457,14 @@ pub fn run(dp: &Datapath, stf: &StfFile) -> Result<Report, StfError> {
             }
             Command::Wait => {}
         }
+    }
+    let done = switch.settle().map_err(|message| StfError {
+        file: stf.name.clone(),
+        line: stf.commands.last().map_or(0, |(l, _)| *l),
+        message,
+    })?;
+    for (p, frame) in done {
+        received.entry(p).or_default().push(frame);
     }
     for port in watched {
         let want = expected.remove(&port).unwrap_or_default();

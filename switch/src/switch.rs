@@ -46,6 +46,11 @@ impl Switch {
         &self.fabric.specs()[0]
     }
 
+    /// The datapath of the P4 program it runs, if any: its control plane.
+    pub fn p4_datapath(&self) -> Option<std::sync::Arc<intlab_p4::Datapath>> {
+        self.fabric.p4_datapaths().pop().map(|(_, dp)| dp)
+    }
+
     /// The counters as last published by the workers (at most about a second old).
     pub fn counters(&self) -> SwitchSnapshot {
         self.fabric.counters(0)

@@ -13,6 +13,7 @@ pub mod lab;
 pub mod netns;
 pub mod p4_control;
 pub mod p4_offline;
+pub mod p4_on_switch;
 pub mod placement;
 pub mod prerequisites;
 pub mod results;

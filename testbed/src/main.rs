@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use int_format::int::DEFAULT_INT_PORT;
 use intlab_testbed::inspect;
+use intlab_testbed::p4_offline::StfTarget;
 use intlab_testbed::results::{Ending, summary_table};
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
@@ -228,6 +229,10 @@ enum P4Command {
         program: PathBuf,
         /// The STF file.
         stf: PathBuf,
+        /// Run it through the lab's switch instead, on veth pairs in a namespace of its own
+        /// (root; frames of 14 to 9,014 bytes).
+        #[arg(long)]
+        veth: bool,
         /// Print every verdict, not only the failures.
         #[arg(long, short)]
         verbose: bool,
@@ -459,8 +464,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", loaded.info);
             Ok(ExitCode::SUCCESS)
         }
-        Command::P4(P4Command::Test { program, stf, verbose }) => {
-            let r = intlab_testbed::p4_offline::test(&program, &stf, verbose, &mut io::stdout().lock())?;
+        Command::P4(P4Command::Test {
+            program,
+            stf,
+            veth,
+            verbose,
+        }) => {
+            let target = if veth { StfTarget::Veth } else { StfTarget::Memory };
+            let r = intlab_testbed::p4_offline::test(&program, &stf, target, verbose, &mut io::stdout().lock())?;
             Ok(if r.passed() {
                 ExitCode::SUCCESS
             } else {

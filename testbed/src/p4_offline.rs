@@ -1,6 +1,7 @@
-//! P4 programs run offline, in memory: `intlab p4 test` (p4c's STF tests) and `intlab p4 run`
-//! (frames in and out as pcap files per port, as simple_switch's `--use-files`). Both run the
-//! program on the switch model of `intlab_p4::sim`, through the executor the switch runs.
+//! P4 programs run offline, outside a lab: `intlab p4 test` (p4c's STF tests) and `intlab p4
+//! run` (frames in and out as pcap files per port, as simple_switch's `--use-files`). Both run
+//! the program on the switch model of `intlab_p4::sim`, through the executor the switch runs;
+//! `intlab p4 test --veth` runs the test through the switch itself ([`crate::p4_on_switch`]).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
@@ -28,14 +29,25 @@ impl TestOutcome {
     }
 }
 
-/// Runs STF file `stf` on `program`, printing each expectation's verdict to `out` (only the
-/// failures unless `verbose`).
-pub fn test(program: &Path, stf: &Path, verbose: bool, out: &mut dyn Write) -> Result<TestOutcome> {
+/// Where an STF test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StfTarget {
+    /// The switch model in memory: frames of any length.
+    Memory,
+    /// The lab's switch, frames over veth pairs.
+    Veth,
+}
+
+/// Runs STF file `stf` on `program` on `target`, printing each expectation's verdict to `out`
+/// (only the failures unless `verbose`).
+pub fn test(program: &Path, stf: &Path, target: StfTarget, verbose: bool, out: &mut dyn Write) -> Result<TestOutcome> {
     let loaded = intlab_p4::load(program).with_context(|| format!("loading {}", program.display()))?;
-    let dp = Datapath::new(loaded.ir, "stf");
     let text = std::fs::read_to_string(stf).with_context(|| format!("reading {}", stf.display()))?;
     let file = intlab_p4::stf::parse(&stf.display().to_string(), &text)?;
-    let report = intlab_p4::stf::run(&dp, &file)?;
+    let report = match target {
+        StfTarget::Memory => intlab_p4::stf::run(&Datapath::new(loaded.ir, "stf"), &file)?,
+        StfTarget::Veth => crate::p4_on_switch::run(program, &file)?,
+    };
     let exchanged = file
         .commands
         .iter()
@@ -171,12 +183,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let good = d.join("good.stf");
         std::fs::write(&good, "packet 0 02 00 ff\nexpect 2 02 03 ff $\n").unwrap();
         let mut out = Vec::new();
-        let r = test(&program, &good, false, &mut out).unwrap();
+        let r = test(&program, &good, StfTarget::Memory, false, &mut out).unwrap();
         assert_eq!((r.passed, r.failed), (1, 0), "{}", String::from_utf8_lossy(&out));
         let bad = d.join("bad.stf");
         std::fs::write(&bad, "packet 0 02 00 ff\nexpect 2 02 04 ff $\n").unwrap();
         let mut out = Vec::new();
-        let r = test(&program, &bad, false, &mut out).unwrap();
+        let r = test(&program, &bad, StfTarget::Memory, false, &mut out).unwrap();
         let text = String::from_utf8_lossy(&out);
         assert_eq!((r.passed, r.failed), (0, 1));
         assert!(text.contains("bad.stf:2") && text.contains("byte 1 differs"), "{text}");

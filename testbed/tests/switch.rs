@@ -820,3 +820,60 @@ fn a_p4_program_multicasts_and_clones_real_frames_as_bmv2_would() {
     );
     std::fs::remove_dir_all(runtime.parent().expect("a folder")).expect("scratch folder removed");
 }
+
+/// Our STF tests (`p4/tests/stf`) give the same verdict on every line through the switch on
+/// veth pairs as in memory, and every line passes: signed arithmetic, exit copy-back, register
+/// bounds, clones and recirculation, selectors, meters, unions, priorities, on real frames.
+#[test]
+fn stf_tests_give_the_same_verdicts_through_the_switch_as_in_memory() {
+    use intlab_testbed::p4_offline::{StfTarget, test};
+    support::require_root();
+    let _serial = support::serial();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/tests/stf");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("p4/tests/stf")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "stf"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    for stf in files {
+        let program = stf.with_extension("p4");
+        let mut memory = Vec::new();
+        let mut veth = Vec::new();
+        let m = test(&program, &stf, StfTarget::Memory, true, &mut memory).expect("in memory");
+        let v = test(&program, &stf, StfTarget::Veth, true, &mut veth).expect("through the switch");
+        let (memory, veth) = (String::from_utf8_lossy(&memory), String::from_utf8_lossy(&veth));
+        assert!(v.passed() && v.passed > 0, "{}:\n{veth}", stf.display());
+        assert_eq!(memory, veth, "{}", stf.display());
+        assert_eq!((m.passed, m.failed), (v.passed, v.failed));
+    }
+    let leftover: Vec<String> = intlab_testbed::netns::lab_namespaces()
+        .into_iter()
+        .filter(|n| n.contains(&format!("{}-stf", std::process::id())))
+        .collect();
+    assert!(leftover.is_empty(), "namespaces left behind: {leftover:?}");
+}
+
+/// A frame no kernel interface carries is refused with its file and line, before anything is
+/// built.
+#[test]
+fn an_stf_frame_shorter_than_an_ethernet_header_is_refused_through_the_switch() {
+    support::require_root();
+    let dir = support::scratch_dir("stfshort");
+    let stf = dir.join("short.stf");
+    std::fs::write(&stf, "# too short\npacket 0 0102030405\nexpect 1 0102030405\n").expect("write");
+    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/tests/stf/signed.p4");
+    let mut out = Vec::new();
+    let err = intlab_testbed::p4_offline::test(
+        &program,
+        &stf,
+        intlab_testbed::p4_offline::StfTarget::Veth,
+        false,
+        &mut out,
+    )
+    .err()
+    .expect("refused");
+    let text = format!("{err:#}");
+    assert!(text.contains("short.stf:2") && text.contains("5-byte frame"), "{text}");
+}

@@ -1,6 +1,5 @@
 // An action's inout argument is copied back when the action exits (p4c's issue2225 test):
-// the P4_16 specification copies out on `exit` as on `return`. So is a function's, and a
-// sub-control's.
+// the P4_16 specification copies out on `exit` as on `return`.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -13,27 +12,15 @@ parser P(packet_in pk, out headers hdr, inout meta m, inout standard_metadata_t 
 }
 control NoVerify(inout headers hdr, inout meta m) { apply {} }
 
-control Sub(inout bit<48> x) {
-    apply {
-        x = 48w0x0a;
-        exit;
-    }
-}
-
 control Ingress(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
-    Sub() sub;
     action set_and_exit(inout bit<16> v) {
         v = 3;
         exit;
     }
     apply {
         sm.egress_spec = 1;
-        if (hdr.eth.dst == 0) {
-            set_and_exit(hdr.eth.ether_type);
-        } else {
-            sub.apply(hdr.eth.src);
-        }
-        // Never reached: both paths exit.
+        set_and_exit(hdr.eth.ether_type);
+        // Never reached: the action exits.
         hdr.eth.ether_type = 16w0xdead;
     }
 }

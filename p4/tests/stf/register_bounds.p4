@@ -1,5 +1,5 @@
 // Registers read and written outside their cells, as BMv2 runs them: a read leaves its result
-// as it was, a write changes nothing. Registers of more than 64 bits keep every bit.
+// as it was, a write changes nothing.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -7,7 +7,6 @@ header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
 header op_t {
     bit<8>   index;
     bit<8>   read_back;   // the cell's value (or what was here, when the index is outside)
-    bit<96>  wide_back;   // what a 96-bit register cell kept
 }
 struct headers { ethernet_t eth; op_t op; }
 struct meta {}
@@ -18,14 +17,11 @@ parser P(packet_in pk, out headers hdr, inout meta m, inout standard_metadata_t 
 control NoVerify(inout headers hdr, inout meta m) { apply {} }
 control Ingress(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
     register<bit<8>>(4) cells;
-    register<bit<96>>(1) wide;
     apply {
         sm.egress_spec = 1;
         // Write 0x40 + index, then read it back: outside the 4 cells nothing changes.
         cells.write((bit<32>) hdr.op.index, 8w0x40 + hdr.op.index);
         cells.read(hdr.op.read_back, (bit<32>) hdr.op.index);
-        wide.write(0, 96w0xa0a1a2a3a4a5a6a7a8a9aaab);
-        wide.read(hdr.op.wide_back, 0);
     }
 }
 control Egress(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply {} }
