@@ -22,7 +22,7 @@ use std::path::Path;
 pub use control::{cli_commands, runtime_json};
 pub use exec::{
     Arrival, CarriedState, Datapath, Decision, Departure, INSTANCE_INGRESS_CLONE, INSTANCE_REPLICATION, IngressResult,
-    PacketState,
+    PSA_RECIRCULATE_PORT, PacketState,
 };
 pub use front::diag::{P4Error, P4Errors};
 pub use front::source::SourceMap;

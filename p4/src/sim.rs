@@ -153,12 +153,13 @@ impl<'d> SimSwitch<'d> {
             ..Departure::default()
         };
         let e = dp.egress_control(&mut state, &frame, d);
-        if let Some(session) = e.clone {
+        let deparsed_clone = e.clone.filter(|_| e.clone_deparsed);
+        if let Some(session) = e.clone.filter(|_| !e.clone_deparsed) {
             let mut cst = dp.packet_state();
             dp.egress_clone(&state, &mut cst);
             self.send_to_session(session, frame.clone(), cst, priority, recirculations);
         }
-        if !e.sent {
+        if !e.sent && deparsed_clone.is_none() {
             return;
         }
         let mut len = frame.len();
@@ -168,6 +169,14 @@ impl<'d> SimSwitch<'d> {
             return;
         }
         buf.truncate(len);
+        if let Some(session) = deparsed_clone {
+            let mut cst = dp.packet_state();
+            dp.egress_clone(&state, &mut cst);
+            self.send_to_session(session, buf.clone(), cst, priority, recirculations);
+        }
+        if !e.sent {
+            return;
+        }
         if e.recirculate {
             if recirculations >= MAX_RECIRCULATIONS {
                 tracing::warn!(target: "p4", "a frame recirculated {MAX_RECIRCULATIONS} times: dropped");

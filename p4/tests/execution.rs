@@ -605,3 +605,20 @@ fn digests_reach_the_control_plane_with_their_fields_in_order_of_sending() {
     assert_eq!(read.as_deref(), Some("learn_t: src=0x20000000006, port=0x2"));
     assert_eq!(cli.run(&dp, "digest_read").expect("digest_read"), None);
 }
+
+#[test]
+fn queue_rates_and_depths_are_kept_per_port_and_priority_the_most_specific_first() {
+    let dp = datapath("learn.p4", "{}");
+    let mut cli = intlab_p4::cli_commands::CliSession::for_datapath(&dp);
+    for line in ["set_queue_depth 64", "set_queue_rate 1000 2", "set_queue_rate 500 2 3"] {
+        assert_eq!(cli.run(&dp, line), Ok(None), "{line}");
+    }
+    let q = dp.control().queues.clone();
+    assert_eq!(
+        (q.rate(2, 3), q.rate(2, 0), q.rate(1, 3)),
+        (Some(500), Some(1000), None)
+    );
+    assert_eq!((q.depth(1, 0), q.depth(2, 7)), (Some(64), Some(64)));
+    assert!(cli.run(&dp, "set_queue_rate 10 2 9").is_err(), "priorities are 0 to 7");
+    assert!(cli.run(&dp, "set_queue_rate fast").is_err());
+}

@@ -40,6 +40,9 @@ const BORROW_AFTER_IDLE_NS: u64 = 1_000_000;
 const RX_BATCHES_PER_RUN: usize = 4;
 /// Rounds of taking back what borrowed shards answered, per run.
 const BORROWED_ANSWER_ROUNDS: usize = 4;
+/// Passes in a row a PSA frame may make through `PSA_PORT_RECIRCULATE` before it is dropped
+/// (as the in-memory switch bounds recirculation).
+const MAX_PSA_RECIRCULATIONS: u32 = 64;
 
 /// Everything a shard keeps for one of its ports.
 #[derive(Debug)]
@@ -116,9 +119,14 @@ pub struct Shard {
     pfc_switches: Vec<(usize, usize)>,
     /// Per switch of the fabric that runs a P4 program: the packet states this worker runs it on.
     p4_scratch: Vec<Option<P4Scratch>>,
+    /// Per switch: the control-plane edits of its P4 program whose queue settings this shard
+    /// has applied (`u64::MAX`: none yet).
+    p4_edits_seen: Vec<u64>,
     /// What P4 egress made while a port's due frames started: clones for their sessions,
     /// recirculated frames for their switch's ingress.
     spawned: Vec<Spawned>,
+    /// Passes in a row the PSA frame in hand has made through the recirculation port.
+    psa_passes: u32,
     /// A reused list for refreshed pauses.
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
@@ -174,6 +182,7 @@ impl Shard {
             outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
             replicas: Vec::new(),
             spawned: Vec::new(),
+            psa_passes: 0,
             pfc_due: Vec::new(),
             pfc_switches,
             refreshed: Vec::new(),
@@ -182,6 +191,7 @@ impl Shard {
                 .iter()
                 .map(|s| s.p4.as_ref().map(|p| p.scratch()))
                 .collect(),
+            p4_edits_seen: vec![u64::MAX; fabric.switches.len()],
             next_publish: 0,
             publish_seen: 0,
             borrowed: false,
@@ -244,7 +254,9 @@ impl Shard {
         }
         let switch = &self.fabric.switches[slot.switch];
         if switch.p4.is_some() {
-            return self.ingress_p4(s, frame, None);
+            self.ingress_p4(s, frame, None);
+            // A PSA frame sent to the recirculation port comes back at once.
+            return self.run_spawned();
         }
         let (verdict, notes) = switch.pipeline.ingress(&mut frame);
         let base = self.fabric.base[self.slots[s].switch];
@@ -320,7 +332,56 @@ impl Shard {
             }
             P4Verdict::Multicast(g) => self.multicast(s, sw, g, frame, intlab_p4::INSTANCE_REPLICATION),
             P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
+            P4Verdict::NoPort(intlab_p4::PSA_RECIRCULATE_PORT) => self.psa_recirculate(s, sw, frame, carry.is_some()),
             P4Verdict::NoPort(_) => self.drop_at(s, frame, DropReason::P4NoPort, false),
+        }
+    }
+
+    /// Applies to this shard's queues the packet rates and depths that a P4 switch's control
+    /// plane set (simple_switch's `set_queue_rate` and `set_queue_depth`), when it has changed.
+    fn apply_queue_settings(&mut self) {
+        for sw in 0..self.p4_edits_seen.len() {
+            let Some(p4) = self.fabric.switches[sw].p4.as_ref() else {
+                continue;
+            };
+            let edits = p4.datapath().edits();
+            if self.p4_edits_seen[sw] == edits {
+                continue;
+            }
+            self.p4_edits_seen[sw] = edits;
+            let control = p4.datapath().control();
+            for slot in self.slots.iter_mut().filter(|s| s.switch == sw) {
+                let port = p4.p4_port(slot.index);
+                for prio in 0..8 {
+                    slot.queue.set_priority_rate(prio, control.queues.rate(port, prio));
+                    slot.queue.set_priority_depth(prio, control.queues.depth(port, prio));
+                }
+            }
+        }
+    }
+
+    /// A PSA frame sent to `PSA_PORT_RECIRCULATE`: its egress pass at once, then back into
+    /// ingress; a frame that keeps coming back is dropped after [`MAX_PSA_RECIRCULATIONS`]
+    /// passes in a row (`again`: this pass came from one).
+    fn psa_recirculate(&mut self, s: usize, sw: usize, mut frame: FrameBuf, again: bool) {
+        self.psa_passes = if again { self.psa_passes + 1 } else { 1 };
+        if self.psa_passes > MAX_PSA_RECIRCULATIONS {
+            return self.drop_at(s, frame, DropReason::P4Drop, false);
+        }
+        let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
+        let work = self.p4_scratch[sw].as_mut().expect("a P4 switch's scratch");
+        let mut clone = None;
+        let frames = &mut self.frames;
+        let carry = p4.recirculation_pass(&mut frame, work, &mut || frames.get(), &mut clone);
+        if let Some((session, copy)) = clone {
+            self.spawned.push(Spawned::Clone(sw, session, copy));
+        }
+        match carry {
+            Some(carry) => {
+                self.slots[s].counters.totals.p4_recirculated += 1;
+                self.spawned.push(Spawned::Recirculate(s, carry, frame));
+            }
+            None => self.drop_at(s, frame, DropReason::P4Drop, false),
         }
     }
 
@@ -747,6 +808,7 @@ impl Shard {
     /// Does what is due: hand-offs, input on the ports `ready` names, releases, publication;
     /// returns when it next needs running.
     fn run(&mut self, ready: &[u32]) -> Option<u64> {
+        self.apply_queue_settings();
         self.take_inbox();
         for &token in ready {
             self.receive(token as usize);

@@ -1,7 +1,8 @@
 //! STF tests through the lab's running switch: `intlab p4 test --veth`. Each port an STF file
-//! names becomes a veth pair in a namespace of its own, the switch on one end (one worker, so
-//! that frames leave in the order they came) and the test on the other, sending and reading
-//! raw frames. The verdicts are those of the in-memory run when the switch does what the
+//! names (and every port below the highest, as simple_switch's test harness has them, up to
+//! [`ALL_PORTS_BELOW`]) becomes a veth pair in a namespace of its own, the switch on one end
+//! (one worker) and the test on the other, sending and reading raw frames. Each packet is done
+//! with before the next is sent, so that every port's frames come in the file's order. The verdicts are those of the in-memory run when the switch does what the
 //! program says; frames a kernel interface cannot carry (shorter than an Ethernet header,
 //! longer than the MTU) are refused up front.
 
@@ -29,7 +30,10 @@ const MIN_FRAME: usize = 14;
 const PATIENCE: Duration = Duration::from_secs(5);
 /// How long the counters must stay still before the switch counts as done: a frame it holds
 /// (a queue, a recirculation) moves them within microseconds.
-const QUIET: Duration = Duration::from_millis(20);
+const QUIET: Duration = Duration::from_millis(5);
+/// Files whose ports are all below this get every port from 0 to their highest: a program may
+/// send a frame through a port the file never names (to recirculate it, say).
+const ALL_PORTS_BELOW: u16 = 32;
 
 /// Runs STF file `file` on `program` through a switch on veth pairs; returns the verdicts.
 pub fn run(program: &Path, file: &StfFile) -> Result<Report> {
@@ -66,6 +70,9 @@ fn ports_of(file: &StfFile) -> Result<BTreeSet<u16>> {
     if ports.is_empty() {
         bail!("{}: no packet is sent or expected", file.name);
     }
+    if let Some(&highest) = ports.last().filter(|&&p| p < ALL_PORTS_BELOW) {
+        ports.extend(0..=highest);
+    }
     Ok(ports)
 }
 
@@ -79,6 +86,8 @@ struct Rig {
     sent: u64,
     /// Frames the switch counted in and out when it was last done.
     counted: (u64, u64),
+    /// Frames read since the last `settle`.
+    held: Vec<(u16, Vec<u8>)>,
     _ns: Namespace,
 }
 
@@ -110,6 +119,7 @@ impl Rig {
             ends,
             sent: 0,
             counted: (0, 0),
+            held: Vec::new(),
             _ns: ns,
         })
     }
@@ -189,13 +199,16 @@ impl StfSwitch for Rig {
             return Err(format!("port {port}'s interface would not take the frame"));
         }
         self.sent += 1;
+        // Done with before the next is sent: frames keep the file's order on every port.
+        let out = self.settle()?;
+        self.held.extend(out);
         Ok(())
     }
 
     /// Done when the switch has counted every frame sent in, the test has read every frame it
     /// counted out, and neither count moves for [`QUIET`].
     fn settle(&mut self) -> Result<Vec<(u16, Vec<u8>)>, String> {
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.held);
         if self.sent == 0 {
             // Nothing sent since the switch was last done: it still is.
             self.drain(&mut out)?;

@@ -9,7 +9,6 @@
 //! values as numbers, `0x..`, IPv4, IPv6 or MAC addresses. As in simple_switch_CLI, a table
 //! with ternary, range or optional keys takes a priority last, and the lowest number wins.
 
-use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::sync::PoisonError;
@@ -32,22 +31,9 @@ pub struct CommandError {
     pub message: String,
 }
 
-/// The settings `set_queue_rate` and `set_queue_depth` gave, per (port, priority): packets per
-/// second and packets. `None` as port is every port.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueueSettings {
-    /// Rates in packets per second.
-    pub rates: BTreeMap<(Option<u16>, Option<u8>), u64>,
-    /// Depths in packets.
-    pub depths: BTreeMap<(Option<u16>, Option<u8>), u64>,
-}
-
 /// A client of one switch's control plane, as a `simple_switch_CLI` session is.
 #[derive(Debug, Default)]
-pub struct CliSession {
-    /// What `set_queue_rate` and `set_queue_depth` asked for.
-    pub queues: QueueSettings,
-}
+pub struct CliSession {}
 
 /// Applies the command file `path` to `dp`; returns what the commands printed.
 pub fn apply_file(dp: &Datapath, path: &Path) -> Result<Vec<String>, CommandError> {
@@ -681,9 +667,9 @@ impl CliSession {
                 };
                 let v = number(v, 64, "a whole number")? as u64;
                 let map = if command.ends_with("rate") {
-                    &mut self.queues.rates
+                    &mut cp.queues.rates
                 } else {
-                    &mut self.queues.depths
+                    &mut cp.queues.depths
                 };
                 map.insert((port, prio), v);
                 String::new()

@@ -109,6 +109,7 @@ pub(super) enum CExtern {
         data: Box<[CItem]>,
         base: Value,
         max: Value,
+        right_aligned: bool,
     },
     ChecksumState {
         state: Slot,
@@ -124,7 +125,7 @@ pub(super) enum CExtern {
         meter: usize,
         index: Option<Value>,
         out: CPlace,
-        color_in: Option<Value>,
+        psa_colors: bool,
     },
     Clone {
         session: Value,
@@ -780,6 +781,7 @@ impl Compiler<'_> {
                 data,
                 base,
                 max,
+                right_aligned,
                 ..
             } => CExtern::HashValue {
                 out: self.place(out),
@@ -787,6 +789,7 @@ impl Compiler<'_> {
                 data: self.items(data),
                 base: self.value(base),
                 max: self.value(max),
+                right_aligned: *right_aligned,
             },
             Extern::ChecksumState {
                 state,
@@ -809,12 +812,12 @@ impl Compiler<'_> {
                 meter,
                 index,
                 out,
-                color_in,
+                psa_colors,
             } => CExtern::Meter {
                 meter: *meter,
                 index: index.as_ref().map(|e| self.value(e)),
                 out: self.place(out),
-                color_in: color_in.as_ref().map(|e| self.value(e)),
+                psa_colors: *psa_colors,
             },
             Extern::Clone {
                 session, field_list, ..

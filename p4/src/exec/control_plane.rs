@@ -58,6 +58,41 @@ pub struct ControlPlane {
     pub profiles: Vec<ProfileState>,
     /// Each value set's members (one key set per field).
     pub value_sets: Vec<Vec<Vec<KeySet>>>,
+    /// The egress queues' packet rates and depths (`set_queue_rate`, `set_queue_depth`).
+    pub queues: QueueSettings,
+}
+
+/// What `set_queue_rate` and `set_queue_depth` set, by (port, priority); `None` stands for
+/// every port, or every priority. The most specific setting applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Packets per second.
+    pub rates: BTreeMap<(Option<u16>, Option<u8>), u64>,
+    /// Packets.
+    pub depths: BTreeMap<(Option<u16>, Option<u8>), u64>,
+}
+
+impl QueueSettings {
+    /// The rate of priority `priority` of port `port`, if one was set.
+    pub fn rate(&self, port: u16, priority: u8) -> Option<u64> {
+        most_specific(&self.rates, port, priority)
+    }
+
+    /// The depth of priority `priority` of port `port`, if one was set.
+    pub fn depth(&self, port: u16, priority: u8) -> Option<u64> {
+        most_specific(&self.depths, port, priority)
+    }
+}
+
+fn most_specific(m: &BTreeMap<(Option<u16>, Option<u8>), u64>, port: u16, priority: u8) -> Option<u64> {
+    [
+        (Some(port), Some(priority)),
+        (Some(port), None),
+        (None, Some(priority)),
+        (None, None),
+    ]
+    .iter()
+    .find_map(|k| m.get(k).copied())
 }
 
 impl ControlPlane {
@@ -71,6 +106,7 @@ impl ControlPlane {
             sessions: HashMap::new(),
             profiles: vec![ProfileState::default(); program.profiles.len()],
             value_sets: vec![Vec::new(); program.value_sets.len()],
+            queues: QueueSettings::default(),
         }
     }
 

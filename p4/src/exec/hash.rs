@@ -102,6 +102,8 @@ pub fn hash(algo: Algorithm, data: &[u8]) -> u64 {
 /// (BMv2's layout of a field list); [`BitPacker::finish`] pads the last byte with zeros.
 pub struct BitPacker<'a> {
     out: &'a mut Vec<u8>,
+    /// Where in `out` its bytes start.
+    start: usize,
     /// Bits not yet written, at the bottom: fewer than 64 between pushes.
     acc: u64,
     held: u32,
@@ -110,7 +112,13 @@ pub struct BitPacker<'a> {
 impl<'a> BitPacker<'a> {
     /// A packer appending to `out`.
     pub fn new(out: &'a mut Vec<u8>) -> BitPacker<'a> {
-        BitPacker { out, acc: 0, held: 0 }
+        let start = out.len();
+        BitPacker {
+            out,
+            start,
+            acc: 0,
+            held: 0,
+        }
     }
 
     /// Appends the low `width` bits of `value` (which has no bits above them).
@@ -156,6 +164,28 @@ impl<'a> BitPacker<'a> {
             self.out.extend_from_slice(&last[..bytes]);
         }
     }
+
+    /// Writes the bits still held with the zeros in front instead: everything this packer
+    /// packed moves right to end on a byte boundary (PSA's `Hash` packs its field list so).
+    pub fn finish_right_aligned(self) {
+        let start = self.start;
+        let pad = (8 - self.held % 8) % 8;
+        let out = &mut *self.out;
+        let bytes = self.held.div_ceil(8) as usize;
+        if bytes > 0 {
+            let last = (self.acc << (64 - self.held)).to_be_bytes();
+            out.extend_from_slice(&last[..bytes]);
+        }
+        if pad == 0 {
+            return;
+        }
+        let mut carry = 0u8;
+        for b in &mut out[start..] {
+            let next = *b << (8 - pad);
+            *b = (*b >> pad) | carry;
+            carry = next;
+        }
+    }
 }
 
 /// Reads `width` bits at bit offset `at` of `b` (which must hold them).
@@ -184,6 +214,30 @@ pub fn read_bits(b: &[u8], at: usize, width: u16) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_list_packs_left_aligned_for_v1model_and_right_aligned_for_psa() {
+        // 12 bits, then 12 more: v1model pads the end, PSA's Hash pads the front.
+        assert_eq!(packed(&[(0x456, 12)]), [0x45, 0x60]);
+        let mut buf = Vec::new();
+        let mut p = BitPacker::new(&mut buf);
+        p.push(0x456, 12);
+        p.finish_right_aligned();
+        assert_eq!(buf, [0x04, 0x56]);
+        buf.clear();
+        let mut p = BitPacker::new(&mut buf);
+        p.push(0xabc, 12);
+        p.push(0xdef, 12);
+        p.push(0x1, 4);
+        p.finish_right_aligned();
+        assert_eq!(buf, [0x0a, 0xbc, 0xde, 0xf1]);
+        // A whole number of bytes moves nowhere.
+        buf.clear();
+        let mut p = BitPacker::new(&mut buf);
+        p.push(0x1234, 16);
+        p.finish_right_aligned();
+        assert_eq!(buf, [0x12, 0x34]);
+    }
 
     #[test]
     fn the_crcs_give_their_published_check_values() {

@@ -4,8 +4,18 @@
 
 use std::sync::Mutex;
 
-/// v1model's colors.
+/// v1model's colors (BMv2's): green, yellow, red.
 pub const GREEN: u128 = 0;
+
+/// A BMv2 color as PSA numbers it (`PSA_MeterColor_t`: RED, GREEN, YELLOW), as psa_switch
+/// converts it.
+pub fn psa_color(bmv2: u128) -> u128 {
+    match bmv2 {
+        0 => 1,
+        1 => 2,
+        _ => 0,
+    }
+}
 
 /// One rate of a meter cell.
 #[derive(Debug, Clone, Copy)]

@@ -10,6 +10,7 @@ pub mod control_plane;
 pub mod hash;
 mod layout;
 pub mod meter;
+mod psa;
 mod run;
 pub mod table;
 
@@ -21,9 +22,10 @@ use arc_swap::ArcSwap;
 
 use crate::ir::{self, BlockKind, mask};
 pub use carried::CarriedState;
-pub use control_plane::{ControlPlane, Session};
+pub use control_plane::{ControlPlane, QueueSettings, Session};
 use control_plane::{ControlView, SharedControl};
 use meter::{MeterArray, MeterCell};
+pub use psa::PSA_RECIRCULATE_PORT;
 
 /// The port number v1model reserves for "drop" (`egress_spec` 511).
 pub const DROP_PORT: u16 = 511;
@@ -63,6 +65,9 @@ pub struct Datapath {
     control: SharedControl,
     /// Held by an edit, so that two control-plane clients never lose each other's changes.
     editing: Mutex<()>,
+    /// Edits made so far: a switch that applies part of the control plane itself (the
+    /// queues' settings) looks again when it moves.
+    edits: AtomicU64,
     registers: Vec<RegisterArray>,
     counters: Vec<Box<[[AtomicU64; 2]]>>,
     meters: Vec<MeterArray>,
@@ -234,6 +239,9 @@ pub struct EgressResult {
     pub sent: bool,
     /// An egress-to-egress clone was asked for, to this session.
     pub clone: Option<Session>,
+    /// The clone is of the frame as the deparser writes it, made whether or not egress dropped
+    /// the frame (PSA); else of the headers before the deparser (v1model).
+    pub clone_deparsed: bool,
     /// The frame goes back to ingress after the deparser (`recirculate`).
     pub recirculate: bool,
 }
@@ -266,18 +274,23 @@ impl Datapath {
                 cells: (0..m.size).map(|_| Mutex::new(MeterCell::default())).collect(),
             })
             .collect();
-        Datapath {
+        let dp = Datapath {
             code: code::Code::of(&program),
             program,
             control,
             editing: Mutex::new(()),
+            edits: AtomicU64::new(0),
             registers,
             counters,
             meters,
             digests: Mutex::new(DigestQueue::default()),
             trace: false,
             name: name.to_owned(),
+        };
+        for r in 0..dp.registers.len() {
+            dp.register_reset(r);
         }
+        dp
     }
 
     /// A fresh packet state sized for this program.
@@ -305,7 +318,13 @@ impl Datapath {
         let mut next = ControlPlane::clone(&self.control.load());
         let r = change(&mut next)?;
         self.control.store(Arc::new(next));
+        self.edits.fetch_add(1, Ordering::Release);
         Ok(r)
+    }
+
+    /// How many edits the control plane has had (see [`Datapath::edit`]).
+    pub fn edits(&self) -> u64 {
+        self.edits.load(Ordering::Acquire)
     }
 
     /// The table the control plane calls `name`: its full name, or a suffix after a `.` that
@@ -402,11 +421,18 @@ impl Datapath {
         self.registers.get(r).is_some_and(|a| a.set(i, v))
     }
 
-    /// Sets every cell of register `r` to 0.
+    /// Sets every cell of register `r` to its initial value (0 but for PSA's registers
+    /// declared with one).
     pub fn register_reset(&self, r: usize) {
-        if let Some(a) = self.registers.get(r) {
-            for w in a.words.iter() {
-                w.store(0, Ordering::Relaxed);
+        let (Some(a), Some(def)) = (self.registers.get(r), self.program.registers.get(r)) else {
+            return;
+        };
+        for w in a.words.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+        if def.init != 0 {
+            for i in 0..def.size {
+                a.set(i, def.init);
             }
         }
     }
@@ -481,7 +507,10 @@ impl Datapath {
         carry: Option<&Carry>,
     ) -> IngressResult {
         let mut view = st.view.take(&self.control);
-        let result = self.ingress_with(view.load(), st, buf, len, arrival, carry);
+        let result = match self.program.arch {
+            ir::Arch::V1Model => self.ingress_with(view.load(), st, buf, len, arrival, carry),
+            ir::Arch::Psa => self.psa_ingress(view.load(), st, buf, len, arrival, carry),
+        };
         st.view.put(view);
         result
     }
@@ -625,6 +654,9 @@ impl Datapath {
     /// for the user metadata fields of the field list the clone named, `instance_type` 1.
     /// False if the frame does not fit `buf`.
     pub fn ingress_clone(&self, from: &PacketState, st: &mut PacketState, buf: &mut [u8], len: &mut usize) -> bool {
+        if self.program.arch == ir::Arch::Psa {
+            return self.psa_ingress_clone(from, st, buf, len);
+        }
         let original = &from.original;
         let Some(room) = buf.get_mut(..original.len()) else {
             return false;
@@ -667,6 +699,7 @@ impl Datapath {
             return EgressResult {
                 sent: false,
                 clone: None,
+                clone_deparsed: false,
                 recirculate: false,
             };
         }
@@ -691,6 +724,11 @@ impl Datapath {
         set(st, s.egress_spec, u128::from(DROP_PORT + 1));
         let mut view = st.view.take(&self.control);
         let control = view.load();
+        if self.program.arch == ir::Arch::Psa {
+            let result = self.psa_egress_control(control, st, frame, d);
+            st.view.put(view);
+            return result;
+        }
         let mut r = run::Run::new(self, control, st, frame, d);
         r.cursor_to_headers();
         r.control(self.code.control(BlockKind::Egress));
@@ -706,6 +744,7 @@ impl Datapath {
         EgressResult {
             sent: !dropped,
             clone,
+            clone_deparsed: false,
             recirculate: st.recirculate.is_some() && !dropped,
         }
     }
@@ -714,6 +753,9 @@ impl Datapath {
     /// deparsed) asked for one: its headers as egress left them, its metadata reset but for the
     /// field list the clone named, `instance_type` 2. The caller copies the frame's bytes.
     pub fn egress_clone(&self, from: &PacketState, st: &mut PacketState) {
+        if self.program.arch == ir::Arch::Psa {
+            return self.psa_egress_clone(st);
+        }
         st.reset(self.program.slots);
         st.slots.copy_from_slice(&from.slots);
         // Metadata reset: everything but the headers.
@@ -752,6 +794,9 @@ impl Datapath {
     /// What a recirculated frame keeps of its egress state `st` (the field list of its
     /// `recirculate`).
     pub fn recirculation(&self, st: &PacketState) -> Carry {
+        if self.program.arch == ir::Arch::Psa {
+            return self.psa_recirculation();
+        }
         self.carry(st, st.recirculate.flatten(), INSTANCE_RECIRCULATED)
     }
 }

@@ -466,6 +466,11 @@ impl<'a> Run<'a> {
 
     /// Packs a field list into `st.list` (BMv2's layout) and returns it.
     fn pack(&mut self, items: &[CItem]) -> Vec<u8> {
+        self.pack_aligned(items, false)
+    }
+
+    /// [`Run::pack`], the padding in front when `right_aligned` (PSA's `Hash`).
+    fn pack_aligned(&mut self, items: &[CItem], right_aligned: bool) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.st.list);
         buf.clear();
         let mut packer = BitPacker::new(&mut buf);
@@ -492,7 +497,11 @@ impl<'a> Run<'a> {
             };
             packer.push(v, it.width);
         }
-        packer.finish();
+        if right_aligned {
+            packer.finish_right_aligned();
+        } else {
+            packer.finish();
+        }
         buf
     }
 
@@ -590,8 +599,9 @@ impl<'a> Run<'a> {
                 data,
                 base,
                 max,
+                right_aligned,
             } => {
-                let buf = self.pack(data);
+                let buf = self.pack_aligned(data, *right_aligned);
                 let h = self.hash_of(*algo, &buf);
                 self.st.list = buf;
                 let (base, max) = (base(self), max(self));
@@ -639,7 +649,7 @@ impl<'a> Run<'a> {
                 meter,
                 index,
                 out,
-                color_in,
+                psa_colors,
             } => {
                 let bytes = self.dp.program.meters[*meter].bytes;
                 let units = if bytes { self.packet.len() as u64 } else { 1 };
@@ -656,8 +666,13 @@ impl<'a> Run<'a> {
                         .as_ref()
                         .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).execute(now, units)),
                 };
-                let pre = color_in.as_ref().map_or(0, |c| c(self));
-                self.set(out, color.unwrap_or(super::meter::GREEN).max(pre));
+                let color = color.unwrap_or(super::meter::GREEN);
+                let color = if *psa_colors {
+                    super::meter::psa_color(color)
+                } else {
+                    color
+                };
+                self.set(out, color);
             }
             CExtern::Clone { session, field_list } => {
                 self.st.clone_session = Some(session(self) as u32);
@@ -748,9 +763,14 @@ impl<'a> Run<'a> {
 
     /// Runs the deparser: the headers to write go to `st.out`.
     pub(super) fn deparse(&mut self) {
+        self.deparse_with(BlockKind::Deparser);
+    }
+
+    /// Runs deparser `kind` (PSA's ingress deparser, or the deparser) into `st.out`.
+    pub(super) fn deparse_with(&mut self, kind: BlockKind) {
         self.st.out.clear();
         let dp = self.dp;
-        dp.code.control(BlockKind::Deparser).run(self);
+        dp.code.control(kind).run(self);
     }
 }
 

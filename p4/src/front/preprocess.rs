@@ -17,6 +17,7 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("core.p4", include_str!("../../include/core.p4")),
     ("v1model.p4", include_str!("../../include/v1model.p4")),
     ("intlab.p4", include_str!("../../include/intlab.p4")),
+    ("psa.p4", include_str!("../../include/psa.p4")),
 ];
 
 /// Deepest nesting of includes (a cycle would otherwise never end).
@@ -485,12 +486,15 @@ impl Preprocessor<'_> {
             });
             return self.file(id, depth + 1);
         }
-        if system {
-            return err(format!(
-                "no built-in include `{name}`: intlab has core.p4, v1model.p4, psa.p4 and intlab.p4"
-            ));
-        }
-        err(format!("cannot read include `{}`: no such file", local.display()))
+        // One message whichever way the include is written: what was looked for, and where.
+        let beside = if system {
+            String::new()
+        } else {
+            format!("no file {} and ", local.display())
+        };
+        err(format!(
+            "cannot include `{name}`: {beside}no built-in of that name (intlab has core.p4, v1model.p4, psa.p4 and intlab.p4)"
+        ))
     }
 }
 

@@ -51,6 +51,8 @@ pub struct Program {
     pub errors: Vec<String>,
     /// Where the architecture's metadata fields live.
     pub std: StdSlots,
+    /// PSA's metadata fields (PSA programs only).
+    pub psa: Option<PsaSlots>,
     /// Field lists: what a clone, resubmit or recirculation keeps.
     pub field_lists: Vec<FieldList>,
     /// The slots of the parsed headers the blocks share (first, count): what an
@@ -164,8 +166,35 @@ impl HeaderType {
     }
 }
 
+/// Slots of PSA's metadata fields that the switch reads or writes, by the struct they belong
+/// to (BMv2's psa_switch sets and reads the same).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PsaSlots {
+    /// `psa_ingress_parser_input_metadata_t`: ingress_port, packet_path.
+    pub parser_in: [Slot; 2],
+    /// `psa_ingress_input_metadata_t`: ingress_port, packet_path, ingress_timestamp,
+    /// parser_error.
+    pub ingress_in: [Slot; 4],
+    /// `psa_ingress_output_metadata_t`: class_of_service, clone, clone_session_id, drop,
+    /// resubmit, multicast_group, egress_port.
+    pub ingress_out: [Slot; 7],
+    /// `psa_egress_parser_input_metadata_t`: egress_port, packet_path.
+    pub egress_parser_in: [Slot; 2],
+    /// `psa_egress_input_metadata_t`: class_of_service, egress_port, packet_path, instance,
+    /// egress_timestamp, parser_error.
+    pub egress_in: [Slot; 6],
+    /// `psa_egress_output_metadata_t`: clone, clone_session_id, drop.
+    pub egress_out: [Slot; 3],
+    /// `psa_egress_deparser_input_metadata_t`: egress_port.
+    pub deparser_in: Slot,
+    /// Egress's own headers and metadata (first slot, count): zeroed as a frame enters egress,
+    /// whose parser fills them from the frame.
+    pub egress_state: (Slot, u32),
+}
+
 /// Slots of the architecture's metadata fields. For v1model these are `standard_metadata`'s;
-/// for PSA, the fields of its ingress and egress metadata that the switch reads or writes.
+/// for PSA, slots of its own that the executor uses as it uses v1model's (parser_error,
+/// packet_length), beside [`PsaSlots`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdSlots {
     /// `ingress_port`.
@@ -617,6 +646,9 @@ pub enum Extern {
         base: Expr,
         /// The hash is taken modulo this (when not 0).
         max: Expr,
+        /// The field list is packed with its padding in front, ending on a byte boundary
+        /// (PSA's `Hash`, as psa_switch packs it), not after it.
+        right_aligned: bool,
     },
     /// PSA's incremental checksum objects: `clear`, `add`, `subtract`, `get`, `get_state`,
     /// `set_state` on the state in `state` (a slot of its own).
@@ -648,8 +680,10 @@ pub enum Extern {
         index: Option<Expr>,
         /// Where the color goes.
         out: Place,
-        /// PSA's color-aware form: the color the packet arrived with.
-        color_in: Option<Expr>,
+        /// The color in PSA's encoding (RED 0, GREEN 1, YELLOW 2) rather than BMv2's (GREEN
+        /// 0, YELLOW 1, RED 2). PSA's color-aware form is run color-blind, as psa_switch runs
+        /// it.
+        psa_colors: bool,
     },
     /// `clone`, `clone3` and `clone_preserving_field_list`.
     Clone {
@@ -835,6 +869,9 @@ pub struct Register {
     pub width: u16,
     /// Cells.
     pub size: usize,
+    /// What each cell holds before anything is written, and after a reset (PSA's
+    /// `Register(size, initial_value)`; 0 otherwise).
+    pub init: u128,
 }
 
 /// What a counter counts.

@@ -24,29 +24,7 @@ impl<'a> Lowerer<'a> {
     /// `V1Switch(p, vr, ig, eg, ck, dep) main`.
     pub(crate) fn v1switch(&mut self, main: &'a ast::Instance) -> R<()> {
         self.out.arch = ir::Arch::V1Model;
-        if main.args.len() != 6 {
-            return self.err(
-                main.pos,
-                format!(
-                    "V1Switch takes six blocks (parser, verify checksum, ingress, egress, compute checksum, deparser), {} given",
-                    main.args.len()
-                ),
-            );
-        }
-        // Arguments by position, or by V1Switch's parameter names.
-        let names = ["p", "vr", "ig", "eg", "ck", "dep"];
-        let mut ordered: Vec<&'a ast::Arg> = Vec::new();
-        for (i, n) in names.iter().enumerate() {
-            let a = main
-                .args
-                .iter()
-                .find(|a| a.name.as_deref() == Some(*n))
-                .or_else(|| main.args.get(i).filter(|a| a.name.is_none()));
-            match a {
-                Some(a) => ordered.push(a),
-                None => return self.err(main.pos, format!("V1Switch's `{n}` is not given")),
-            }
-        }
+        let ordered = self.package_args(main.pos, "V1Switch", &main.args, &["p", "vr", "ig", "eg", "ck", "dep"])?;
         let mut uses = Vec::new();
         for a in ordered {
             uses.push(self.package_block(a)?);
@@ -85,35 +63,48 @@ impl<'a> Lowerer<'a> {
                 BlockKind::Deparser => vec![None, Some(h.clone())],
                 _ => vec![Some(h.clone()), Some(m.clone()), Some(s.clone())],
             };
-            let expect_parser = i == 0;
-            let is_parser = matches!(u.decl, super::block::BlockDecl::Parser(_));
-            if expect_parser != is_parser {
-                let what = if expect_parser { "a parser" } else { "a control" };
-                self.report(u.pos, format!("block {} of V1Switch must be {what}", i + 1));
-                continue;
-            }
-            let (name, params) = match u.decl {
-                super::block::BlockDecl::Parser(p) => (&p.name, p.params.len()),
-                super::block::BlockDecl::Control(c) => (&c.name, c.params.len()),
-            };
-            if params != values.len() {
-                let (role, signature) = V1SWITCH[i];
-                self.report(
-                    u.pos,
-                    format!(
-                        "`{name}` takes {params} parameters; V1Switch's {role} takes {} ({signature})",
-                        values.len()
-                    ),
-                );
-                continue;
-            }
-            carry_on(if is_parser {
-                self.top_parser(u, values, kind)
-            } else {
-                self.top_control(u, values, kind)
-            });
+            self.bind_block(u, kind, values, i == 0, "V1Switch", V1SWITCH[i]);
         }
         Ok(())
+    }
+
+    /// Lowers block `u` of package `package` as the pipeline's block `kind`, its parameters
+    /// bound to `values` (None for the packet); `role` says what the package wants there, for
+    /// errors, which are reported and passed over.
+    pub(crate) fn bind_block(
+        &mut self,
+        u: &super::block::BlockUse<'a>,
+        kind: BlockKind,
+        values: Vec<Option<Val>>,
+        expect_parser: bool,
+        package: &str,
+        (role, signature): (&str, &str),
+    ) {
+        let is_parser = matches!(u.decl, super::block::BlockDecl::Parser(_));
+        if expect_parser != is_parser {
+            let what = if expect_parser { "a parser" } else { "a control" };
+            self.report(u.pos, format!("{package}'s {role} must be {what}"));
+            return;
+        }
+        let (name, params) = match u.decl {
+            super::block::BlockDecl::Parser(p) => (&p.name, p.params.len()),
+            super::block::BlockDecl::Control(c) => (&c.name, c.params.len()),
+        };
+        if params != values.len() {
+            self.report(
+                u.pos,
+                format!(
+                    "`{name}` takes {params} parameters; {package}'s {role} takes {} ({signature})",
+                    values.len()
+                ),
+            );
+            return;
+        }
+        carry_on(if is_parser {
+            self.top_parser(u, values, kind)
+        } else {
+            self.top_control(u, values, kind)
+        });
     }
 
     /// Where `standard_metadata`'s fields live.

@@ -7,13 +7,13 @@ use std::rc::Rc;
 
 use crate::front::ast::{self, ExprKind, Type};
 use crate::front::source::Pos;
-use crate::ir::{self, Algorithm, CloneKind, CounterKind, Expr, Extern, ListItem, Op};
+use crate::ir::{self, Algorithm, ChecksumOp, CloneKind, CounterKind, Expr, Extern, ListItem, Op};
 
 use super::call::void;
 use super::expr::LVal;
 use super::ty::Ty;
 use super::value::{CVal, Loc, Val};
-use super::{Binding, Lowerer, R};
+use super::{Binding, Lowerer, R, TypeBinding};
 
 /// What an extern instance is.
 #[derive(Debug, Clone)]
@@ -34,6 +34,17 @@ pub(crate) enum ExternObj {
     Checksum16,
     /// intlab's metadata.
     Intlab,
+    /// PSA's `Hash<O>`: its algorithm and result type.
+    Hash(Algorithm, Ty),
+    /// PSA's `InternetChecksum`: the slot of its running sum.
+    InternetChecksum(ir::Slot),
+    /// PSA's `Random<T>(min, max)`.
+    Random(Expr, Expr, Ty),
+    /// PSA's `Digest<T>`.
+    Digest(Ty),
+    /// An object that only names a part of the architecture (PSA's replication and queueing
+    /// engines).
+    Architecture,
 }
 
 /// An extern object instance.
@@ -77,7 +88,62 @@ impl<'a> Lowerer<'a> {
                 _ => None,
             }
         };
+        // PSA's enum members are upper case (PACKETS), v1model's lower case (packets).
+        let member = |l: &Self, i: usize| member(l, i).map(|m| m.to_lowercase());
         let obj = match kind {
+            "Register" => {
+                let Some(t) = targs.first().cloned() else {
+                    return self.err(pos, format!("Register `{name}` needs its type: Register<T, S>"));
+                };
+                let Some(width) = t.width(&self.types).filter(|w| *w <= 128) else {
+                    return self.err(
+                        pos,
+                        format!("Register `{name}`: cells of up to 128 bits of bit<W> type"),
+                    );
+                };
+                let size = int(self, 0)?.max(0) as usize;
+                let init = match values.get(1) {
+                    None => 0,
+                    Some(v) => match v.constant().and_then(|c| c.bits(width)) {
+                        Some(b) => b,
+                        None => {
+                            return self.err(pos, format!("Register `{name}`: the initial value must be a constant"));
+                        }
+                    },
+                };
+                self.out.registers.push(ir::Register {
+                    name: cp,
+                    width,
+                    size,
+                    init,
+                });
+                ExternObj::Register(self.out.registers.len() - 1, t)
+            }
+            "Hash" => {
+                let Some(out) = targs.first().cloned() else {
+                    return self.err(pos, format!("Hash `{name}` needs its result type: Hash<O>"));
+                };
+                let algo = match member(self, 0) {
+                    Some(a) => self.algorithm_named(&psa_algorithm(&a), pos)?,
+                    None => return self.err(pos, format!("Hash `{name}`: a PSA_HashAlgorithm_t first")),
+                };
+                ExternObj::Hash(algo, out)
+            }
+            "InternetChecksum" => ExternObj::InternetChecksum(self.alloc(&Ty::Bits(16, false))),
+            "Random" => {
+                let Some(t) = targs.first().cloned() else {
+                    return self.err(pos, format!("Random `{name}` needs its type: Random<T>"));
+                };
+                let (Some(lo), Some(hi)) = (int(self, 0).ok(), int(self, 1).ok()) else {
+                    return self.err(pos, format!("Random `{name}`: constant bounds expected"));
+                };
+                ExternObj::Random(Expr::Const(lo as u128), Expr::Const(hi as u128), t)
+            }
+            "Digest" => match targs.first() {
+                Some(t) => ExternObj::Digest(t.clone()),
+                None => return self.err(pos, format!("Digest `{name}` needs its type: Digest<T>")),
+            },
+            "PacketReplicationEngine" | "BufferingQueueingEngine" => ExternObj::Architecture,
             "register" => {
                 let width = match targs.first() {
                     Some(Ty::Bits(w, _)) => *w,
@@ -86,14 +152,19 @@ impl<'a> Lowerer<'a> {
                     _ => return self.err(pos, format!("register `{name}` holds bit<W> or int<W> values")),
                 };
                 let size = int(self, 0)?.max(0) as usize;
-                self.out.registers.push(ir::Register { name: cp, width, size });
+                self.out.registers.push(ir::Register {
+                    name: cp,
+                    width,
+                    size,
+                    init: 0,
+                });
                 ExternObj::Register(
                     self.out.registers.len() - 1,
                     targs.first().cloned().unwrap_or(Ty::Bits(width, false)),
                 )
             }
-            "counter" | "direct_counter" => {
-                let (size, kind_at) = if kind == "counter" {
+            "counter" | "direct_counter" | "Counter" | "DirectCounter" => {
+                let (size, kind_at) = if kind == "counter" || kind == "Counter" {
                     (int(self, 0)?.max(0) as usize, 1)
                 } else {
                     (0, 0)
@@ -110,14 +181,14 @@ impl<'a> Lowerer<'a> {
                     table: None,
                 });
                 let id = self.out.counters.len() - 1;
-                if kind == "counter" {
+                if kind == "counter" || kind == "Counter" {
                     ExternObj::Counter(id)
                 } else {
                     ExternObj::DirectCounter(id)
                 }
             }
-            "meter" | "direct_meter" => {
-                let (size, kind_at) = if kind == "meter" {
+            "meter" | "direct_meter" | "Meter" | "DirectMeter" => {
+                let (size, kind_at) = if kind == "meter" || kind == "Meter" {
                     (int(self, 0)?.max(0) as usize, 1)
                 } else {
                     (0, 0)
@@ -130,13 +201,13 @@ impl<'a> Lowerer<'a> {
                     table: None,
                 });
                 let id = self.out.meters.len() - 1;
-                if kind == "meter" {
+                if kind == "meter" || kind == "Meter" {
                     ExternObj::Meter(id)
                 } else {
                     ExternObj::DirectMeter(id)
                 }
             }
-            "action_profile" => {
+            "action_profile" | "ActionProfile" => {
                 let size = int(self, 0)?.max(0) as usize;
                 self.out.profiles.push(ir::Profile {
                     name: cp,
@@ -145,9 +216,9 @@ impl<'a> Lowerer<'a> {
                 });
                 ExternObj::Profile(self.out.profiles.len() - 1)
             }
-            "action_selector" => {
+            "action_selector" | "ActionSelector" => {
                 let algo = match member(self, 0) {
-                    Some(a) => self.algorithm_named(&a, pos)?,
+                    Some(a) => self.algorithm_named(&psa_algorithm(&a), pos)?,
                     None => return self.err(pos, format!("action_selector `{name}`: a HashAlgorithm first")),
                 };
                 let size = int(self, 1)?.max(0) as usize;
@@ -164,7 +235,7 @@ impl<'a> Lowerer<'a> {
             other => {
                 return self.err(
                     pos,
-                    format!("extern `{other}` is not one intlab runs (v1model's externs and intlab_metadata are; docs/p4.md)"),
+                    format!("extern `{other}` is not one intlab runs (v1model's and PSA's externs and intlab_metadata are; docs/p4.md)"),
                 );
             }
         };
@@ -183,6 +254,114 @@ impl<'a> Lowerer<'a> {
     ) -> R<Val> {
         let a = |i: usize| args.get(i).map(|a| &a.value);
         match (&x.obj, m) {
+            // PSA's form: the value is the call's.
+            (ExternObj::Register(r, t), "read") if args.len() == 1 => {
+                let (i, _) = self.scalar(&args[0].value, Some(&Ty::Bits(32, false)), code)?;
+                let (s, w) = (self.alloc(t), t.width(&self.types).unwrap_or(32));
+                code.push(Op::Extern(Box::new(Extern::RegisterRead(*r, ir::Place::Slot(s, w), i))));
+                Ok(Val::Loc(Loc::Fixed(s), t.clone()))
+            }
+            (ExternObj::Meter(id), "execute") | (ExternObj::DirectMeter(id), "execute") => {
+                let index = match (&x.obj, a(0)) {
+                    (ExternObj::Meter(_), Some(i)) => Some(self.scalar(i, Some(&Ty::Bits(32, false)), code)?.0),
+                    (ExternObj::Meter(_), None) => return self.err(pos, "Meter.execute(index) expected"),
+                    _ => None,
+                };
+                let color = match self.lookup_type("PSA_MeterColor_t").cloned() {
+                    Some(TypeBinding::Ty(t)) => t,
+                    _ => return self.err(pos, "execute() needs psa.p4's PSA_MeterColor_t"),
+                };
+                let (s, w) = (self.alloc(&color), color.width(&self.types).unwrap_or(32));
+                code.push(Op::Extern(Box::new(Extern::Meter {
+                    meter: *id,
+                    index,
+                    out: ir::Place::Slot(s, w),
+                    psa_colors: true,
+                })));
+                Ok(Val::Loc(Loc::Fixed(s), color))
+            }
+            (ExternObj::Hash(algo, out), "get_hash") => {
+                let (base, data, max) = match args {
+                    [d] => (None, &d.value, None),
+                    [b, d, m] => (Some(&b.value), &d.value, Some(&m.value)),
+                    _ => return self.err(pos, "get_hash(data) or get_hash(base, data, max) expected"),
+                };
+                let w = out.width(&self.types).unwrap_or(32);
+                let base = match base {
+                    Some(b) => self.scalar(b, Some(out), code)?.0,
+                    None => Expr::Const(0),
+                };
+                let data = self.data_items(data, code)?;
+                let max = match max {
+                    Some(m) => self.scalar(m, Some(out), code)?.0,
+                    None => Expr::Const(0),
+                };
+                let s = self.alloc(out);
+                code.push(Op::Extern(Box::new(Extern::HashValue {
+                    out: ir::Place::Slot(s, w),
+                    algo: *algo,
+                    data,
+                    width: w,
+                    base,
+                    max,
+                    right_aligned: true,
+                })));
+                Ok(Val::Loc(Loc::Fixed(s), out.clone()))
+            }
+            (ExternObj::InternetChecksum(state), m) => {
+                let op = match m {
+                    "clear" => ChecksumOp::Clear,
+                    "add" => ChecksumOp::Add,
+                    "subtract" => ChecksumOp::Subtract,
+                    "get" => ChecksumOp::Get,
+                    "get_state" => ChecksumOp::GetState,
+                    "set_state" => ChecksumOp::SetState,
+                    other => return self.err(pos, format!("InternetChecksum has no `{other}`")),
+                };
+                let data = match (op, a(0)) {
+                    (ChecksumOp::Add | ChecksumOp::Subtract, Some(d)) => self.data_items(d, code)?,
+                    (ChecksumOp::Add | ChecksumOp::Subtract, None) => {
+                        return self.err(pos, format!("{m}(data) expected"));
+                    }
+                    _ => Vec::new(),
+                };
+                let input = match (op, a(0)) {
+                    (ChecksumOp::SetState, Some(v)) => Some(self.scalar(v, Some(&Ty::Bits(16, false)), code)?.0),
+                    (ChecksumOp::SetState, None) => return self.err(pos, "set_state(value) expected"),
+                    _ => None,
+                };
+                let result =
+                    matches!(op, ChecksumOp::Get | ChecksumOp::GetState).then(|| self.alloc(&Ty::Bits(16, false)));
+                code.push(Op::Extern(Box::new(Extern::ChecksumState {
+                    state: *state,
+                    op,
+                    algo: Algorithm::Csum16,
+                    data,
+                    value: result.map(|s| ir::Place::Slot(s, 16)),
+                    input,
+                })));
+                Ok(match result {
+                    Some(s) => Val::Loc(Loc::Fixed(s), Ty::Bits(16, false)),
+                    None => void(),
+                })
+            }
+            (ExternObj::Random(lo, hi, t), "read") => {
+                let (s, w) = (self.alloc(t), t.width(&self.types).unwrap_or(32));
+                code.push(Op::Extern(Box::new(Extern::Random(
+                    ir::Place::Slot(s, w),
+                    lo.clone(),
+                    hi.clone(),
+                ))));
+                Ok(Val::Loc(Loc::Fixed(s), t.clone()))
+            }
+            (ExternObj::Digest(t), "pack") => {
+                let Some(data) = a(0) else {
+                    return self.err(pos, "Digest.pack(data) expected");
+                };
+                let d = self.digest(Some(t.clone()), 0, data, code)?;
+                code.push(Op::Extern(Box::new(d)));
+                Ok(void())
+            }
             (ExternObj::Register(r, t), "read") => {
                 let (Some(out), Some(index)) = (a(0), a(1)) else {
                     return self.err(pos, "register.read(out result, index) expected");
@@ -224,7 +403,7 @@ impl<'a> Lowerer<'a> {
                     meter: *id,
                     index: Some(i),
                     out: lv.place(w),
-                    color_in: None,
+                    psa_colors: false,
                 })));
                 Ok(void())
             }
@@ -238,7 +417,7 @@ impl<'a> Lowerer<'a> {
                     meter: *id,
                     index: None,
                     out: lv.place(w),
-                    color_in: None,
+                    psa_colors: false,
                 })));
                 Ok(void())
             }
@@ -255,6 +434,7 @@ impl<'a> Lowerer<'a> {
                     width: 16,
                     base: Expr::Const(0),
                     max: Expr::Const(0),
+                    right_aligned: false,
                 })));
                 Ok(Val::Loc(Loc::Fixed(s), Ty::Bits(16, false)))
             }
@@ -303,6 +483,9 @@ impl<'a> Lowerer<'a> {
             args.iter().map(|a| &a.value).collect()
         };
         let a = |i: usize| ordered.get(i).copied();
+        if name.starts_with("psa_") {
+            return self.psa_function(name, &ordered, pos, code);
+        }
         let ext = match name {
             "mark_to_drop" => Extern::MarkToDrop,
             "verify" => {
@@ -425,51 +608,11 @@ impl<'a> Lowerer<'a> {
                     return self.err(pos, "digest(receiver, data) expected");
                 };
                 let receiver = self.const_int(receiver).unwrap_or(0) as u128;
-                // The digest's type (named by the type argument, or the data's own): its name
-                // and fields name the digest to the control plane, as in P4Info. Evaluated
-                // aside: the data's code is emitted once, by `data_items`.
                 let ty = match targs.first() {
                     Some(t) => Some(self.ty(t, pos)?),
-                    None => self.expr(data, None, &mut Vec::new())?.ty().cloned(),
+                    None => None,
                 };
-                let (type_name, fields) = match ty.as_ref() {
-                    Some(t @ (Ty::Struct(_) | Ty::Header(_))) => {
-                        let def = self.types.agg(t).cloned().expect("an aggregate");
-                        let fields: Vec<(String, u16)> = def
-                            .fields
-                            .iter()
-                            .map(|f| (f.name.clone(), f.ty.width(&self.types).unwrap_or(0)))
-                            .collect();
-                        (def.name, fields)
-                    }
-                    Some(t) => (
-                        self.types.name(t),
-                        vec![("value".to_owned(), t.width(&self.types).unwrap_or(0))],
-                    ),
-                    None => (format!("digest_{}", self.out.digests.len()), Vec::new()),
-                };
-                let items = self.data_items(data, code)?;
-                let fields = if fields.is_empty() {
-                    items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, it)| (format!("field_{i}"), it.width))
-                        .collect()
-                } else {
-                    fields
-                };
-                let digest = match self.out.digests.iter().position(|d| d.name == type_name) {
-                    Some(d) => d,
-                    None => {
-                        self.out.digests.push(ir::Digest {
-                            name: type_name,
-                            receiver,
-                            fields,
-                        });
-                        self.out.digests.len() - 1
-                    }
-                };
-                Extern::Digest { digest, data: items }
+                self.digest(ty, receiver, data, code)?
             }
             "random" => {
                 let (Some(out), Some(lo), Some(hi)) = (a(0), a(1), a(2)) else {
@@ -533,6 +676,54 @@ impl<'a> Lowerer<'a> {
     fn algorithm(&mut self, e: &'a ast::Expr) -> R<Algorithm> {
         let name = self.enum_member(e)?;
         self.algorithm_named(&name, e.pos)
+    }
+
+    /// A digest of `data` sent to receiver `receiver`: its type (`ty`, the type argument, or
+    /// the data's own) names it and its fields to the control plane, as in P4Info.
+    fn digest(&mut self, ty: Option<Ty>, receiver: u128, data: &'a ast::Expr, code: &mut Vec<Op>) -> R<Extern> {
+        // Evaluated aside for its type only: the data's code is emitted once, by `data_items`.
+        let ty = match ty {
+            Some(t) => Some(t),
+            None => self.expr(data, None, &mut Vec::new())?.ty().cloned(),
+        };
+        let (type_name, fields) = match ty.as_ref() {
+            Some(t @ (Ty::Struct(_) | Ty::Header(_))) => {
+                let def = self.types.agg(t).cloned().expect("an aggregate");
+                let fields: Vec<(String, u16)> = def
+                    .fields
+                    .iter()
+                    .map(|f| (f.name.clone(), f.ty.width(&self.types).unwrap_or(0)))
+                    .collect();
+                (def.name, fields)
+            }
+            Some(t) => (
+                self.types.name(t),
+                vec![("value".to_owned(), t.width(&self.types).unwrap_or(0))],
+            ),
+            None => (format!("digest_{}", self.out.digests.len()), Vec::new()),
+        };
+        let items = self.data_items(data, code)?;
+        let fields = if fields.is_empty() {
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, it)| (format!("field_{i}"), it.width))
+                .collect()
+        } else {
+            fields
+        };
+        let digest = match self.out.digests.iter().position(|d| d.name == type_name) {
+            Some(d) => d,
+            None => {
+                self.out.digests.push(ir::Digest {
+                    name: type_name,
+                    receiver,
+                    fields,
+                });
+                self.out.digests.len() - 1
+            }
+        };
+        Ok(Extern::Digest { digest, data: items })
     }
 
     fn algorithm_named(&mut self, name: &str, pos: Pos) -> R<Algorithm> {
@@ -669,5 +860,15 @@ impl<'a> Lowerer<'a> {
             Val::Loc(Loc::Fixed(s), Ty::Header(_)) if scratch.is_empty() => Some(s),
             _ => None,
         }
+    }
+}
+
+/// A PSA hash algorithm's name (lower case) as BMv2 names it: p4c's psa backend maps
+/// ONES_COMPLEMENT16 to csum16 and TARGET_DEFAULT to crc16.
+fn psa_algorithm(name: &str) -> String {
+    match name {
+        "ones_complement16" => "csum16".to_owned(),
+        "target_default" => "crc16".to_owned(),
+        other => other.to_owned(),
     }
 }

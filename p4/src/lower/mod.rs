@@ -14,6 +14,7 @@ mod block;
 mod call;
 mod expr;
 mod externs;
+mod psa;
 mod stmt;
 mod table;
 mod ty;
@@ -721,13 +722,12 @@ impl<'a> Lowerer<'a> {
         };
         match package.as_str() {
             "V1Switch" => self.v1switch(main),
-            "PSA_Switch" => self.err(
-                main.pos,
-                "PSA_Switch: the PSA architecture is not run by intlab yet (v1model's V1Switch is)",
-            ),
+            "PSA_Switch" => self.psa_switch(main),
             other => self.err(
                 main.pos,
-                format!("package `{other}` is not an architecture intlab runs: V1Switch (v1model) is"),
+                format!(
+                    "package `{other}` is not an architecture intlab runs: V1Switch (v1model) and PSA_Switch (PSA) are"
+                ),
             ),
         }
     }

@@ -131,21 +131,22 @@ impl<'a> Lowerer<'a> {
                     const_default = is_const;
                 }
                 "size" => size = self.const_int(value)?.max(0) as usize,
-                "implementation" => {
+                // v1model's names, and PSA's.
+                "implementation" | "psa_implementation" => {
                     let obj = self.attached(value, pos)?;
                     match obj {
                         ExternObj::Profile(p) => profile = Some(p),
                         _ => return self.err(pos, "implementation = an action_profile or action_selector"),
                     }
                 }
-                "counters" => match self.attached(value, pos)? {
+                "counters" | "psa_direct_counter" => match self.attached(value, pos)? {
                     ExternObj::DirectCounter(c) => {
                         self.out.counters[c].table = Some(id);
                         direct_counter = Some(c);
                     }
                     _ => return self.err(pos, "counters = a direct_counter"),
                 },
-                "meters" => match self.attached(value, pos)? {
+                "meters" | "psa_direct_meter" => match self.attached(value, pos)? {
                     ExternObj::DirectMeter(m) => {
                         self.out.meters[m].table = Some(id);
                         direct_meter = Some(m);
@@ -158,6 +159,11 @@ impl<'a> Lowerer<'a> {
                 }
                 "support_timeout" => {
                     let v = self.const_expr(value, Some(&Ty::Bool))?;
+                    idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
+                }
+                "psa_idle_timeout" => {
+                    // PSA_IdleTimeout_t: NO_TIMEOUT (0) or NOTIFY_CONTROL (1).
+                    let v = self.const_expr(value, None)?;
                     idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
                 }
                 // Other properties are the target's to read; BMv2 ignores those it does not know.

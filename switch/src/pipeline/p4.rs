@@ -210,6 +210,52 @@ impl P4Pipeline {
         }
     }
 
+    /// Runs egress and the deparser on a PSA frame sent to `PSA_PORT_RECIRCULATE` (a port
+    /// of no link: no queue, no wire time) and returns what its ingress pass keeps, or None
+    /// when egress dropped it; an egress clone it asked for goes into `clone`.
+    pub fn recirculation_pass(
+        &self,
+        frame: &mut FrameBuf,
+        work: &mut P4Scratch,
+        spare: &mut dyn FnMut() -> FrameBuf,
+        clone: &mut Option<(Session, FrameBuf)>,
+    ) -> Option<Carry> {
+        if !frame.p4.as_ref().is_some_and(|c| work.packet.restore(c)) {
+            return None;
+        }
+        let d = Departure {
+            port: intlab_p4::PSA_RECIRCULATE_PORT,
+            arrival_ns: frame.arrival_ns,
+            enqueued_ns: frame.arrival_ns,
+            departure_ns: frame.arrival_ns,
+            qid: frame.p4_priority.unwrap_or(0),
+            ..Departure::default()
+        };
+        let e = self.datapath.egress_control(&mut work.packet, frame.bytes(), d);
+        // PSA's clone is of the frame as the deparser writes it, dropped or not.
+        if !e.sent && e.clone.is_none() {
+            return None;
+        }
+        let mut len = frame.len;
+        let written = self
+            .datapath
+            .egress_finish(&mut work.packet, frame.buffer_mut(), &mut len, d);
+        frame.len = len;
+        if let Some(session) = e.clone.filter(|_| written) {
+            let mut copy = spare();
+            copy.copy_from(frame);
+            self.datapath.egress_clone(&work.packet, &mut work.clone);
+            work.clone.save(copy.p4.get_or_insert_with(Box::default));
+            *clone = Some((session, copy));
+        }
+        (e.sent && written && e.recirculate).then(|| self.datapath.recirculation(&work.packet))
+    }
+
+    /// The P4 port number of the switch's port `index`.
+    pub fn p4_port(&self, index: usize) -> u16 {
+        self.to_p4[index]
+    }
+
     /// The port index of P4 port `p`, if the switch has it.
     pub fn port_index(&self, p: u16) -> Option<usize> {
         self.port(p)
@@ -255,8 +301,28 @@ impl P4Pipeline {
             qid: d.priority,
         };
         let e = self.datapath.egress_control(st, d.frame.bytes(), departure);
-        if let Some(session) = e.clone {
-            // As the frame is before the deparser: its headers are in the state.
+        let deparsed_clone = e.clone.filter(|_| e.clone_deparsed);
+        if let Some(session) = e.clone.filter(|_| !e.clone_deparsed) {
+            // v1model: the frame before the deparser; its headers are in the state.
+            let mut copy = spare();
+            copy.copy_from(&d.frame);
+            self.datapath.egress_clone(&work.packet, &mut work.clone);
+            work.clone.save(copy.p4.get_or_insert_with(Box::default));
+            *clone = Some((session, copy));
+        }
+        if !e.sent && deparsed_clone.is_none() {
+            return P4Egress::Drop;
+        }
+        let mut len = d.frame.len;
+        let written = self
+            .datapath
+            .egress_finish(&mut work.packet, d.frame.buffer_mut(), &mut len, departure);
+        d.frame.len = len;
+        if !written {
+            return P4Egress::Drop;
+        }
+        if let Some(session) = deparsed_clone {
+            // PSA: the frame as the deparser wrote it, whether or not egress dropped it.
             let mut copy = spare();
             copy.copy_from(&d.frame);
             self.datapath.egress_clone(&work.packet, &mut work.clone);
@@ -266,17 +332,8 @@ impl P4Pipeline {
         if !e.sent {
             return P4Egress::Drop;
         }
-        let st = &mut work.packet;
-        let mut len = d.frame.len;
-        let sent = self
-            .datapath
-            .egress_finish(st, d.frame.buffer_mut(), &mut len, departure);
-        d.frame.len = len;
-        if !sent {
-            return P4Egress::Drop;
-        }
         if e.recirculate {
-            *carry = Some(self.datapath.recirculation(st));
+            *carry = Some(self.datapath.recirculation(&work.packet));
             return P4Egress::Recirculate;
         }
         P4Egress::Send

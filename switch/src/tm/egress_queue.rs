@@ -57,6 +57,12 @@ struct PriorityFifo {
     pause: PauseState,
     /// The PFC watchdog's view of it.
     storm: StormState,
+    /// A packet rate it may not exceed (simple_switch's `set_queue_rate`): the time between
+    /// two starts (ps), and when the next may start.
+    gap_ps: Option<u64>,
+    next_allowed_ps: u64,
+    /// Packets it holds at most (`set_queue_depth`); more are tail-dropped.
+    max_packets: Option<usize>,
 }
 
 impl PriorityFifo {
@@ -78,7 +84,11 @@ impl PriorityFifo {
     /// The earliest its head may start, transmitter permitting (ps).
     fn ready_ps(&self) -> Option<u64> {
         let arrival = self.waiting.front()?.arrival_ps;
-        Some(arrival.max(self.storm.stormed_since().unwrap_or(self.pause.until())))
+        let ready = arrival.max(self.storm.stormed_since().unwrap_or(self.pause.until()));
+        Some(match self.gap_ps {
+            Some(_) => ready.max(self.next_allowed_ps),
+            None => ready,
+        })
     }
 }
 
@@ -297,6 +307,10 @@ impl EgressQueue {
         if self.occupancy() + len > self.buffer {
             return Err(Rejected::BufferFull(frame));
         }
+        let fifo = &self.fifos[usize::from(priority) % PRIORITIES];
+        if fifo.max_packets.is_some_and(|m| fifo.waiting.len() >= m) {
+            return Err(Rejected::BufferFull(frame));
+        }
         self.last_arrival_ps = arrival_ps;
         let enq_packets = u32::try_from(self.waiting()).unwrap_or(u32::MAX);
         let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
@@ -325,6 +339,20 @@ impl EgressQueue {
             cum_bytes: lane.enqueued_bytes,
             enq_packets: 0,
         });
+    }
+
+    /// Limits priority `priority` to `pps` packets a second (None: the line rate only), as
+    /// simple_switch's `set_queue_rate` does.
+    pub fn set_priority_rate(&mut self, priority: u8, pps: Option<u64>) {
+        let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
+        fifo.gap_ps = pps.filter(|&r| r > 0).map(|r| 1_000_000_000_000 / r);
+    }
+
+    /// Limits priority `priority` to `packets` waiting (None: the buffer only), as
+    /// simple_switch's `set_queue_depth` does.
+    pub fn set_priority_depth(&mut self, priority: u8, packets: Option<u64>) {
+        let fifo = &mut self.fifos[usize::from(priority) % PRIORITIES];
+        fifo.max_packets = packets.map(|p| usize::try_from(p).unwrap_or(usize::MAX));
     }
 
     /// PFC: priority `priority` starts nothing from `at_ps` for `quanta` × 512 bit times at
@@ -400,6 +428,9 @@ impl EgressQueue {
         let stormed = fifo.storm.stormed();
         let w = fifo.waiting.pop_front()?;
         fifo.started_cum_bytes = w.cum_bytes;
+        if let Some(gap) = fifo.gap_ps {
+            fifo.next_allowed_ps = start_ps + gap;
+        }
         if let Some(d) = self.dwrr.as_mut().filter(|_| p < CONTROL) {
             d.sent(p, w.frame.len as u64, fifo.waiting.is_empty());
         }
@@ -529,6 +560,50 @@ mod tests {
         tx_before: u64,
         enq: u32,
         deq: u32,
+    }
+
+    #[test]
+    fn a_priority_given_a_packet_rate_and_depth_keeps_to_them() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 0);
+        // 100-byte frames take 100 us at 8 Mb/s; 2,000 packets a second space starts 500 us.
+        q.set_priority_rate(0, Some(2_000));
+        q.set_priority_depth(0, Some(3));
+        for _ in 0..3 {
+            assert!(q.enqueue(frame(&pool, 100, 0), 0).is_ok());
+        }
+        assert!(matches!(
+            q.enqueue(frame(&pool, 100, 0), 0),
+            Err(Rejected::BufferFull(_))
+        ));
+        // Another priority has neither limit.
+        for _ in 0..4 {
+            assert!(q.enqueue(frame(&pool, 100, 0), 1).is_ok());
+        }
+        let mut starts = Vec::new();
+        while let Some(d) = q.start_due(Until::now(10_000_000)) {
+            starts.push((d.priority, d.start_ns));
+            q.send(d);
+        }
+        let mine: Vec<u64> = starts.iter().filter(|s| s.0 == 0).map(|s| s.1).collect();
+        assert_eq!(mine.len(), 3);
+        for w in mine.windows(2) {
+            assert!(w[1] - w[0] >= 500_000, "{starts:?}");
+        }
+        // Lifted, the line rate alone paces it again.
+        q.set_priority_rate(0, None);
+        q.set_priority_depth(0, None);
+        for _ in 0..4 {
+            assert!(q.enqueue(frame(&pool, 100, 20_000_000), 0).is_ok());
+        }
+        let mut last = None;
+        while let Some(d) = q.start_due(Until::now(30_000_000)) {
+            if let Some(l) = last {
+                assert_eq!(d.start_ns - l, 100_000);
+            }
+            last = Some(d.start_ns);
+            q.send(d);
+        }
     }
 
     /// Starts every frame due by `now_ns`, each made `grow` bytes longer by egress.
