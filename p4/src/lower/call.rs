@@ -171,15 +171,7 @@ impl<'a> Lowerer<'a> {
         let v = match &obj.kind {
             ExprKind::Member(b, f) => {
                 let base = self.expr(b, None, code)?;
-                if let Val::Loc(loc, t @ Ty::Union(_)) = &base {
-                    let a = self.types.agg(t).cloned().expect("a union");
-                    for field in &a.fields {
-                        if field.name != *f {
-                            let (off, _) = self.types.field(t, &field.name, &self.out.headers).expect("its member");
-                            union_siblings.push(loc.at(off).header());
-                        }
-                    }
-                }
+                union_siblings.extend(self.union_siblings(&base, f));
                 self.field_of(base, f, obj.pos)?
             }
             _ => self.expr(obj, None, code)?,
@@ -616,15 +608,7 @@ impl<'a> Lowerer<'a> {
         let mut siblings = Vec::new();
         if let ExprKind::Member(b, f) = &h.kind {
             let base = self.expr(b, None, code)?;
-            if let Val::Loc(loc, t @ Ty::Union(_)) = &base {
-                let a = self.types.agg(t).cloned().expect("a union");
-                for field in &a.fields {
-                    if field.name != *f {
-                        let (off, _) = self.types.field(t, &field.name, &self.out.headers).expect("its member");
-                        siblings.push(loc.at(off).header());
-                    }
-                }
-            }
+            siblings.extend(self.union_siblings(&base, f));
             let v = self.field_of(base, f, h.pos)?;
             return match v {
                 Val::Loc(l, t) => Ok((l, t, siblings)),

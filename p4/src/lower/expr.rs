@@ -40,6 +40,22 @@ impl LVal {
 }
 
 impl<'a> Lowerer<'a> {
+    /// The other members of the header union `base` when its member `member` is written:
+    /// making one member valid makes them invalid.
+    pub(crate) fn union_siblings(&self, base: &Val, member: &str) -> Vec<crate::ir::HeaderRef> {
+        let Val::Loc(loc, t @ Ty::Union(_)) = base else {
+            return Vec::new();
+        };
+        let Some(def) = self.types.agg(t) else {
+            return Vec::new();
+        };
+        def.fields
+            .iter()
+            .filter(|field| field.name != member)
+            .filter_map(|field| self.types.field(t, &field.name, &self.out.headers))
+            .map(|(off, _)| loc.at(off).header())
+            .collect()
+    }
     /// Lowers `e`; statements its side effects need go to `code`. `want` is the type the
     /// context expects, which integer literals, lists and records take.
     pub(crate) fn expr(&mut self, e: &'a ast::Expr, want: Option<&Ty>, code: &mut Vec<Op>) -> R<Val> {

@@ -191,15 +191,7 @@ impl<'a> Lowerer<'a> {
         let mut siblings = Vec::new();
         let lv = if let ExprKind::Member(b, f) = &lhs.kind {
             let base = self.expr(b, None, code)?;
-            if let Val::Loc(loc, t @ Ty::Union(_)) = &base {
-                let a = self.types.agg(t).cloned().expect("a union");
-                for field in &a.fields {
-                    if field.name != *f {
-                        let (off, _) = self.types.field(t, &field.name, &self.out.headers).expect("its member");
-                        siblings.push(loc.at(off).header());
-                    }
-                }
-            }
+            siblings.extend(self.union_siblings(&base, f));
             match self.field_of(base, f, lhs.pos)? {
                 Val::Loc(Loc::Elem(st, i, o), t) => {
                     let i = self.snapshot(i, code);
