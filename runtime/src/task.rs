@@ -38,6 +38,9 @@ pub struct Context<'a> {
     pub deadline: Option<u64>,
     /// Another task (or the lab) woke it.
     pub woken: bool,
+    /// When the worker last asked the kernel which descriptors have input (lab ns): `ready`
+    /// is as of then, so input that came since (a worker that lost its core) is not in it.
+    pub polled_ns: u64,
 }
 
 impl Context<'_> {

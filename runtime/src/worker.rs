@@ -127,6 +127,8 @@ pub(crate) struct Worker {
     measure_from: u64,
     /// Since when it has run no task (lab ns), while it sleeps between runs.
     idle_start: Option<u64>,
+    /// When epoll last told which descriptors have input (lab ns).
+    polled_ns: u64,
 }
 
 impl Worker {
@@ -150,6 +152,7 @@ impl Worker {
             busy_ns: 0,
             measure_from: 0,
             idle_start: None,
+            polled_ns: 0,
         })
     }
 
@@ -206,6 +209,7 @@ impl Worker {
             ready,
             deadline,
             woken,
+            polled_ns: self.polled_ns,
         };
         let next = slot.task.run(&mut cx);
         slot.generation += 1;
@@ -283,10 +287,11 @@ impl Worker {
                     0
                 }
             };
+            self.polled_ns = self.clock.now_ns();
             if n == 0 {
                 // A wait that overslept by a hiccup: the worker had no core when it was due.
                 let due = now + timeout;
-                self.note_hiccup(due, self.clock.now_ns().saturating_sub(due));
+                self.note_hiccup(due, self.polled_ns.saturating_sub(due));
             }
             self.shared.idle_since.store(u64::MAX, Ordering::Relaxed);
             self.shared.sleeping.store(false, Ordering::SeqCst);

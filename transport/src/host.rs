@@ -35,6 +35,9 @@ use crate::socket::{BATCH, ECT0, RawSender, RecvBatch, SendBatch, Socket};
 
 /// Batches read per socket per run, so sending is never starved.
 const RX_BATCHES_PER_RUN: usize = 4;
+/// A run this long (ns) after the worker's last poll reads the PFC socket itself before it
+/// sends: past the usual wake-up lateness, so a worker that keeps up never pays the syscall.
+const PAUSE_RECHECK_NS: u64 = 50_000;
 /// Tokens of the host's descriptors.
 const ROCE: u32 = 0;
 const INT: u32 = 1;
@@ -709,6 +712,12 @@ impl Task for Host {
         }
         self.flush_control();
         let now = cx.now();
+        // A pause that came since the worker last polled (it lost its core, or other tasks
+        // ran long) must stop the frames this run is about to send, as a NIC obeys a pause
+        // when it arrives, not when its driver gets round to it.
+        if now.saturating_sub(cx.polled_ns) > PAUSE_RECHECK_NS && !cx.ready.contains(&PAUSE) {
+            self.receive_pauses();
+        }
         self.timers(now);
         self.send_data(now);
         if !self.data.is_empty() {
