@@ -135,9 +135,9 @@ impl Stage {
             }
             Mode::P4(p) => {
                 let work = self.scratch.as_mut().expect("made at ingress");
-                let (mut clone, mut carry) = (None, None);
+                let mut clone = None;
                 let pool = &self.pool;
-                p.egress(&mut d, &self.egress, work, &mut || pool.get(), &mut clone, &mut carry);
+                p.egress(&mut d, &self.egress, work, &mut || pool.get(), &mut clone);
                 egress::p4_fate(&d, &self.egress, &mut self.counters, &mut self.rng);
             }
         }

@@ -560,19 +560,18 @@ impl Shard {
                 let fate = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
                     None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
                     Some((p4, work)) => {
-                        let (mut clone, mut carry) = (None, None);
+                        let mut clone = None;
                         let frames = &mut self.frames;
-                        let e = p4.egress(&mut d, &slot.egress, work, &mut || frames.get(), &mut clone, &mut carry);
+                        let e = p4.egress(&mut d, &slot.egress, work, &mut || frames.get(), &mut clone);
                         if let Some((session, copy)) = clone {
                             self.spawned.push(Spawned::Clone(slot.switch, session, copy));
                         }
                         match e {
                             P4Egress::Send => egress::p4_fate(&d, &slot.egress, &mut slot.counters, &mut self.rng),
                             P4Egress::Drop => Fate::Dropped,
-                            P4Egress::Recirculate => {
+                            P4Egress::Recirculate(carry) => {
                                 slot.counters.totals.p4_recirculated += 1;
                                 let frame = slot.queue.discard(d);
-                                let carry = carry.expect("a recirculation keeps its carry");
                                 self.spawned.push(Spawned::Recirculate(s, carry, frame));
                                 continue;
                             }

@@ -230,8 +230,8 @@ impl Datapath {
         st.mark_copy(0, INSTANCE_EGRESS_CLONE);
     }
 
-    /// [`Datapath::egress_finish`]'s deparser for a PSA program is the egress deparser, which
-    /// the v1model path runs already; what a recirculated frame keeps: nothing but its kind.
+    /// [`Datapath::recirculation`] for a PSA program: a recirculated frame keeps nothing but
+    /// its kind.
     pub(super) fn psa_recirculation(&self) -> Carry {
         Carry {
             fields: Vec::new(),

@@ -83,14 +83,15 @@ pub struct P4Ingress {
 }
 
 /// What a P4 program's egress decided for a frame that starts transmission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum P4Egress {
     /// It goes out on the port.
     Send,
     /// The program dropped it.
     Drop,
-    /// It goes back to the switch's ingress (`recirculate`), as the deparser left it.
-    Recirculate,
+    /// It goes back to the switch's ingress (`recirculate`), as the deparser left it, keeping
+    /// this.
+    Recirculate(Carry),
 }
 
 /// The P4 port number of port `index` named `name` when none is given: the number its name ends
@@ -220,9 +221,6 @@ impl P4Pipeline {
         spare: &mut dyn FnMut() -> FrameBuf,
         clone: &mut Option<(Session, FrameBuf)>,
     ) -> Option<Carry> {
-        if !frame.p4.as_ref().is_some_and(|c| work.packet.restore(c)) {
-            return None;
-        }
         let d = Departure {
             port: intlab_p4::PSA_RECIRCULATE_PORT,
             arrival_ns: frame.arrival_ns,
@@ -231,24 +229,10 @@ impl P4Pipeline {
             qid: frame.p4_priority.unwrap_or(0),
             ..Departure::default()
         };
-        let e = self.datapath.egress_control(&mut work.packet, frame.bytes(), d);
-        // PSA's clone is of the frame as the deparser writes it, dropped or not.
-        if !e.sent && e.clone.is_none() {
-            return None;
+        match self.egress_frame(frame, d, work, spare, clone) {
+            P4Egress::Recirculate(carry) => Some(carry),
+            P4Egress::Send | P4Egress::Drop => None,
         }
-        let mut len = frame.len;
-        let written = self
-            .datapath
-            .egress_finish(&mut work.packet, frame.buffer_mut(), &mut len, d);
-        frame.len = len;
-        if let Some(session) = e.clone.filter(|_| written) {
-            let mut copy = spare();
-            copy.copy_from(frame);
-            self.datapath.egress_clone(&work.packet, &mut work.clone);
-            work.clone.save(copy.p4.get_or_insert_with(Box::default));
-            *clone = Some((session, copy));
-        }
-        (e.sent && written && e.recirculate).then(|| self.datapath.recirculation(&work.packet))
     }
 
     /// The P4 port number of the switch's port `index`.
@@ -271,7 +255,7 @@ impl P4Pipeline {
 
     /// Runs egress and the deparser, in `work`, on a frame that starts transmission on `port`.
     /// An egress-to-egress clone the program asked for is made into a frame from `spare` (and
-    /// comes back with its session); `carry` then holds what a recirculated frame keeps.
+    /// comes back with its session).
     pub fn egress(
         &self,
         d: &mut Dequeued,
@@ -279,13 +263,7 @@ impl P4Pipeline {
         work: &mut P4Scratch,
         spare: &mut dyn FnMut() -> FrameBuf,
         clone: &mut Option<(Session, FrameBuf)>,
-        carry: &mut Option<Carry>,
     ) -> P4Egress {
-        let st = &mut work.packet;
-        match &d.frame.p4 {
-            Some(carried) if st.restore(carried) => {}
-            _ => return P4Egress::Drop,
-        }
         let departure = Departure {
             port: self.to_p4[usize::from(port.index)],
             arrival_ns: d.frame.arrival_ns,
@@ -300,43 +278,67 @@ impl P4Pipeline {
             mtu: u32::try_from(port.mtu).unwrap_or(u32::MAX),
             qid: d.priority,
         };
-        let e = self.datapath.egress_control(st, d.frame.bytes(), departure);
-        let deparsed_clone = e.clone.filter(|_| e.clone_deparsed);
-        if let Some(session) = e.clone.filter(|_| !e.clone_deparsed) {
-            // v1model: the frame before the deparser; its headers are in the state.
-            let mut copy = spare();
-            copy.copy_from(&d.frame);
-            self.datapath.egress_clone(&work.packet, &mut work.clone);
-            work.clone.save(copy.p4.get_or_insert_with(Box::default));
-            *clone = Some((session, copy));
+        self.egress_frame(&mut d.frame, departure, work, spare, clone)
+    }
+
+    /// [`P4Pipeline::egress`] on `frame` as it departs as `departure` says. The egress clone is
+    /// made when the architecture makes it: v1model's of the frame before the deparser, PSA's
+    /// of the frame the deparser wrote, whether or not egress dropped it.
+    fn egress_frame(
+        &self,
+        frame: &mut FrameBuf,
+        departure: Departure,
+        work: &mut P4Scratch,
+        spare: &mut dyn FnMut() -> FrameBuf,
+        clone: &mut Option<(Session, FrameBuf)>,
+    ) -> P4Egress {
+        match &frame.p4 {
+            Some(carried) if work.packet.restore(carried) => {}
+            _ => return P4Egress::Drop,
         }
+        let e = self.datapath.egress_control(&mut work.packet, frame.bytes(), departure);
+        let deparsed_clone = e.clone.filter(|_| e.clone_deparsed);
+        if let Some(s) = e.clone.filter(|_| !e.clone_deparsed) {
+            *clone = Some(self.egress_clone(s, frame, work, spare));
+        }
+        // A PSA clone is of the deparsed frame: the deparser runs for it even when dropped.
         if !e.sent && deparsed_clone.is_none() {
             return P4Egress::Drop;
         }
-        let mut len = d.frame.len;
+        let mut len = frame.len;
         let written = self
             .datapath
-            .egress_finish(&mut work.packet, d.frame.buffer_mut(), &mut len, departure);
-        d.frame.len = len;
+            .egress_finish(&mut work.packet, frame.buffer_mut(), &mut len, departure);
+        frame.len = len;
         if !written {
             return P4Egress::Drop;
         }
-        if let Some(session) = deparsed_clone {
-            // PSA: the frame as the deparser wrote it, whether or not egress dropped it.
-            let mut copy = spare();
-            copy.copy_from(&d.frame);
-            self.datapath.egress_clone(&work.packet, &mut work.clone);
-            work.clone.save(copy.p4.get_or_insert_with(Box::default));
-            *clone = Some((session, copy));
+        if let Some(s) = deparsed_clone {
+            *clone = Some(self.egress_clone(s, frame, work, spare));
         }
         if !e.sent {
             return P4Egress::Drop;
         }
         if e.recirculate {
-            *carry = Some(self.datapath.recirculation(&work.packet));
-            return P4Egress::Recirculate;
+            return P4Egress::Recirculate(self.datapath.recirculation(&work.packet));
         }
         P4Egress::Send
+    }
+
+    /// The egress-to-egress clone of `frame` (state in `work.packet`) for `session`, in a frame
+    /// from `spare`.
+    fn egress_clone(
+        &self,
+        session: Session,
+        frame: &FrameBuf,
+        work: &mut P4Scratch,
+        spare: &mut dyn FnMut() -> FrameBuf,
+    ) -> (Session, FrameBuf) {
+        let mut copy = spare();
+        copy.copy_from(frame);
+        self.datapath.egress_clone(&work.packet, &mut work.clone);
+        work.clone.save(copy.p4.get_or_insert_with(Box::default));
+        (session, copy)
     }
 
     /// Makes `copy` the ingress-to-egress clone of `frame`, whose ingress in `work` (just run)
