@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use int_format::int::DEFAULT_INT_PORT;
+use intlab_p4runtime::format::Form;
 use intlab_testbed::inspect;
 use intlab_testbed::p4_offline::StfTarget;
 use intlab_testbed::results::{Ending, summary_table};
@@ -221,6 +222,18 @@ enum P4Command {
         /// The program.
         file: PathBuf,
     },
+    /// The program's P4Info as p4c writes it (`--p4runtime-files`): the same ids, names,
+    /// aliases, match fields and widths, for P4Runtime controllers; to standard output or a file.
+    Info {
+        /// The program.
+        program: PathBuf,
+        /// text (p4c's .p4info.txtpb), json, or binary (.p4info.bin).
+        #[arg(long, value_enum, default_value_t = InfoFormat::Text)]
+        format: InfoFormat,
+        /// Write it here instead of standard output.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Run p4c's STF test of a program in memory, through the executor the switch runs (frames
     /// of any length): prints each expectation not met with the bytes that differ; exits 0 only
     /// if every one is met.
@@ -268,6 +281,17 @@ enum P4Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+}
+
+/// The form `intlab p4 info` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum InfoFormat {
+    /// Protobuf text format.
+    Text,
+    /// Protobuf's JSON mapping.
+    Json,
+    /// Protobuf binary.
+    Binary,
 }
 
 #[derive(Debug, Subcommand)]
@@ -462,6 +486,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::P4(P4Command::Check { file }) => {
             let loaded = intlab_p4::load(&file)?;
             print!("{}", loaded.info);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::P4(P4Command::Info { program, format, out }) => {
+            let loaded = intlab_p4::load(&program)?;
+            let described = intlab_p4runtime::p4info::p4info(&loaded.ir)
+                .with_context(|| format!("{}: P4Runtime ids", program.display()))?;
+            let form = match format {
+                InfoFormat::Text => Form::Text,
+                InfoFormat::Json => Form::Json,
+                InfoFormat::Binary => Form::Binary,
+            };
+            let bytes = intlab_p4runtime::format::write(&described.info, "p4.config.v1.P4Info", form)?;
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!("wrote {}", path.display());
+                }
+                None => io::stdout().write_all(&bytes).context("writing to standard output")?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::P4(P4Command::Test {

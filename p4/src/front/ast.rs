@@ -24,6 +24,22 @@ pub struct Annotation {
     pub pos: Pos,
 }
 
+/// The annotations P4Info lists as text (`@noWarn("unused")`): all but `@name`, `@id` and the
+/// documentation ones, which P4Info gives fields of their own.
+pub fn p4info_annotations(annotations: &[Annotation]) -> Vec<String> {
+    annotations
+        .iter()
+        .filter(|a| !matches!(a.name.as_str(), "name" | "id" | "brief" | "description"))
+        .map(|a| {
+            if a.body.is_empty() && a.args.is_empty() {
+                format!("@{}", a.name)
+            } else {
+                format!("@{}({})", a.name, a.body)
+            }
+        })
+        .collect()
+}
+
 /// The value of `@name(...)`-like annotations with one string argument.
 pub fn annotation_string(annotations: &[Annotation], name: &str) -> Option<String> {
     annotations

@@ -35,6 +35,9 @@ pub struct Program {
     pub tables: Vec<Table>,
     /// Every action a table may run (one per table and action).
     pub actions: Vec<Action>,
+    /// Actions the code calls directly (inlined where called), once per name: P4Info lists
+    /// them beside the tables' actions.
+    pub called_actions: Vec<CalledAction>,
     /// Registers.
     pub registers: Vec<Register>,
     /// Indexed counters (and direct counters, whose cells are their table's entries).
@@ -136,6 +139,8 @@ pub struct HeaderType {
     /// [`HeaderType::varbit_chunks`] slots right after it (the first bits at the top of the
     /// first).
     pub varbit: Option<usize>,
+    /// `@controller_header("NAME")`: the header of packets to or from the controller.
+    pub controller_header: Option<String>,
 }
 
 impl HeaderType {
@@ -811,6 +816,16 @@ pub struct TableAction {
     pub table_only: bool,
 }
 
+/// An action a control calls directly, as the control plane names it (its arguments are all
+/// given where it is called, so the control plane supplies none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalledAction {
+    /// Control-plane name.
+    pub name: String,
+    /// Its annotations as P4Info lists them.
+    pub annotations: Vec<String>,
+}
+
 /// A table key.
 #[derive(Debug, Clone)]
 pub struct Key {
@@ -845,6 +860,8 @@ pub struct Action {
     pub name: String,
     /// Parameters the control plane supplies: name, slot, width.
     pub params: Vec<Param>,
+    /// Its annotations as P4Info lists them (`@noWarn("unused")`).
+    pub annotations: Vec<String>,
     /// The body.
     pub body: Vec<Op>,
 }
@@ -929,6 +946,8 @@ pub struct ValueSet {
     pub name: String,
     /// Widths of its members' fields.
     pub widths: Vec<u16>,
+    /// For a struct's members: each field's name and its `@match` kind (exact unless given).
+    pub fields: Vec<(String, MatchKind)>,
     /// Members it may hold.
     pub size: usize,
 }

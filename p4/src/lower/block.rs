@@ -237,7 +237,9 @@ impl<'a> Lowerer<'a> {
                     l.bind(&p.name, Binding::Val(Val::Loc(loc, t)));
                 }
                 l.returns.push(None);
+                l.action_bodies += 1;
                 l.block(&a.body);
+                l.action_bodies -= 1;
                 l.returns.pop();
             });
             l.prefix = saved;
@@ -281,10 +283,19 @@ impl<'a> Lowerer<'a> {
                 for (_, lt) in leaves {
                     widths.push(lt.width(&self.types).unwrap_or(0));
                 }
+                let fields = match self.types.agg(&t) {
+                    Some(a) if a.fields.len() == widths.len() => a
+                        .fields
+                        .iter()
+                        .map(|f| (f.name.clone(), value_set_match(&f.annotations)))
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 let cp = self.cp_name(annotations, name);
                 self.out.value_sets.push(ir::ValueSet {
                     name: cp,
                     widths,
+                    fields,
                     size: size.max(0) as usize,
                 });
                 self.bind(name, Binding::ValueSet(self.out.value_sets.len() - 1));
@@ -705,5 +716,21 @@ impl<'a> Lowerer<'a> {
             }
             Ok(out)
         })
+    }
+}
+
+/// A value set field's `@match(KIND)`; exact when it has none.
+fn value_set_match(annotations: &[ast::Annotation]) -> ir::MatchKind {
+    let kind = annotations
+        .iter()
+        .find(|a| a.name == "match")
+        .map(|a| a.body.trim().to_owned())
+        .unwrap_or_default();
+    match kind.as_str() {
+        "ternary" => ir::MatchKind::Ternary,
+        "lpm" => ir::MatchKind::Lpm,
+        "range" => ir::MatchKind::Range,
+        "optional" => ir::MatchKind::Optional,
+        _ => ir::MatchKind::Exact,
     }
 }

@@ -401,6 +401,7 @@ impl<'a> Lowerer<'a> {
         }
         let scopes = def.scopes.clone().unwrap_or_else(|| self.global_scopes());
         let types = self.with_scopes(scopes.clone(), |l| l.param_types(&a.params))?;
+        self.note_called_action(def);
         let args: Vec<&'a ast::Arg> = args.iter().collect();
         let params: Vec<&'a ast::Param> = a.params.iter().collect();
         let bound = self.bind_args(
@@ -420,7 +421,9 @@ impl<'a> Lowerer<'a> {
                 .enter_params(&a.params, &types, bound, pos, &mut entry)
                 .map(|copy_out| {
                     l.returns.push(None);
+                    l.action_bodies += 1;
                     let body = l.block(&a.body);
+                    l.action_bodies -= 1;
                     l.returns.pop();
                     super::stmt::push_scope(&mut entry, body, copy_out);
                     entry
@@ -432,6 +435,24 @@ impl<'a> Lowerer<'a> {
         self.calls.pop();
         code.extend(r?);
         Ok(())
+    }
+
+    /// Keeps the control-plane name of an action a control calls directly, for P4Info.
+    fn note_called_action(&mut self, def: &ActionDef<'a>) {
+        let a = def.decl;
+        let saved = std::mem::replace(&mut self.prefix, def.prefix.clone());
+        let name = self.cp_name(&a.annotations, &a.name);
+        self.prefix = saved;
+        if self.action_bodies > 0
+            || a.annotations.iter().any(|x| x.name == "hidden")
+            || self.out.called_actions.iter().any(|c| c.name == name)
+        {
+            return;
+        }
+        self.out.called_actions.push(crate::ir::CalledAction {
+            name,
+            annotations: ast::p4info_annotations(&a.annotations),
+        });
     }
 
     /// The types of parameters, in the current scope.

@@ -112,6 +112,9 @@ pub(crate) struct Lowerer<'a> {
     block: Option<ir::BlockKind>,
     /// Inlined calls under way, to refuse recursion.
     calls: Vec<String>,
+    /// How many action bodies are being lowered: an action called from another is inlined
+    /// into it and is not the control plane's.
+    action_bodies: usize,
     /// Extern object declarations by name.
     extern_decls: HashMap<String, &'a ast::ExternDecl>,
     /// Field lists made from `resubmit(data)`-style calls, numbered from here.
@@ -133,6 +136,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         returns: Vec::new(),
         block: None,
         calls: Vec::new(),
+        action_bodies: 0,
         extern_decls: HashMap::new(),
         next_field_list: 1 << 64,
         used: std::collections::HashSet::new(),
@@ -517,6 +521,7 @@ impl<'a> Lowerer<'a> {
             name: def.name.clone(),
             fields,
             varbit,
+            controller_header: ast::annotation_string(&a.annotations, "controller_header"),
         })
     }
 

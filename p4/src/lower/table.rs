@@ -32,7 +32,7 @@ impl<'a> Lowerer<'a> {
         let mut key_types = Vec::new();
         let mut action_refs: &'a [ast::ActionRef] = &[];
         let mut entries_prop = None;
-        let mut values: Vec<(&str, &'a ast::Expr, bool, Pos)> = Vec::new();
+        let mut values: Vec<(&str, &'a ast::Expr, bool, Pos, &'a [ast::Annotation])> = Vec::new();
         for p in &t.properties {
             match p {
                 TableProperty::Key(ks, _) => {
@@ -69,7 +69,14 @@ impl<'a> Lowerer<'a> {
                                 continue;
                             }
                         };
-                        let key_name = ast::annotation_string(&k.annotations, "name").unwrap_or_else(|| k.expr.text());
+                        // A validity key is named as p4c names it in P4Info: `hdr.h.$valid$`.
+                        let key_name = ast::annotation_string(&k.annotations, "name").unwrap_or_else(|| {
+                            let text = k.expr.text();
+                            match text.strip_suffix(".isValid()") {
+                                Some(h) => format!("{h}.$valid$"),
+                                None => text,
+                            }
+                        });
                         keys.push(ir::Key {
                             expr: e,
                             kind,
@@ -86,8 +93,8 @@ impl<'a> Lowerer<'a> {
                     value,
                     is_const,
                     pos,
-                    ..
-                } => values.push((prop.as_str(), value, *is_const, *pos)),
+                    annotations,
+                } => values.push((prop.as_str(), value, *is_const, *pos, annotations)),
             }
         }
         if keys.iter().filter(|k| k.kind == MatchKind::Lpm).count() > 1 {
@@ -123,7 +130,7 @@ impl<'a> Lowerer<'a> {
         let mut profile = None;
         let mut idle_timeout = false;
         let mut largest_wins = true;
-        for (prop, value, is_const, pos) in values {
+        for (prop, value, is_const, pos, annotations) in values {
             match prop {
                 "default_action" => {
                     let (a, args) = self.action_call(value, &actions)?;
@@ -135,7 +142,16 @@ impl<'a> Lowerer<'a> {
                 "implementation" | "psa_implementation" => {
                     let obj = self.attached(value, pos)?;
                     match obj {
-                        ExternObj::Profile(p) => profile = Some(p),
+                        ExternObj::Profile(p) => {
+                            // An instance made in the property is named by the property's
+                            // `@name`, as p4c names it, without its control's prefix.
+                            if matches!(value.kind, ExprKind::Call(..))
+                                && let Some(n) = ast::annotation_string(annotations, "name")
+                            {
+                                self.out.profiles[p].name = n.trim_start_matches('.').to_owned();
+                            }
+                            profile = Some(p);
+                        }
                         _ => return self.err(pos, "implementation = an action_profile or action_selector"),
                     }
                 }
@@ -304,7 +320,9 @@ impl<'a> Lowerer<'a> {
                     });
                 }
                 l.returns.push(None);
+                l.action_bodies += 1;
                 let body = l.block(&a.body);
+                l.action_bodies -= 1;
                 l.returns.pop();
                 super::stmt::push_scope(&mut code, body, copy_out);
                 Ok((params, std::mem::take(&mut code)))
@@ -313,7 +331,12 @@ impl<'a> Lowerer<'a> {
             l.pop_scope();
             r
         })?;
-        self.out.actions.push(ir::Action { name, params, body });
+        self.out.actions.push(ir::Action {
+            name,
+            params,
+            body,
+            annotations: ast::p4info_annotations(&a.annotations),
+        });
         Ok(self.out.actions.len() - 1)
     }
 
@@ -323,6 +346,8 @@ impl<'a> Lowerer<'a> {
             name: "NoAction".into(),
             params: Vec::new(),
             body: Vec::new(),
+            // As core.p4 declares it.
+            annotations: vec![r#"@noWarn("unused")"#.into()],
         });
         self.out.actions.len() - 1
     }

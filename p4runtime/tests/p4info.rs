@@ -1,0 +1,190 @@
+//! `intlab p4 info`'s P4Info against what p4c writes for the same program: ids, aliases,
+//! implicit default actions, directly called actions, controller headers, resources, and the
+//! three forms read back.
+
+use intlab_p4runtime::format::{self, Form};
+use intlab_p4runtime::p4info::p4info;
+use intlab_p4runtime::proto::p4::config::v1 as p4i;
+
+/// The tutorials' basic.p4 names (p4c gives them the ids below) and one of each other object.
+const PROGRAM: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+
+@controller_header("packet_in")
+header packet_in_header_t { bit<9> ingress_port; bit<7> _pad; }
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+header ipv4_t { bit<32> srcAddr; bit<32> dstAddr; }
+struct pvs_t { @match(ternary) bit<16> ether; bit<8> proto; }
+struct headers { packet_in_header_t packet_in; ethernet_t ethernet; ipv4_t ipv4; }
+struct metadata { }
+
+parser MyParser(packet_in packet, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    value_set<pvs_t>(4) pvs;
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType, 8w0) { pvs: parse_ipv4; default: accept; }
+    }
+    state parse_ipv4 { packet.extract(hdr.ipv4); transition accept; }
+}
+control MyVerifyChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    register<bit<32>>(16) seen;
+    direct_counter(CounterType.packets_and_bytes) hits;
+    action drop() { mark_to_drop(sm); }
+    action ipv4_forward(bit<48> dstAddr, bit<9> port) {
+        sm.egress_spec = port;
+        hdr.ethernet.dstAddr = dstAddr;
+    }
+    action count_it() { seen.write(0, 1); }
+    table ipv4_lpm {
+        key = { hdr.ipv4.dstAddr: lpm; }
+        actions = { ipv4_forward; drop; NoAction; }
+        size = 1024;
+        default_action = drop();
+    }
+    table valid {
+        key = { hdr.ipv4.isValid(): exact; }
+        actions = { ipv4_forward; }
+        counters = hits;
+    }
+    apply {
+        count_it();
+        ipv4_lpm.apply();
+        valid.apply();
+    }
+}
+control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control MyComputeChecksum(inout headers hdr, inout metadata meta) { apply { } }
+control MyDeparser(packet_out packet, in headers hdr) { apply { packet.emit(hdr.ethernet); } }
+V1Switch(MyParser(), MyVerifyChecksum(), MyIngress(), MyEgress(), MyComputeChecksum(), MyDeparser()) main;
+"#;
+
+fn info() -> p4i::P4Info {
+    let loaded = intlab_p4::load_text("p4info-test.p4", PROGRAM).expect("the program loads");
+    p4info(&loaded.ir).expect("ids").info
+}
+
+fn preamble<'a>(all: impl IntoIterator<Item = &'a p4i::Preamble>, name: &str) -> &'a p4i::Preamble {
+    all.into_iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no object named {name}"))
+}
+
+#[test]
+fn ids_and_aliases_are_those_p4c_gives() {
+    let info = info();
+    let tables: Vec<&p4i::Preamble> = info.tables.iter().filter_map(|t| t.preamble.as_ref()).collect();
+    let actions: Vec<&p4i::Preamble> = info.actions.iter().filter_map(|a| a.preamble.as_ref()).collect();
+    // p4c's ids for the tutorials' basic.p4 (the same names hash the same).
+    let lpm = preamble(tables.iter().copied(), "MyIngress.ipv4_lpm");
+    assert_eq!((lpm.id, lpm.alias.as_str()), (37375156, "ipv4_lpm"));
+    assert_eq!(preamble(actions.iter().copied(), "MyIngress.ipv4_forward").id, 28792405);
+    assert_eq!(preamble(actions.iter().copied(), "MyIngress.drop").id, 25652968);
+    let no_action = preamble(actions.iter().copied(), "NoAction");
+    assert_eq!(no_action.id, 21257015);
+    assert_eq!(no_action.annotations, ["@noWarn(\"unused\")"]);
+    // An action the control calls directly is the control plane's too, without parameters.
+    let called = info
+        .actions
+        .iter()
+        .find(|a| a.preamble.as_ref().is_some_and(|p| p.name == "MyIngress.count_it"))
+        .expect("count_it listed");
+    assert!(called.params.is_empty());
+    let forward = info
+        .actions
+        .iter()
+        .find(|a| a.preamble.as_ref().is_some_and(|p| p.name == "MyIngress.ipv4_forward"))
+        .expect("ipv4_forward listed");
+    let params: Vec<(u32, &str, i32)> = forward
+        .params
+        .iter()
+        .map(|p| (p.id, p.name.as_str(), p.bitwidth))
+        .collect();
+    assert_eq!(params, [(1, "dstAddr", 48), (2, "port", 9)]);
+}
+
+#[test]
+fn tables_list_keys_defaults_and_resources_as_p4c_does() {
+    let info = info();
+    let lpm = &info.tables[0];
+    let key = &lpm.match_fields[0];
+    assert_eq!((key.id, key.name.as_str(), key.bitwidth), (1, "hdr.ipv4.dstAddr", 32));
+    assert_eq!(
+        key.r#match,
+        Some(p4i::match_field::Match::MatchType(
+            p4i::match_field::MatchType::Lpm as i32
+        ))
+    );
+    assert_eq!(lpm.size, 1024);
+    assert_eq!(lpm.initial_default_action.as_ref().map(|d| d.action_id), Some(25652968));
+    // The second table names no default: P4's NoAction is its default only.
+    let valid = &info.tables[1];
+    assert_eq!(valid.match_fields[0].name, "hdr.ipv4.$valid$");
+    assert_eq!(valid.match_fields[0].bitwidth, 1);
+    let last = valid.action_refs.last().expect("refs");
+    assert_eq!(last.id, 21257015);
+    assert_eq!(last.scope, p4i::action_ref::Scope::DefaultOnly as i32);
+    assert_eq!(last.annotations, ["@defaultonly"]);
+    assert_eq!(valid.size, 1024, "p4c's default size");
+    let counter = &info.direct_counters[0];
+    assert_eq!(
+        valid.direct_resource_ids,
+        [counter.preamble.as_ref().expect("preamble").id]
+    );
+    assert_eq!(counter.direct_table_id, valid.preamble.as_ref().expect("preamble").id);
+    assert_eq!(counter.preamble.as_ref().expect("preamble").id >> 24, 0x13);
+    let reg = &info.registers[0];
+    assert_eq!(
+        (reg.size, reg.preamble.as_ref().expect("preamble").id >> 24),
+        (16, 0x16)
+    );
+}
+
+#[test]
+fn controller_headers_and_value_sets_carry_their_fields() {
+    let info = info();
+    let cpm = &info.controller_packet_metadata[0];
+    let pre = cpm.preamble.as_ref().expect("preamble");
+    // Named by the annotation, hashed by the header type's name, as p4c does.
+    assert_eq!((pre.name.as_str(), pre.alias.as_str()), ("packet_in", "packet_in"));
+    let by_type = intlab_p4runtime::p4info::ids::one_at_a_time(b"packet_in_header_t") & 0xff_ffff;
+    assert_eq!(pre.id, 0x0400_0000 | by_type);
+    let fields: Vec<(u32, &str, i32)> = cpm
+        .metadata
+        .iter()
+        .map(|m| (m.id, m.name.as_str(), m.bitwidth))
+        .collect();
+    assert_eq!(fields, [(1, "ingress_port", 9), (2, "_pad", 7)]);
+    let pvs = &info.value_sets[0];
+    assert_eq!(pvs.size, 4);
+    let m: Vec<(&str, i32, Option<p4i::match_field::Match>)> = pvs
+        .r#match
+        .iter()
+        .map(|f| (f.name.as_str(), f.bitwidth, f.r#match.clone()))
+        .collect();
+    use p4i::match_field::{Match, MatchType};
+    assert_eq!(
+        m,
+        [
+            ("ether", 16, Some(Match::MatchType(MatchType::Ternary as i32))),
+            ("proto", 8, Some(Match::MatchType(MatchType::Exact as i32)))
+        ]
+    );
+}
+
+#[test]
+fn every_form_reads_back_as_the_same_message() {
+    let info = info();
+    for form in [Form::Binary, Form::Text, Form::Json] {
+        let bytes = format::write(&info, "p4.config.v1.P4Info", form).expect("written");
+        let back: p4i::P4Info = format::read(&bytes, "p4.config.v1.P4Info", form).expect("read back");
+        assert_eq!(back, info, "{form:?}");
+    }
+    let text =
+        String::from_utf8(format::write(&info, "p4.config.v1.P4Info", Form::Text).expect("text")).expect("utf-8");
+    // As protoc prints it: a repeated field is one block per element.
+    assert!(text.contains("tables {\n  preamble {\n    id: 37375156\n"), "{text}");
+    let bad = format::read::<p4i::P4Info>(b"tables { nonsense: 1 }", "p4.config.v1.P4Info", Form::Text);
+    assert!(bad.is_err());
+}
