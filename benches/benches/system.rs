@@ -118,6 +118,7 @@ fn p4_spec(pipeline: SwitchPipeline) -> Option<P4Spec> {
         runtime: Some(file),
         cli: None,
         trace: false,
+        p4runtime: Default::default(),
     })
 }
 

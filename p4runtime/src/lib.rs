@@ -4,3 +4,4 @@
 pub mod format;
 pub mod p4info;
 pub mod proto;
+pub mod server;

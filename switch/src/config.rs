@@ -127,6 +127,43 @@ pub struct P4Spec {
     pub cli: Option<PathBuf>,
     /// Log each packet's way through the program (parser states, tables, actions, drops).
     pub trace: bool,
+    /// Where it serves P4Runtime, if not where the tutorials' numbering puts it.
+    pub p4runtime: P4RuntimeKey,
+}
+
+/// `p4.p4runtime`: where a P4 switch serves P4Runtime. Unset fields follow the tutorials'
+/// numbering: the i-th P4 switch (from 0) on 127.0.0.1:50051+i with device id i.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4RuntimeKey {
+    /// `HOST:PORT` on a loopback address.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// The device id controllers name.
+    #[serde(default)]
+    pub device_id: Option<u64>,
+}
+
+impl P4RuntimeKey {
+    /// The address and device id of the `i`-th P4 switch. Refused for an address that is not
+    /// `HOST:PORT` on loopback: the lab listens for nobody outside the machine.
+    pub fn resolve(&self, i: usize) -> Result<(std::net::SocketAddr, u64), String> {
+        let address = match &self.address {
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], 50051 + i as u16)),
+            Some(a) => {
+                let parsed: std::net::SocketAddr = a
+                    .parse()
+                    .map_err(|_| format!("address `{a}`: HOST:PORT expected, as 127.0.0.1:50051"))?;
+                if !parsed.ip().is_loopback() {
+                    return Err(format!(
+                        "address `{a}`: P4Runtime listens on a loopback address only (127.0.0.1, [::1])"
+                    ));
+                }
+                parsed
+            }
+        };
+        Ok((address, self.device_id.unwrap_or(i as u64)))
+    }
 }
 
 /// Where a route sends matching frames.
@@ -268,6 +305,8 @@ struct RawP4 {
     cli: Option<PathBuf>,
     #[serde(default)]
     trace: bool,
+    #[serde(default)]
+    p4runtime: P4RuntimeKey,
 }
 
 /// A switch's INT node id when its file gives none: the first.
@@ -882,6 +921,7 @@ impl Resolver<'_> {
                 runtime: p.runtime.map(|r| crate::pipeline::relative_to(self.path, &r)),
                 cli: p.cli.map(|c| crate::pipeline::relative_to(self.path, &c)),
                 trace: p.trace,
+                p4runtime: p.p4runtime,
             }),
             mmu,
             pfc,
@@ -898,6 +938,27 @@ fn sorted(mut v: Vec<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn p4runtime_defaults_to_the_tutorials_numbering_and_listens_on_loopback_only() {
+        let key = P4RuntimeKey::default();
+        assert_eq!(key.resolve(2), Ok(("127.0.0.1:50053".parse().expect("address"), 2)));
+        let set = P4RuntimeKey {
+            address: Some("[::1]:9559".into()),
+            device_id: Some(7),
+        };
+        assert_eq!(set.resolve(0), Ok(("[::1]:9559".parse().expect("address"), 7)));
+        let outside = P4RuntimeKey {
+            address: Some("0.0.0.0:9559".into()),
+            device_id: None,
+        };
+        assert!(outside.resolve(0).is_err_and(|e| e.contains("loopback")));
+        let garbage = P4RuntimeKey {
+            address: Some("localhost".into()),
+            device_id: None,
+        };
+        assert!(garbage.resolve(0).is_err_and(|e| e.contains("HOST:PORT")));
+    }
 
     const GOOD: &str = "\
 node_id: 7

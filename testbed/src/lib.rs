@@ -14,6 +14,7 @@ pub mod netns;
 pub mod p4_control;
 pub mod p4_offline;
 pub mod p4_on_switch;
+pub mod p4runtime;
 pub mod placement;
 pub mod prerequisites;
 pub mod results;

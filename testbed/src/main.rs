@@ -892,7 +892,23 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing the signal handler")?;
     }
+    let p4 = spec.p4.as_ref().map(|p| p.p4runtime.clone());
     let switch = intlab_switch::Switch::start(spec)?;
+    let p4runtime = match (p4, switch.p4_datapath()) {
+        (Some(key), Some(datapath)) => {
+            let (address, device_id) = key.resolve(0).map_err(|e| anyhow::anyhow!("p4.p4runtime: {e}"))?;
+            let server = intlab_p4runtime::server::start(vec![intlab_p4runtime::server::Endpoint {
+                name: switch.spec().name.clone(),
+                address,
+                device_id,
+                datapath,
+                any_port_if_taken: false,
+            }])?;
+            eprintln!("intlab: P4Runtime on {address} (device id {device_id})");
+            Some(server)
+        }
+        _ => None,
+    };
     // How each port moves frames (`packet_io: auto` may have fallen back): the workers publish
     // it at their first run.
     let ports = switch
@@ -915,6 +931,7 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    drop(p4runtime);
     let counters = switch.stop();
     println!("{}", serde_json::to_string_pretty(&counters)?);
     Ok(ExitCode::SUCCESS)
@@ -959,6 +976,9 @@ fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<Exi
             for (host, h) in &lab.hosts {
                 println!("  {host}  {}", h.address);
             }
+            for p in &lab.p4runtime {
+                println!("  {}  P4Runtime on {} (device id {})", p.switch, p.address, p.device_id);
+            }
             println!("run commands in a host with `intlab exec HOST -- CMD`; stop with `intlab down {name}`");
             return Ok(ExitCode::SUCCESS);
         }
@@ -983,6 +1003,9 @@ fn hold_lab(
     let socket = StandingLab::socket_path(name);
     intlab_testbed::p4_control::serve(&socket, lab.p4_datapaths())
         .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
+    let endpoints =
+        intlab_testbed::p4runtime::endpoints(topology, lab.p4_datapaths()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p4runtime = intlab_p4runtime::server::start(endpoints)?;
     let record = StandingLab {
         name: name.to_owned(),
         pid: std::process::id(),
@@ -999,6 +1022,17 @@ fn hold_lab(
                 (node.name.clone(), record)
             })
             .collect(),
+        p4runtime: p4runtime
+            .endpoints
+            .iter()
+            .map(
+                |(switch, address, device_id)| intlab_testbed::p4runtime::P4RuntimeRecord {
+                    switch: switch.clone(),
+                    address: *address,
+                    device_id: *device_id,
+                },
+            )
+            .collect(),
     };
     record.write()?;
     eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");
@@ -1009,6 +1043,7 @@ fn hold_lab(
     if ended > 0 {
         eprintln!("intlab: ended {ended} process(es) still running in the hosts");
     }
+    drop(p4runtime);
     drop(lab);
     StandingLab::forget(name)?;
     eprintln!("intlab: lab {name} is down");

@@ -28,6 +28,9 @@ pub struct StandingLab {
     pub prefix: String,
     /// Each host's namespace and address.
     pub hosts: BTreeMap<String, HostRecord>,
+    /// Where its P4 switches serve P4Runtime.
+    #[serde(default)]
+    pub p4runtime: Vec<crate::p4runtime::P4RuntimeRecord>,
 }
 
 /// Where a host of a standing lab lives.

@@ -7,29 +7,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use intlab_testbed::netns;
 use intlab_testbed::standing_lab::StandingLab;
 
-fn intlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_intlab"))
-        .args(args)
-        .output()
-        .expect("intlab runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = intlab(args);
-    assert!(
-        out.status.success(),
-        "intlab {args:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::{intlab, intlab_ok as ok};
 
 /// Takes the labs a test brought up down again, however the test ends.
 struct Labs(Vec<String>);

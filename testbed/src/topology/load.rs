@@ -145,6 +145,8 @@ struct RawP4 {
     ports: BTreeMap<String, u16>,
     #[serde(default)]
     trace: bool,
+    #[serde(default)]
+    p4runtime: intlab_switch::config::P4RuntimeKey,
 }
 
 /// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
@@ -272,7 +274,11 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                     runtime: p.value.runtime.as_deref().map(rel),
                     cli: p.value.cli.as_deref().map(rel),
                     trace: p.value.trace,
+                    p4runtime: p.value.p4runtime.clone(),
                 };
+                if let Err(e) = spec.p4runtime.resolve(0) {
+                    return Err(err(&p.referenced, format!("node `{name}`: p4.p4runtime: {e}")));
+                }
                 // Loaded once here so that a broken program or runtime file stops the scenario
                 // before anything is built; the lab loads its own copy.
                 if let Err(e) = intlab_switch::pipeline::load_datapath(&spec, name) {

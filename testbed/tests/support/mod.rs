@@ -619,3 +619,24 @@ pub fn run_kept_up(
         .pop()
         .expect("one run per scenario")
 }
+
+/// Runs the `intlab` binary with `args`.
+pub fn intlab(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args(args)
+        .output()
+        .expect("intlab runs")
+}
+
+/// Runs the `intlab` binary with `args`, which must succeed; its standard output.
+pub fn intlab_ok(args: &[&str]) -> String {
+    let out = intlab(args);
+    assert!(
+        out.status.success(),
+        "intlab {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

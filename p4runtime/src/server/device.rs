@@ -1,0 +1,649 @@
+//! One P4 switch as P4Runtime sees it: the program it runs and its P4Info, the pipeline a
+//! controller set, and what a Write changes and a Read returns. Everything here is
+//! synchronous; the gRPC service calls it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use intlab_p4::Datapath;
+use intlab_p4::exec::table::Via;
+use intlab_p4::ir;
+
+use super::arbitration::Arbitration;
+use super::entries::{self, canonical, value};
+use super::error::UpdateError;
+use super::ids::Ids;
+use crate::p4info::{Described, p4info};
+use crate::proto::p4::config::v1 as p4i;
+use crate::proto::p4::v1 as p4rt;
+use p4rt::entity::Entity;
+use tonic::Code;
+
+/// What a client asked a device to be set up with.
+#[derive(Debug, Clone, Default)]
+struct Pipeline {
+    /// The P4Info the client sent.
+    p4info: Option<p4i::P4Info>,
+    /// Its device config, as sent (P4 source, or a BMv2 JSON that intlab does not read).
+    device_config: Vec<u8>,
+    cookie: Option<u64>,
+}
+
+/// A P4 switch served over P4Runtime.
+pub struct Device {
+    /// Its name in the lab.
+    pub name: String,
+    /// Its P4Runtime device id.
+    pub device_id: u64,
+    datapath: Arc<Datapath>,
+    info: p4i::P4Info,
+    ids: Ids,
+    pipeline: Mutex<Pipeline>,
+    /// Controllers' streams and who is primary.
+    pub arbitration: Mutex<Arbitration>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({}, id {})", self.name, self.device_id)
+    }
+}
+
+impl Device {
+    /// Device `device_id` for the switch `name` running `datapath`'s program.
+    pub fn new(name: &str, device_id: u64, datapath: Arc<Datapath>) -> Result<Device, crate::p4info::ids::IdError> {
+        let Described { info, symbols } = p4info(datapath.program())?;
+        let ids = Ids::new(datapath.program(), &symbols);
+        Ok(Device {
+            name: name.to_owned(),
+            device_id,
+            datapath,
+            info,
+            ids,
+            pipeline: Mutex::default(),
+            arbitration: Mutex::new(Arbitration::new(device_id)),
+        })
+    }
+
+    /// The P4Info of the program the switch runs.
+    pub fn p4info(&self) -> &p4i::P4Info {
+        &self.info
+    }
+
+    fn program(&self) -> &ir::Program {
+        self.datapath.program()
+    }
+
+    /// SetForwardingPipelineConfig: the switch keeps running its program, so a config is taken
+    /// when its P4Info describes that program (whatever its device config: a BMv2 JSON from
+    /// p4c is not read); committing one resets the tables to the program's initial state.
+    pub fn set_pipeline(&self, action: i32, config: Option<p4rt::ForwardingPipelineConfig>) -> Result<(), UpdateError> {
+        use p4rt::set_forwarding_pipeline_config_request::Action;
+        let action = Action::try_from(action).unwrap_or(Action::Unspecified);
+        let commit_only = action == Action::Commit;
+        let config = match (config, commit_only) {
+            (Some(c), _) => c,
+            (None, true) => p4rt::ForwardingPipelineConfig::default(),
+            (None, false) => return Err(UpdateError::invalid("no config given")),
+        };
+        if !commit_only {
+            let sent = config
+                .p4info
+                .as_ref()
+                .ok_or_else(|| UpdateError::invalid("the config has no P4Info"))?;
+            same_objects(sent, &self.info).map_err(|why| UpdateError {
+                code: Code::Unimplemented,
+                message: format!(
+                    "switch {} runs another program than this P4Info describes ({why}); intlab's switches keep the program \
+                     their scenario gives them",
+                    self.name
+                ),
+            })?;
+        }
+        match action {
+            Action::Verify => Ok(()),
+            Action::VerifyAndSave => {
+                self.save(config);
+                Ok(())
+            }
+            Action::VerifyAndCommit | Action::Commit => {
+                if !commit_only {
+                    self.save(config);
+                }
+                let program = self.program();
+                self.datapath.edit(|cp| -> Result<(), UpdateError> {
+                    let queues = std::mem::take(&mut cp.queues);
+                    *cp = intlab_p4::exec::control_plane::ControlPlane::of(program);
+                    cp.queues = queues;
+                    Ok(())
+                })
+            }
+            Action::ReconcileAndCommit => {
+                self.save(config);
+                Ok(())
+            }
+            Action::Unspecified => Err(UpdateError::invalid("no action given")),
+        }
+    }
+
+    fn save(&self, config: p4rt::ForwardingPipelineConfig) {
+        let mut p = self.pipeline.lock().unwrap_or_else(PoisonError::into_inner);
+        *p = Pipeline {
+            p4info: config.p4info,
+            device_config: config.p4_device_config,
+            cookie: config.cookie.map(|c| c.cookie),
+        };
+    }
+
+    /// GetForwardingPipelineConfig: the P4Info of the running program (the one sent, if a
+    /// client set it), the device config sent, the cookie.
+    pub fn pipeline(&self, response_type: i32) -> p4rt::ForwardingPipelineConfig {
+        use p4rt::get_forwarding_pipeline_config_request::ResponseType;
+        let p = self.pipeline.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let rt = ResponseType::try_from(response_type).unwrap_or(ResponseType::All);
+        let cookie = p
+            .cookie
+            .map(|cookie| p4rt::forwarding_pipeline_config::Cookie { cookie });
+        let with_info = matches!(rt, ResponseType::All | ResponseType::P4infoAndCookie);
+        let with_config = matches!(rt, ResponseType::All | ResponseType::DeviceConfigAndCookie);
+        p4rt::ForwardingPipelineConfig {
+            p4info: with_info.then(|| p.p4info.unwrap_or_else(|| self.info.clone())),
+            p4_device_config: if with_config { p.device_config } else { Vec::new() },
+            cookie,
+        }
+    }
+
+    /// Applies `updates` in order; with `all_or_none` (ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC)
+    /// they are applied in one edit that frames see whole, or not at all.
+    pub fn write(&self, updates: &[p4rt::Update], all_or_none: bool) -> Vec<Result<(), UpdateError>> {
+        if all_or_none {
+            let mut results = Vec::with_capacity(updates.len());
+            let outcome = self.datapath.edit(|cp| {
+                for u in updates {
+                    results.push(self.update(cp, u));
+                }
+                if results.iter().any(Result::is_err) {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            });
+            if outcome.is_err() {
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = Err(UpdateError {
+                            code: Code::Aborted,
+                            message: "not applied: another update of the batch failed".into(),
+                        });
+                    }
+                }
+            }
+            return results;
+        }
+        updates
+            .iter()
+            .map(|u| self.datapath.edit(|cp| self.update(cp, u)))
+            .collect()
+    }
+
+    fn update(
+        &self,
+        cp: &mut intlab_p4::exec::control_plane::ControlPlane,
+        u: &p4rt::Update,
+    ) -> Result<(), UpdateError> {
+        use p4rt::update::Type;
+        let kind = Type::try_from(u.r#type).unwrap_or(Type::Unspecified);
+        if kind == Type::Unspecified {
+            return Err(UpdateError::invalid("update of no type"));
+        }
+        match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+            Some(Entity::TableEntry(e)) => self.table_update(cp, kind, e),
+            Some(Entity::RegisterEntry(r)) => {
+                if kind != Type::Modify {
+                    return Err(UpdateError::invalid("registers are only modified"));
+                }
+                self.register_write(r)
+            }
+            Some(Entity::PacketReplicationEngineEntry(p)) => multicast_update(cp, kind, p),
+            Some(_) => Err(UpdateError::unimplemented(
+                "writing this entity over P4Runtime is not served yet",
+            )),
+            None => Err(UpdateError::invalid("update without an entity")),
+        }
+    }
+
+    fn table(&self, id: u32) -> Result<usize, UpdateError> {
+        self.ids
+            .table(id)
+            .ok_or_else(|| UpdateError::not_found(format!("no table has id {id}")))
+    }
+
+    fn table_update(
+        &self,
+        cp: &mut intlab_p4::exec::control_plane::ControlPlane,
+        kind: p4rt::update::Type,
+        e: &p4rt::TableEntry,
+    ) -> Result<(), UpdateError> {
+        use p4rt::update::Type;
+        let t = self.table(e.table_id)?;
+        let program = self.program();
+        if e.is_default_action {
+            if !e.r#match.is_empty() || e.priority != 0 {
+                return Err(UpdateError::invalid("a default entry has no match and no priority"));
+            }
+            self.datapath.check_default_allowed(t).map_err(|m| UpdateError {
+                code: Code::PermissionDenied,
+                message: m,
+            })?;
+            cp.tables[t].default = match kind {
+                Type::Modify => {
+                    let a = e
+                        .action
+                        .as_ref()
+                        .ok_or_else(|| UpdateError::invalid("a default entry needs an action"))?;
+                    entries::action_call(&self.ids, program, t, a, true)?
+                }
+                // Deleting the default restores the program's.
+                Type::Delete => program.tables[t].default_action.clone(),
+                _ => return Err(UpdateError::invalid("the default entry is only modified or deleted")),
+            };
+            return Ok(());
+        }
+        self.datapath.check_entries_allowed(t).map_err(|m| UpdateError {
+            code: Code::PermissionDenied,
+            message: m,
+        })?;
+        let entry = entries::from_p4rt(&self.ids, program, t, e)?;
+        let table = &mut cp.tables[t];
+        let at = table.find(&entry.matches, entry.priority);
+        match kind {
+            Type::Insert => {
+                if entry.action == usize::MAX {
+                    return Err(UpdateError::invalid("an entry needs an action"));
+                }
+                if at.is_some() {
+                    return Err(UpdateError::exists("an entry with this match and priority exists"));
+                }
+                table.insert(entry, Via::Action).map(|_| ()).map_err(|m| UpdateError {
+                    code: if m.contains("full") {
+                        Code::ResourceExhausted
+                    } else {
+                        Code::InvalidArgument
+                    },
+                    message: m,
+                })
+            }
+            Type::Modify => {
+                if entry.action == usize::MAX {
+                    return Err(UpdateError::invalid("an entry needs an action"));
+                }
+                let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
+                table.modify(at, entry.action, entry.args, Via::Action);
+                Ok(())
+            }
+            Type::Delete => {
+                let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
+                table.delete(at);
+                Ok(())
+            }
+            Type::Unspecified => Err(UpdateError::invalid("update of no type")),
+        }
+    }
+
+    fn register_write(&self, r: &p4rt::RegisterEntry) -> Result<(), UpdateError> {
+        let reg = self
+            .ids
+            .register(r.register_id)
+            .ok_or_else(|| UpdateError::not_found(format!("no register has id {}", r.register_id)))?;
+        let def = &self.program().registers[reg];
+        let v = match r.data.as_ref().and_then(|d| d.data.as_ref()) {
+            Some(p4rt::p4_data::Data::Bitstring(b)) => value(b, def.width, &format!("register {}", def.name))?,
+            _ => return Err(UpdateError::invalid("a register's data is a bitstring")),
+        };
+        let cells: Vec<usize> = match &r.index {
+            Some(i) => vec![cell(i.index, def.size, &def.name)?],
+            None => (0..def.size).collect(),
+        };
+        for c in cells {
+            self.datapath.register_write(reg, c, v);
+        }
+        Ok(())
+    }
+
+    /// The entities `wanted` names, a zero id (or no index) standing for all of its kind.
+    pub fn read(&self, wanted: &[p4rt::Entity]) -> Result<Vec<p4rt::Entity>, UpdateError> {
+        let mut out = Vec::new();
+        let cp = self.datapath.control();
+        let program = self.program();
+        for w in wanted {
+            match &w.entity {
+                Some(Entity::TableEntry(e)) => {
+                    let tables: Vec<usize> = if e.table_id == 0 {
+                        self.ids.tables().collect()
+                    } else {
+                        vec![self.table(e.table_id)?]
+                    };
+                    for t in tables {
+                        if e.is_default_action {
+                            let (a, args) = &cp.tables[t].default;
+                            out.push(table_entity(p4rt::TableEntry {
+                                table_id: self.ids.table_id(t),
+                                action: Some(entries::action_of(&self.ids, program, *a, args)),
+                                is_default_action: true,
+                                ..Default::default()
+                            }));
+                            continue;
+                        }
+                        let filter = if e.r#match.is_empty() {
+                            None
+                        } else {
+                            Some(entries::from_p4rt(&self.ids, program, t, e)?)
+                        };
+                        for stored in cp.tables[t].entries() {
+                            if filter.as_ref().is_some_and(|f| {
+                                f.matches != stored.entry.matches || f.priority != stored.entry.priority
+                            }) {
+                                continue;
+                            }
+                            let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                            if e.counter_data.is_some() && program.tables[t].direct_counter.is_some() {
+                                te.counter_data = Some(counter_data(
+                                    stored.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
+                                    stored.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                                ));
+                            }
+                            out.push(table_entity(te));
+                        }
+                    }
+                }
+                Some(Entity::RegisterEntry(r)) => {
+                    let regs: Vec<usize> =
+                        if r.register_id == 0 {
+                            (0..program.registers.len()).collect()
+                        } else {
+                            vec![self.ids.register(r.register_id).ok_or_else(|| {
+                                UpdateError::not_found(format!("no register has id {}", r.register_id))
+                            })?]
+                        };
+                    for reg in regs {
+                        let def = &program.registers[reg];
+                        let cells: Vec<usize> = match &r.index {
+                            Some(i) => vec![cell(i.index, def.size, &def.name)?],
+                            None => (0..def.size).collect(),
+                        };
+                        for c in cells {
+                            let v = self.datapath.register_read(reg, c).unwrap_or(0);
+                            out.push(p4rt::Entity {
+                                entity: Some(Entity::RegisterEntry(p4rt::RegisterEntry {
+                                    register_id: id_of(&self.info.registers, &def.name),
+                                    index: Some(p4rt::Index { index: c as i64 }),
+                                    data: Some(p4rt::P4Data {
+                                        data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
+                                    }),
+                                })),
+                            });
+                        }
+                    }
+                }
+                Some(Entity::CounterEntry(c)) => {
+                    let counters: Vec<usize> = if c.counter_id == 0 {
+                        (0..program.counters.len())
+                            .filter(|&i| program.counters[i].table.is_none())
+                            .collect()
+                    } else {
+                        vec![
+                            self.ids
+                                .counter(c.counter_id)
+                                .ok_or_else(|| UpdateError::not_found(format!("no counter has id {}", c.counter_id)))?,
+                        ]
+                    };
+                    for i in counters {
+                        let def = &program.counters[i];
+                        let cells: Vec<usize> = match &c.index {
+                            Some(x) => vec![cell(x.index, def.size, &def.name)?],
+                            None => (0..def.size).collect(),
+                        };
+                        for n in cells {
+                            let (packets, bytes) = self.datapath.counter_read(i, n).unwrap_or((0, 0));
+                            out.push(p4rt::Entity {
+                                entity: Some(Entity::CounterEntry(p4rt::CounterEntry {
+                                    counter_id: id_of(&self.info.counters, &def.name),
+                                    index: Some(p4rt::Index { index: n as i64 }),
+                                    data: Some(counter_data(packets, bytes)),
+                                })),
+                            });
+                        }
+                    }
+                }
+                Some(Entity::PacketReplicationEngineEntry(p)) => {
+                    if let Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(m)) = &p.r#type {
+                        for (g, nodes) in &cp.mc_groups {
+                            if m.multicast_group_id != 0 && u32::from(*g) != m.multicast_group_id {
+                                continue;
+                            }
+                            let replicas = nodes
+                                .iter()
+                                .filter_map(|n| cp.mc_nodes.get(n))
+                                .flat_map(|n| {
+                                    n.ports.iter().map(|&port| p4rt::Replica {
+                                        instance: u32::from(n.rid),
+                                        port_kind: Some(p4rt::replica::PortKind::Port(canonical(u128::from(port)))),
+                                        ..Default::default()
+                                    })
+                                })
+                                .collect();
+                            out.push(p4rt::Entity {
+                                entity: Some(Entity::PacketReplicationEngineEntry(
+                                    p4rt::PacketReplicationEngineEntry {
+                                        r#type: Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(
+                                            p4rt::MulticastGroupEntry {
+                                                multicast_group_id: u32::from(*g),
+                                                replicas,
+                                                ..Default::default()
+                                            },
+                                        )),
+                                    },
+                                )),
+                            });
+                        }
+                    } else {
+                        return Err(UpdateError::unimplemented("reading clone sessions is not served yet"));
+                    }
+                }
+                Some(_) => {
+                    return Err(UpdateError::unimplemented(
+                        "reading this entity over P4Runtime is not served yet",
+                    ));
+                }
+                None => return Err(UpdateError::invalid("an entity to read names its kind")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn table_entity(e: p4rt::TableEntry) -> p4rt::Entity {
+    p4rt::Entity {
+        entity: Some(Entity::TableEntry(e)),
+    }
+}
+
+fn counter_data(packets: u64, bytes: u64) -> p4rt::CounterData {
+    p4rt::CounterData {
+        byte_count: bytes as i64,
+        packet_count: packets as i64,
+    }
+}
+
+/// The id of the object named `name` among `objects`' preambles.
+fn id_of<T: HasPreamble>(objects: &[T], name: &str) -> u32 {
+    objects
+        .iter()
+        .filter_map(HasPreamble::preamble)
+        .find(|p| p.name == name)
+        .map_or(0, |p| p.id)
+}
+
+/// A P4Info object with a preamble.
+trait HasPreamble {
+    fn preamble(&self) -> Option<&p4i::Preamble>;
+}
+
+macro_rules! has_preamble {
+    ($($t:ty),*) => {$(
+        impl HasPreamble for $t {
+            fn preamble(&self) -> Option<&p4i::Preamble> {
+                self.preamble.as_ref()
+            }
+        }
+    )*};
+}
+has_preamble!(
+    p4i::Table,
+    p4i::Action,
+    p4i::Register,
+    p4i::Counter,
+    p4i::DirectCounter,
+    p4i::Meter,
+    p4i::DirectMeter,
+    p4i::ActionProfile,
+    p4i::ValueSet,
+    p4i::Digest,
+    p4i::ControllerPacketMetadata
+);
+
+/// Cell `index` of an array of `size` named `name`.
+fn cell(index: i64, size: usize, name: &str) -> Result<usize, UpdateError> {
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i < size)
+        .ok_or_else(|| UpdateError {
+            code: Code::OutOfRange,
+            message: format!("{name} has {size} cells; index {index}"),
+        })
+}
+
+/// Whether `a` and `b` describe the same objects: ids and names of every object, and the
+/// ids, names and widths of tables' match fields and actions' parameters.
+fn same_objects(a: &p4i::P4Info, b: &p4i::P4Info) -> Result<(), String> {
+    fn names<T: HasPreamble>(v: &[T]) -> Vec<(u32, String)> {
+        let mut out: Vec<(u32, String)> = v
+            .iter()
+            .filter_map(HasPreamble::preamble)
+            .map(|p| (p.id, p.name.clone()))
+            .collect();
+        out.sort();
+        out
+    }
+    let pairs = [
+        ("tables", names(&a.tables), names(&b.tables)),
+        ("actions", names(&a.actions), names(&b.actions)),
+        ("registers", names(&a.registers), names(&b.registers)),
+        ("counters", names(&a.counters), names(&b.counters)),
+        ("direct counters", names(&a.direct_counters), names(&b.direct_counters)),
+        ("meters", names(&a.meters), names(&b.meters)),
+        ("direct meters", names(&a.direct_meters), names(&b.direct_meters)),
+        ("action profiles", names(&a.action_profiles), names(&b.action_profiles)),
+        ("value sets", names(&a.value_sets), names(&b.value_sets)),
+        ("digests", names(&a.digests), names(&b.digests)),
+        (
+            "controller headers",
+            names(&a.controller_packet_metadata),
+            names(&b.controller_packet_metadata),
+        ),
+    ];
+    for (what, x, y) in pairs {
+        if x != y {
+            let only: Vec<&String> = x.iter().filter(|o| !y.contains(o)).map(|o| &o.1).collect();
+            let missing: Vec<&String> = y.iter().filter(|o| !x.contains(o)).map(|o| &o.1).collect();
+            return Err(format!(
+                "{what}: the P4Info has {only:?} that the program has not, and lacks {missing:?}"
+            ));
+        }
+    }
+    for t in &a.tables {
+        let Some(other) = b.tables.iter().find(|o| {
+            o.preamble == t.preamble || o.preamble.as_ref().map(|p| p.id) == t.preamble.as_ref().map(|p| p.id)
+        }) else {
+            continue;
+        };
+        let fields = |x: &p4i::Table| -> Vec<(u32, String, i32)> {
+            x.match_fields
+                .iter()
+                .map(|m| (m.id, m.name.clone(), m.bitwidth))
+                .collect()
+        };
+        if fields(t) != fields(other) {
+            let name = t.preamble.as_ref().map_or("?", |p| p.name.as_str());
+            return Err(format!(
+                "table {name}: match fields {:?}, the program's {:?}",
+                fields(t),
+                fields(other)
+            ));
+        }
+    }
+    for act in &a.actions {
+        let id = act.preamble.as_ref().map(|p| p.id);
+        let Some(other) = b.actions.iter().find(|o| o.preamble.as_ref().map(|p| p.id) == id) else {
+            continue;
+        };
+        let params = |x: &p4i::Action| -> Vec<(u32, String, i32)> {
+            x.params.iter().map(|m| (m.id, m.name.clone(), m.bitwidth)).collect()
+        };
+        if params(act) != params(other) {
+            let name = act.preamble.as_ref().map_or("?", |p| p.name.as_str());
+            return Err(format!(
+                "action {name}: parameters {:?}, the program's {:?}",
+                params(act),
+                params(other)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A multicast group written: (port, replication id) per replica.
+fn multicast_update(
+    cp: &mut intlab_p4::exec::control_plane::ControlPlane,
+    kind: p4rt::update::Type,
+    p: &p4rt::PacketReplicationEngineEntry,
+) -> Result<(), UpdateError> {
+    use p4rt::update::Type;
+    let Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(m)) = &p.r#type else {
+        return Err(UpdateError::unimplemented(
+            "clone sessions over P4Runtime are not served yet",
+        ));
+    };
+    let g = u16::try_from(m.multicast_group_id)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| UpdateError::invalid(format!("multicast group id {} (1 to 65535)", m.multicast_group_id)))?;
+    let exists = cp.mc_groups.contains_key(&g);
+    match kind {
+        Type::Insert if exists => return Err(UpdateError::exists(format!("multicast group {g} exists"))),
+        Type::Modify | Type::Delete if !exists => {
+            return Err(UpdateError::not_found(format!("no multicast group {g}")));
+        }
+        _ => {}
+    }
+    if kind == Type::Delete {
+        cp.set_group(g, &[]);
+        cp.mc_groups.remove(&g);
+        cp.rebuild_groups();
+        return Ok(());
+    }
+    let mut replicas = Vec::new();
+    for r in &m.replicas {
+        // Clients before P4Runtime 1.4 (p4runtime-shell among them) send `egress_port`.
+        #[allow(deprecated)]
+        let port = match &r.port_kind {
+            Some(p4rt::replica::PortKind::Port(bytes)) => value(bytes, 16, "replica port")?,
+            Some(p4rt::replica::PortKind::EgressPort(p)) => u128::from(*p),
+            None => return Err(UpdateError::invalid("a replica names its port")),
+        };
+        let rid =
+            u16::try_from(r.instance).map_err(|_| UpdateError::invalid(format!("replica instance {}", r.instance)))?;
+        replicas.push((port as u16, rid));
+    }
+    cp.set_group(g, &replicas);
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! Table entries between P4Runtime's form (ids, byte strings, one `FieldMatch` per key that
+//! is not a wildcard) and the executor's (indices, values, one `KeySet` per key).
+
+use intlab_p4::ir::{self, KeySet, MatchKind, mask};
+
+use super::error::UpdateError;
+use super::ids::Ids;
+use crate::proto::p4::v1 as p4rt;
+use p4rt::field_match::FieldMatchType;
+
+/// A byte string as a value of `width` bits: any length, most significant byte first, but no
+/// bit above the width may be set (P4Runtime's canonical form and the padded one both pass).
+pub fn value(bytes: &[u8], width: u16, what: &str) -> Result<u128, UpdateError> {
+    let significant: &[u8] = {
+        let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len());
+        &bytes[first..]
+    };
+    if significant.len() > 16 {
+        return Err(UpdateError::invalid(format!(
+            "{what}: {} bytes do not fit in {width} bits",
+            bytes.len()
+        )));
+    }
+    let v = significant.iter().fold(0u128, |v, &b| (v << 8) | u128::from(b));
+    if v & !mask(width) != 0 {
+        return Err(UpdateError::invalid(format!(
+            "{what}: {v:#x} does not fit in {width} bits"
+        )));
+    }
+    Ok(v)
+}
+
+/// `v` as P4Runtime's canonical byte string: no leading zero bytes, one byte for 0.
+pub fn canonical(v: u128) -> Vec<u8> {
+    let bytes = v.to_be_bytes();
+    let first = bytes.iter().position(|&b| b != 0).unwrap_or(15);
+    bytes[first..].to_vec()
+}
+
+/// The executor's entry for a P4Runtime table entry of table `t`: its key sets, priority,
+/// action and arguments.
+pub fn from_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &p4rt::TableEntry) -> Result<ir::Entry, UpdateError> {
+    let table = &program.tables[t];
+    let mut matches = vec![KeySet::Any; table.keys.len()];
+    let mut seen = vec![false; table.keys.len()];
+    for m in &e.r#match {
+        let k = (m.field_id as usize)
+            .checked_sub(1)
+            .filter(|&k| k < table.keys.len())
+            .ok_or_else(|| UpdateError::invalid(format!("table `{}` has no match field {}", table.name, m.field_id)))?;
+        if std::mem::replace(&mut seen[k], true) {
+            return Err(UpdateError::invalid(format!("match field {} given twice", m.field_id)));
+        }
+        let key = &table.keys[k];
+        let what = format!("match field {} ({})", m.field_id, key.name);
+        let w = key.width;
+        matches[k] = match (key.kind, &m.field_match_type) {
+            (MatchKind::Exact, Some(FieldMatchType::Exact(x))) => KeySet::Value(value(&x.value, w, &what)?),
+            (MatchKind::Optional, Some(FieldMatchType::Optional(x))) => KeySet::Value(value(&x.value, w, &what)?),
+            (MatchKind::Lpm, Some(FieldMatchType::Lpm(x))) => {
+                let len = u32::try_from(x.prefix_len)
+                    .ok()
+                    .filter(|&l| l >= 1 && l <= u32::from(w))
+                    .ok_or_else(|| {
+                        UpdateError::invalid(format!("{what}: prefix length {} of a {w}-bit key", x.prefix_len))
+                    })?;
+                let v = value(&x.value, w, &what)?;
+                let m = intlab_p4::exec::table::prefix_mask(len, w);
+                if v & !m != 0 {
+                    return Err(UpdateError::invalid(format!(
+                        "{what}: {v:#x} has bits past its /{len} prefix"
+                    )));
+                }
+                KeySet::Mask(v, m)
+            }
+            (MatchKind::Ternary, Some(FieldMatchType::Ternary(x))) => {
+                let (v, m) = (value(&x.value, w, &what)?, value(&x.mask, w, &what)?);
+                if m == 0 {
+                    return Err(UpdateError::invalid(format!(
+                        "{what}: a mask of 0 is written by leaving the field out"
+                    )));
+                }
+                if v & !m != 0 {
+                    return Err(UpdateError::invalid(format!(
+                        "{what}: value {v:#x} has bits outside its mask {m:#x}"
+                    )));
+                }
+                KeySet::Mask(v, m)
+            }
+            (MatchKind::Range, Some(FieldMatchType::Range(x))) => {
+                let (lo, hi) = (value(&x.low, w, &what)?, value(&x.high, w, &what)?);
+                if lo > hi {
+                    return Err(UpdateError::invalid(format!("{what}: low {lo:#x} above high {hi:#x}")));
+                }
+                if lo == 0 && hi == mask(w) {
+                    return Err(UpdateError::invalid(format!(
+                        "{what}: the whole range is written by leaving the field out"
+                    )));
+                }
+                KeySet::Range(lo, hi)
+            }
+            (kind, _) => {
+                return Err(UpdateError::invalid(format!(
+                    "{what} is {}: another kind of match given",
+                    kind.name()
+                )));
+            }
+        };
+    }
+    for (k, key) in table.keys.iter().enumerate() {
+        if key.kind == MatchKind::Exact && !seen[k] {
+            return Err(UpdateError::invalid(format!(
+                "exact match field {} ({}) missing",
+                k + 1,
+                key.name
+            )));
+        }
+    }
+    let needs_priority = table.needs_priority();
+    if needs_priority && e.priority <= 0 {
+        return Err(UpdateError::invalid(format!(
+            "table `{}` has ternary, range or optional keys: an entry needs a priority of 1 or more",
+            table.name
+        )));
+    }
+    if !needs_priority && e.priority != 0 {
+        return Err(UpdateError::invalid(format!(
+            "table `{}` takes no priority",
+            table.name
+        )));
+    }
+    let (action, args) = match &e.action {
+        Some(a) => action_call(ids, program, t, a, false)?,
+        None => (usize::MAX, Vec::new()),
+    };
+    Ok(ir::Entry {
+        matches,
+        priority: i64::from(e.priority),
+        action,
+        args,
+    })
+}
+
+/// The action and arguments of a table action; `default` when it is for the default entry.
+pub fn action_call(
+    ids: &Ids,
+    program: &ir::Program,
+    t: usize,
+    a: &p4rt::TableAction,
+    default: bool,
+) -> Result<(usize, Vec<u128>), UpdateError> {
+    let table = &program.tables[t];
+    let Some(p4rt::table_action::Type::Action(a)) = &a.r#type else {
+        return Err(UpdateError::unimplemented(
+            "action profile members, groups and action sets over P4Runtime are not served yet",
+        ));
+    };
+    let name = ids
+        .action_name(a.action_id)
+        .ok_or_else(|| UpdateError::not_found(format!("no action has id {}", a.action_id)))?;
+    let listed = table
+        .actions
+        .iter()
+        .find(|r| program.actions[r.action].name == name)
+        .map(|r| (r.action, r.default_only, r.table_only));
+    // P4's implicit NoAction: the default of a table that names none, for the default only.
+    let implicit =
+        (program.actions[table.default_action.0].name == name).then_some((table.default_action.0, true, false));
+    let Some((index, default_only, table_only)) = listed.or(implicit) else {
+        return Err(UpdateError::invalid(format!(
+            "table `{}` has no action `{name}`",
+            table.name
+        )));
+    };
+    if default && table_only {
+        return Err(UpdateError::invalid(format!(
+            "`{name}` is @tableonly in `{}`",
+            table.name
+        )));
+    }
+    if !default && default_only {
+        return Err(UpdateError::invalid(format!(
+            "`{name}` is @defaultonly in `{}`",
+            table.name
+        )));
+    }
+    let action = &program.actions[index];
+    if a.params.len() != action.params.len() {
+        return Err(UpdateError::invalid(format!(
+            "action `{name}` takes {} parameters, {} given",
+            action.params.len(),
+            a.params.len()
+        )));
+    }
+    let mut args = vec![0; action.params.len()];
+    let mut seen = vec![false; action.params.len()];
+    for p in &a.params {
+        let i = (p.param_id as usize)
+            .checked_sub(1)
+            .filter(|&i| i < action.params.len())
+            .ok_or_else(|| UpdateError::invalid(format!("action `{name}` has no parameter {}", p.param_id)))?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(UpdateError::invalid(format!("parameter {} given twice", p.param_id)));
+        }
+        let param = &action.params[i];
+        args[i] = value(
+            &p.value,
+            param.width,
+            &format!("parameter {} ({})", p.param_id, param.name),
+        )?;
+    }
+    Ok((index, args))
+}
+
+/// A stored entry of table `t` in P4Runtime's form.
+pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &ir::Entry) -> p4rt::TableEntry {
+    let table = &program.tables[t];
+    let mut r#match = Vec::new();
+    for (k, (key, set)) in table.keys.iter().zip(&e.matches).enumerate() {
+        let field_match_type = match (key.kind, *set) {
+            (_, KeySet::Any) => continue,
+            (MatchKind::Optional, KeySet::Value(v)) => {
+                FieldMatchType::Optional(p4rt::field_match::Optional { value: canonical(v) })
+            }
+            (_, KeySet::Value(v)) => FieldMatchType::Exact(p4rt::field_match::Exact { value: canonical(v) }),
+            (MatchKind::Lpm, KeySet::Mask(v, m)) => FieldMatchType::Lpm(p4rt::field_match::Lpm {
+                value: canonical(v),
+                prefix_len: m.count_ones() as i32,
+            }),
+            (_, KeySet::Mask(v, m)) => FieldMatchType::Ternary(p4rt::field_match::Ternary {
+                value: canonical(v),
+                mask: canonical(m),
+            }),
+            (_, KeySet::Range(lo, hi)) => FieldMatchType::Range(p4rt::field_match::Range {
+                low: canonical(lo),
+                high: canonical(hi),
+            }),
+        };
+        r#match.push(p4rt::FieldMatch {
+            field_id: k as u32 + 1,
+            field_match_type: Some(field_match_type),
+        });
+    }
+    p4rt::TableEntry {
+        table_id: ids.table_id(t),
+        r#match,
+        action: Some(action_of(ids, program, e.action, &e.args)),
+        priority: e.priority as i32,
+        ..Default::default()
+    }
+}
+
+/// Action `a` with `args` as a P4Runtime table action.
+pub fn action_of(ids: &Ids, program: &ir::Program, a: usize, args: &[u128]) -> p4rt::TableAction {
+    p4rt::TableAction {
+        r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
+            action_id: ids.action_id(&program.actions[a].name),
+            params: args
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| p4rt::action::Param {
+                    param_id: i as u32 + 1,
+                    value: canonical(v),
+                })
+                .collect(),
+        })),
+    }
+}

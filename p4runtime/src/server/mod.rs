@@ -1,0 +1,186 @@
+//! The P4Runtime server of a lab's P4 switches: one gRPC endpoint per switch (the tutorials'
+//! numbering: the i-th P4 switch on 127.0.0.1:50051+i, device id i), all served by one thread
+//! with a current-thread runtime, so the lab keeps its cores for its workers.
+
+mod arbitration;
+mod device;
+mod entries;
+mod error;
+mod ids;
+mod service;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use intlab_p4::Datapath;
+use tokio::sync::oneshot;
+
+pub use device::Device;
+pub use error::UpdateError;
+pub use service::API_VERSION;
+
+use crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer;
+
+/// The first port of the tutorials' numbering.
+pub const FIRST_PORT: u16 = 50051;
+
+/// A switch to serve.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The switch's name.
+    pub name: String,
+    /// Where to listen.
+    pub address: SocketAddr,
+    /// Its device id.
+    pub device_id: u64,
+    /// What it runs.
+    pub datapath: Arc<Datapath>,
+    /// When `address` is taken, listen on a free port of the same host instead (for the
+    /// default numbering: a second lab up at once must not fail for it).
+    pub any_port_if_taken: bool,
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// An address could not be bound.
+    #[error("P4Runtime for switch {switch}: cannot listen on {address}: {source}")]
+    Bind {
+        /// The switch.
+        switch: String,
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A program's ids could not be given.
+    #[error("P4Runtime for switch {switch}: {source}")]
+    Ids {
+        /// The switch.
+        switch: String,
+        /// Why.
+        source: crate::p4info::ids::IdError,
+    },
+    /// The server's thread or runtime could not be made.
+    #[error("P4Runtime server: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The running server; dropping it stops it.
+pub struct Server {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Each switch's address and device id, in the order given.
+    pub endpoints: Vec<(String, SocketAddr, u64)>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("endpoints", &self.endpoints).finish()
+    }
+}
+
+/// Serves `endpoints` until the returned server is dropped. Every address is bound before
+/// this returns, so a port in use is an error here, naming the switch.
+pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
+    let mut listeners = Vec::new();
+    let mut devices = Vec::new();
+    let mut bound = Vec::new();
+    for e in endpoints {
+        let listener = match std::net::TcpListener::bind(e.address) {
+            Err(err) if err.kind() == std::io::ErrorKind::AddrInUse && e.any_port_if_taken => {
+                let free = SocketAddr::new(e.address.ip(), 0);
+                let l = std::net::TcpListener::bind(free);
+                if let Ok(l) = &l {
+                    tracing::warn!(
+                        switch = %e.name,
+                        "{} is taken (another lab?): P4Runtime on {} instead",
+                        e.address,
+                        l.local_addr().unwrap_or(free)
+                    );
+                }
+                l
+            }
+            other => other,
+        }
+        .map_err(|source| ServerError::Bind {
+            switch: e.name.clone(),
+            address: e.address,
+            source,
+        })?;
+        listener.set_nonblocking(true).map_err(ServerError::Runtime)?;
+        let address = listener.local_addr().map_err(ServerError::Runtime)?;
+        let device = Device::new(&e.name, e.device_id, e.datapath).map_err(|source| ServerError::Ids {
+            switch: e.name.clone(),
+            source,
+        })?;
+        bound.push((e.name, address, e.device_id));
+        listeners.push(listener);
+        devices.push(Arc::new(device));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("p4runtime".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut servers = Vec::new();
+                for (listener, device) in listeners.into_iter().zip(devices) {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!(switch = %device.name, "P4Runtime: listener lost: {e}");
+                            continue;
+                        }
+                    };
+                    let name = device.name.clone();
+                    let service = P4RuntimeServer::new(service::Service::new(device));
+                    servers.push(tokio::spawn(async move {
+                        let served = tonic::transport::Server::builder()
+                            .add_service(service)
+                            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                            .await;
+                        if let Err(e) = served {
+                            tracing::error!(switch = %name, "P4Runtime server failed: {e}");
+                        }
+                    }));
+                }
+                let _stop_or_dropped = stopped.await;
+                // Not a graceful shutdown: a controller's open stream would hold the lab up.
+                // Aborting drops every connection; clients see the switch go away.
+                for s in &servers {
+                    s.abort();
+                }
+                for s in servers {
+                    if let Err(e) = s.await
+                        && !e.is_cancelled()
+                    {
+                        tracing::error!("P4Runtime server task: {e}");
+                    }
+                }
+            });
+        })
+        .map_err(ServerError::Runtime)?;
+    Ok(Server {
+        stop: Some(stop),
+        thread: Some(thread),
+        endpoints: bound,
+    })
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The thread may have ended already; then there is nothing to stop.
+            let _ended = stop.send(());
+        }
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("the P4Runtime server's thread panicked");
+        }
+    }
+}

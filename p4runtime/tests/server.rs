@@ -1,0 +1,458 @@
+//! A P4Runtime client (tonic's, from the same .proto files) against intlab's server on a
+//! switch's datapath: capabilities, arbitration (a backup's write refused), the pipeline,
+//! table entries of every kind of update with reads, default actions, registers, multicast
+//! groups, and bad input answered with P4Runtime's errors and nothing changed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use intlab_p4::Datapath;
+use intlab_p4runtime::p4info::p4info;
+use intlab_p4runtime::proto::google::rpc;
+use intlab_p4runtime::proto::p4::v1 as p4rt;
+use intlab_p4runtime::server::{self, Endpoint};
+use p4rt::p4_runtime_client::P4RuntimeClient;
+use prost::Message;
+use tokio_stream::StreamExt;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const PROGRAM: &str = include_str!("programs/forward.p4");
+const LPM: u32 = 37375156;
+const FORWARD: u32 = 28792405;
+const DROP: u32 = 25652968;
+
+fn lab() -> (server::Server, Arc<Datapath>) {
+    let loaded = intlab_p4::load_text("forward.p4", PROGRAM).expect("loads");
+    let datapath = Arc::new(Datapath::new(loaded.ir, "s1"));
+    let srv = server::start(vec![Endpoint {
+        name: "s1".into(),
+        address: "127.0.0.1:0".parse().expect("address"),
+        device_id: 7,
+        datapath: Arc::clone(&datapath),
+        any_port_if_taken: false,
+    }])
+    .expect("server starts");
+    (srv, datapath)
+}
+
+async fn client(addr: SocketAddr) -> P4RuntimeClient<Channel> {
+    P4RuntimeClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connects")
+}
+
+fn uint128(v: u64) -> Option<p4rt::Uint128> {
+    Some(p4rt::Uint128 { high: 0, low: v })
+}
+
+/// Opens a stream and arbitrates with `election`; returns the stream's sender (kept open)
+/// and the first answer.
+async fn arbitrate(
+    c: &mut P4RuntimeClient<Channel>,
+    election: u64,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<p4rt::StreamMessageRequest>,
+    tonic::Streaming<p4rt::StreamMessageResponse>,
+    p4rt::MasterArbitrationUpdate,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tx.send(p4rt::StreamMessageRequest {
+        update: Some(p4rt::stream_message_request::Update::Arbitration(
+            p4rt::MasterArbitrationUpdate {
+                device_id: 7,
+                election_id: uint128(election),
+                ..Default::default()
+            },
+        )),
+    })
+    .expect("queued");
+    let mut answers = c
+        .stream_channel(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let first = next_arbitration(&mut answers).await;
+    (tx, answers, first)
+}
+
+async fn next_arbitration(s: &mut tonic::Streaming<p4rt::StreamMessageResponse>) -> p4rt::MasterArbitrationUpdate {
+    let msg = tokio::time::timeout(std::time::Duration::from_secs(5), s.next())
+        .await
+        .expect("an answer within 5 s")
+        .expect("stream open")
+        .expect("no error");
+    match msg.update {
+        Some(p4rt::stream_message_response::Update::Arbitration(a)) => a,
+        other => panic!("not an arbitration update: {other:?}"),
+    }
+}
+
+fn lpm_entry(addr: [u8; 4], len: i32, action: u32, params: Vec<Vec<u8>>) -> p4rt::Entity {
+    p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+            table_id: LPM,
+            r#match: vec![p4rt::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(p4rt::field_match::FieldMatchType::Lpm(p4rt::field_match::Lpm {
+                    value: addr.to_vec(),
+                    prefix_len: len,
+                })),
+            }],
+            action: Some(p4rt::TableAction {
+                r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
+                    action_id: action,
+                    params: params
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, value)| p4rt::action::Param {
+                            param_id: i as u32 + 1,
+                            value,
+                        })
+                        .collect(),
+                })),
+            }),
+            ..Default::default()
+        })),
+    }
+}
+
+fn write(election: u64, kind: p4rt::update::Type, entities: Vec<p4rt::Entity>) -> p4rt::WriteRequest {
+    p4rt::WriteRequest {
+        device_id: 7,
+        election_id: uint128(election),
+        updates: entities
+            .into_iter()
+            .map(|e| p4rt::Update {
+                r#type: kind as i32,
+                entity: Some(e),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The per-update errors of a failed Write.
+fn update_errors(status: &tonic::Status) -> Vec<(i32, String)> {
+    let details = rpc::Status::decode(status.details()).expect("google.rpc.Status in the details");
+    details
+        .details
+        .iter()
+        .map(|any| {
+            assert_eq!(any.type_url, "type.googleapis.com/p4.v1.Error");
+            let e = p4rt::Error::decode(any.value.as_slice()).expect("p4.v1.Error");
+            (e.canonical_code, e.message)
+        })
+        .collect()
+}
+
+async fn read_table(c: &mut P4RuntimeClient<Channel>, table_id: u32) -> Vec<p4rt::TableEntry> {
+    let req = p4rt::ReadRequest {
+        device_id: 7,
+        entities: vec![p4rt::Entity {
+            entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+                table_id,
+                ..Default::default()
+            })),
+        }],
+        ..Default::default()
+    };
+    let mut s = c.read(req).await.expect("read").into_inner();
+    let mut out = Vec::new();
+    while let Some(r) = s.next().await {
+        for e in r.expect("read answer").entities {
+            if let Some(p4rt::entity::Entity::TableEntry(t)) = e.entity {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn capabilities_pipeline_and_arbitration() {
+    let (srv, _dp) = lab();
+    let addr = srv.endpoints[0].1;
+    let mut a = client(addr).await;
+    let caps = a
+        .capabilities(p4rt::CapabilitiesRequest { device_id: 7 })
+        .await
+        .expect("capabilities");
+    assert_eq!(caps.into_inner().p4runtime_api_version, server::API_VERSION);
+
+    // Nobody has arbitrated: a write is refused.
+    let e = lpm_entry([10, 0, 1, 0], 24, DROP, vec![]);
+    let refused = a
+        .write(write(1, p4rt::update::Type::Insert, vec![e.clone()]))
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+
+    let (_a_tx, mut a_stream, first) = arbitrate(&mut a, 1).await;
+    assert_eq!(
+        first.status.as_ref().map(|s| s.code),
+        Some(Code::Ok as i32),
+        "A is primary: {first:?}"
+    );
+    let mut b = client(addr).await;
+    let (_b_tx, _b_stream, b_first) = arbitrate(&mut b, 2).await;
+    assert_eq!(
+        b_first.status.as_ref().map(|s| s.code),
+        Some(Code::Ok as i32),
+        "B is primary"
+    );
+    let demoted = next_arbitration(&mut a_stream).await;
+    assert_eq!(
+        demoted.status.as_ref().map(|s| s.code),
+        Some(Code::AlreadyExists as i32)
+    );
+    assert_eq!(demoted.election_id, uint128(2), "A is told the primary's election id");
+
+    // A backup may not write; the primary may.
+    let backup = a
+        .write(write(1, p4rt::update::Type::Insert, vec![e.clone()]))
+        .await
+        .expect_err("backup");
+    assert_eq!(backup.code(), Code::PermissionDenied);
+    assert!(
+        read_table(&mut b, LPM).await.is_empty(),
+        "nothing written by the backup"
+    );
+    b.write(write(2, p4rt::update::Type::Insert, vec![e]))
+        .await
+        .expect("primary writes");
+    assert_eq!(read_table(&mut a, LPM).await.len(), 1, "anyone may read");
+
+    // The pipeline: our P4Info is taken (the switch keeps its program), committing resets
+    // the tables; a P4Info of another program is refused.
+    let info = p4info(_dp.program()).expect("ids").info;
+    let set =
+        |info: intlab_p4runtime::proto::p4::config::v1::P4Info, action| p4rt::SetForwardingPipelineConfigRequest {
+            device_id: 7,
+            election_id: uint128(2),
+            action: action as i32,
+            config: Some(p4rt::ForwardingPipelineConfig {
+                p4info: Some(info),
+                p4_device_config: b"{\"a BMv2 JSON\": true}".to_vec(),
+                cookie: Some(p4rt::forwarding_pipeline_config::Cookie { cookie: 42 }),
+            }),
+            ..Default::default()
+        };
+    use p4rt::set_forwarding_pipeline_config_request::Action;
+    b.set_forwarding_pipeline_config(set(info.clone(), Action::VerifyAndCommit))
+        .await
+        .expect("pipeline set");
+    assert!(read_table(&mut b, LPM).await.is_empty(), "committing reset the tables");
+    let got = b
+        .get_forwarding_pipeline_config(p4rt::GetForwardingPipelineConfigRequest {
+            device_id: 7,
+            response_type: 0,
+        })
+        .await
+        .expect("get")
+        .into_inner()
+        .config
+        .expect("config");
+    assert_eq!(got.cookie.map(|c| c.cookie), Some(42));
+    assert_eq!(got.p4info.as_ref(), Some(&info));
+    let mut other = info.clone();
+    other.tables.pop();
+    let wrong = b
+        .set_forwarding_pipeline_config(set(other, Action::VerifyAndCommit))
+        .await
+        .expect_err("another program");
+    assert_eq!(wrong.code(), Code::Unimplemented, "{wrong:?}");
+    let wrong_device = b
+        .get_forwarding_pipeline_config(p4rt::GetForwardingPipelineConfigRequest {
+            device_id: 8,
+            response_type: 0,
+        })
+        .await
+        .expect_err("no device 8");
+    assert_eq!(wrong_device.code(), Code::NotFound);
+    drop(srv);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn entries_defaults_registers_and_groups_with_errors_per_update() {
+    let (srv, dp) = lab();
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _first) = arbitrate(&mut c, 5).await;
+    use p4rt::update::Type;
+    let mac = vec![8, 0, 0, 0, 1, 0x11];
+    let fwd = lpm_entry([10, 0, 1, 0], 24, FORWARD, vec![mac.clone(), vec![1]]);
+    c.write(write(5, Type::Insert, vec![fwd.clone()]))
+        .await
+        .expect("insert");
+    let read = read_table(&mut c, 0).await;
+    assert_eq!(read.len(), 1, "a wildcard read of every table");
+    let p4rt::entity::Entity::TableEntry(sent) = fwd.entity.clone().expect("entity") else {
+        unreachable!()
+    };
+    assert_eq!(read[0].r#match, sent.r#match);
+    assert_eq!(
+        read[0].action, sent.action,
+        "params come back canonical: {:?}",
+        read[0].action
+    );
+    assert_eq!(dp.control().tables[0].entries().len(), 1, "the datapath has it");
+
+    // Modify, then delete.
+    let modified = lpm_entry([10, 0, 1, 0], 24, DROP, vec![]);
+    c.write(write(5, Type::Modify, vec![modified])).await.expect("modify");
+    let read = read_table(&mut c, LPM).await;
+    let Some(p4rt::table_action::Type::Action(a)) = read[0].action.as_ref().and_then(|a| a.r#type.clone()) else {
+        panic!("an action")
+    };
+    assert_eq!(a.action_id, DROP);
+
+    // A batch with bad updates: each gets its own error, the good one applies.
+    let unknown_table = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+            table_id: 0x0200_0001,
+            ..Default::default()
+        })),
+    };
+    let too_wide = lpm_entry([10, 0, 2, 0], 24, FORWARD, vec![vec![1, 0, 0, 0, 0, 0, 0], vec![1]]);
+    let bad_prefix = lpm_entry([10, 0, 3, 1], 24, DROP, vec![]);
+    let good = lpm_entry([10, 0, 4, 0], 24, DROP, vec![]);
+    let err = c
+        .write(write(5, Type::Insert, vec![unknown_table, too_wide, bad_prefix, good]))
+        .await
+        .expect_err("some updates fail");
+    assert_eq!(err.code(), Code::Unknown);
+    let per_update = update_errors(&err);
+    let codes: Vec<i32> = per_update.iter().map(|e| e.0).collect();
+    assert_eq!(
+        codes,
+        [
+            Code::NotFound as i32,
+            Code::InvalidArgument as i32,
+            Code::InvalidArgument as i32,
+            0
+        ],
+        "{per_update:?}"
+    );
+    assert!(per_update[1].1.contains("does not fit in 48 bits"), "{per_update:?}");
+    assert_eq!(read_table(&mut c, LPM).await.len(), 2, "only the good one was added");
+    // The same batch all-or-none: nothing changes.
+    let mut req = write(
+        5,
+        Type::Insert,
+        vec![
+            lpm_entry([10, 0, 5, 0], 24, DROP, vec![]),
+            lpm_entry([10, 0, 4, 0], 24, DROP, vec![]),
+        ],
+    );
+    req.atomicity = p4rt::write_request::Atomicity::RollbackOnError as i32;
+    let err = c.write(req).await.expect_err("the second exists");
+    assert_eq!(
+        update_errors(&err).iter().map(|e| e.0).collect::<Vec<_>>(),
+        [Code::Aborted as i32, Code::AlreadyExists as i32]
+    );
+    assert_eq!(read_table(&mut c, LPM).await.len(), 2, "rolled back");
+    c.write(write(5, Type::Delete, vec![lpm_entry([10, 0, 4, 0], 24, DROP, vec![])]))
+        .await
+        .expect("delete");
+    assert_eq!(read_table(&mut c, LPM).await.len(), 1);
+
+    // The default action: modified, read back, refused for a @defaultonly mismatch.
+    let default = |action: u32, params: Vec<Vec<u8>>| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+            table_id: LPM,
+            is_default_action: true,
+            action: Some(p4rt::TableAction {
+                r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
+                    action_id: action,
+                    params: params
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, value)| p4rt::action::Param {
+                            param_id: i as u32 + 1,
+                            value,
+                        })
+                        .collect(),
+                })),
+            }),
+            ..Default::default()
+        })),
+    };
+    c.write(write(
+        5,
+        Type::Modify,
+        vec![default(FORWARD, vec![mac.clone(), vec![2]])],
+    ))
+    .await
+    .expect("default set");
+    assert_eq!(dp.control().tables[0].default.1, vec![0x0800_0000_0111, 2]);
+
+    // A register cell written and read back; an index past the end refused.
+    let info = p4info(dp.program()).expect("ids").info;
+    let reg_id = info.registers[0].preamble.as_ref().expect("preamble").id;
+    let reg = |index: i64, value: Option<Vec<u8>>| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::RegisterEntry(p4rt::RegisterEntry {
+            register_id: reg_id,
+            index: Some(p4rt::Index { index }),
+            data: value.map(|v| p4rt::P4Data {
+                data: Some(p4rt::p4_data::Data::Bitstring(v)),
+            }),
+        })),
+    };
+    c.write(write(5, Type::Modify, vec![reg(3, Some(vec![0xbe, 0xef]))]))
+        .await
+        .expect("register");
+    let r = c
+        .read(p4rt::ReadRequest {
+            device_id: 7,
+            entities: vec![reg(3, None)],
+            ..Default::default()
+        })
+        .await
+        .expect("read")
+        .into_inner()
+        .next()
+        .await
+        .expect("one answer")
+        .expect("ok");
+    let Some(p4rt::entity::Entity::RegisterEntry(got)) = &r.entities[0].entity else {
+        panic!("a register")
+    };
+    assert_eq!(
+        got.data.as_ref().and_then(|d| d.data.clone()),
+        Some(p4rt::p4_data::Data::Bitstring(vec![0xbe, 0xef]))
+    );
+    let past = c
+        .write(write(5, Type::Modify, vec![reg(16, Some(vec![1]))]))
+        .await
+        .expect_err("16 cells");
+    assert_eq!(update_errors(&past)[0].0, Code::OutOfRange as i32);
+
+    // A multicast group, inserted and read back; a second insert refused.
+    let group = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::PacketReplicationEngineEntry(
+            p4rt::PacketReplicationEngineEntry {
+                r#type: Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(
+                    p4rt::MulticastGroupEntry {
+                        multicast_group_id: 1,
+                        replicas: [1u8, 2, 3]
+                            .iter()
+                            .map(|&p| p4rt::Replica {
+                                instance: 1,
+                                port_kind: Some(p4rt::replica::PortKind::Port(vec![p])),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )),
+            },
+        )),
+    };
+    c.write(write(5, Type::Insert, vec![group.clone()]))
+        .await
+        .expect("group");
+    assert_eq!(dp.control().groups.get(&1).map(Vec::len), Some(3));
+    let again = c.write(write(5, Type::Insert, vec![group])).await.expect_err("exists");
+    assert_eq!(update_errors(&again)[0].0, Code::AlreadyExists as i32);
+    drop(srv);
+}
