@@ -421,6 +421,25 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
         got.data.as_ref().and_then(|d| d.data.clone()),
         Some(p4rt::p4_data::Data::Bitstring(vec![0xbe, 0xef]))
     );
+    // A rolled-back batch leaves the register as it was.
+    let mut req = write(
+        5,
+        Type::Modify,
+        vec![reg(3, Some(vec![1])), lpm_entry([10, 9, 9, 0], 24, DROP, vec![])],
+    );
+    req.atomicity = p4rt::write_request::Atomicity::RollbackOnError as i32;
+    let err = c.write(req).await.expect_err("no such entry to modify");
+    assert_eq!(
+        update_errors(&err).iter().map(|e| e.0).collect::<Vec<_>>(),
+        [Code::Aborted as i32, Code::NotFound as i32]
+    );
+    let seen = dp
+        .program()
+        .registers
+        .iter()
+        .position(|r| r.name == "MyIngress.seen")
+        .expect("seen");
+    assert_eq!(dp.register_read(seen, 3), Some(0xbeef), "the register was not written");
     let past = c
         .write(write(5, Type::Modify, vec![reg(16, Some(vec![1]))]))
         .await

@@ -152,43 +152,47 @@ impl Device {
         }
     }
 
-    /// Applies `updates` in order; with `all_or_none` (ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC)
-    /// they are applied in one edit that frames see whole, or not at all.
+    /// Applies `updates` in order, in one edit that frames see whole (one copy of the tables
+    /// per Write, however many updates it has). A failed update changes nothing; with
+    /// `all_or_none` (ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC) one failure drops them all.
+    /// Register cells, which live outside the tables, are written once the edit is kept.
     pub fn write(&self, updates: &[p4rt::Update], all_or_none: bool) -> Vec<Result<(), UpdateError>> {
-        if all_or_none {
-            let mut results = Vec::with_capacity(updates.len());
-            let outcome = self.datapath.edit(|cp| {
-                for u in updates {
-                    results.push(self.update(cp, u));
-                }
-                if results.iter().any(Result::is_err) {
-                    Err(())
-                } else {
-                    Ok(())
-                }
-            });
-            if outcome.is_err() {
-                for r in &mut results {
-                    if r.is_ok() {
-                        *r = Err(UpdateError {
-                            code: Code::Aborted,
-                            message: "not applied: another update of the batch failed".into(),
-                        });
-                    }
+        let mut results = Vec::with_capacity(updates.len());
+        let mut cells = Vec::new();
+        let kept = self.datapath.edit(|cp| {
+            for u in updates {
+                results.push(self.update(cp, u, &mut cells));
+            }
+            if all_or_none && results.iter().any(Result::is_err) {
+                Err(())
+            } else {
+                Ok(())
+            }
+        });
+        match kept {
+            Ok(()) => {
+                for (reg, cell, v) in cells {
+                    self.datapath.register_write(reg, cell, v);
                 }
             }
-            return results;
+            Err(()) => {
+                for r in results.iter_mut().filter(|r| r.is_ok()) {
+                    *r = Err(UpdateError {
+                        code: Code::Aborted,
+                        message: "not applied: another update of the batch failed".into(),
+                    });
+                }
+            }
         }
-        updates
-            .iter()
-            .map(|u| self.datapath.edit(|cp| self.update(cp, u)))
-            .collect()
+        results
     }
 
+    /// One update applied to `cp`; register cells to write are added to `cells`.
     fn update(
         &self,
         cp: &mut intlab_p4::exec::control_plane::ControlPlane,
         u: &p4rt::Update,
+        cells: &mut Vec<(usize, usize, u128)>,
     ) -> Result<(), UpdateError> {
         use p4rt::update::Type;
         let kind = Type::try_from(u.r#type).unwrap_or(Type::Unspecified);
@@ -201,7 +205,8 @@ impl Device {
                 if kind != Type::Modify {
                     return Err(UpdateError::invalid("registers are only modified"));
                 }
-                self.register_write(r)
+                cells.extend(self.register_cells(r)?);
+                Ok(())
             }
             Some(Entity::PacketReplicationEngineEntry(p)) => multicast_update(cp, kind, p),
             Some(_) => Err(UpdateError::unimplemented(
@@ -289,7 +294,8 @@ impl Device {
         }
     }
 
-    fn register_write(&self, r: &p4rt::RegisterEntry) -> Result<(), UpdateError> {
+    /// The cells a register update writes: (register, cell, value).
+    fn register_cells(&self, r: &p4rt::RegisterEntry) -> Result<Vec<(usize, usize, u128)>, UpdateError> {
         let reg = self
             .ids
             .register(r.register_id)
@@ -299,14 +305,10 @@ impl Device {
             Some(p4rt::p4_data::Data::Bitstring(b)) => value(b, def.width, &format!("register {}", def.name))?,
             _ => return Err(UpdateError::invalid("a register's data is a bitstring")),
         };
-        let cells: Vec<usize> = match &r.index {
-            Some(i) => vec![cell(i.index, def.size, &def.name)?],
-            None => (0..def.size).collect(),
-        };
-        for c in cells {
-            self.datapath.register_write(reg, c, v);
-        }
-        Ok(())
+        Ok(match &r.index {
+            Some(i) => vec![(reg, cell(i.index, def.size, &def.name)?, v)],
+            None => (0..def.size).map(|c| (reg, c, v)).collect(),
+        })
     }
 
     /// The entities `wanted` names, a zero id (or no index) standing for all of its kind.
