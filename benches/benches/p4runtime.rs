@@ -25,6 +25,7 @@ const LPM: u32 = 37375156;
 const FORWARD: u32 = 28792405;
 
 fn main() {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("p4runtime bench: run as root (the lab builds namespaces)");
         std::process::exit(2);
