@@ -475,3 +475,70 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
     assert_eq!(update_errors(&again)[0].0, Code::AlreadyExists as i32);
     drop(srv);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn digests_reach_the_primary_once_configured() {
+    let (srv, dp) = lab();
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, mut stream, _first) = arbitrate(&mut c, 3).await;
+    let info = p4info(dp.program()).expect("ids").info;
+    let digest_id = info.digests[0].preamble.as_ref().expect("preamble").id;
+    assert_eq!(digest_id >> 24, 0x17);
+    let entry = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::DigestEntry(p4rt::DigestEntry {
+            digest_id,
+            config: Some(p4rt::digest_entry::Config {
+                max_timeout_ns: 0,
+                max_list_size: 1,
+                ack_timeout_ns: 1_000_000,
+            }),
+        })),
+    };
+    use p4rt::update::Type;
+    c.write(write(3, Type::Insert, vec![entry.clone()]))
+        .await
+        .expect("configured");
+    let again = c
+        .write(write(3, Type::Insert, vec![entry]))
+        .await
+        .expect_err("configured already");
+    assert_eq!(update_errors(&again)[0].0, Code::AlreadyExists as i32);
+
+    // Two frames through the program: each digests its source MAC and ingress port.
+    let mut frame = vec![0u8; 60];
+    frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
+    sim.send(3, &frame);
+    sim.send(4, &frame);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+            .await
+            .expect("a digest list within 5 s")
+            .expect("stream open")
+            .expect("no error");
+        let Some(p4rt::stream_message_response::Update::Digest(list)) = msg.update else {
+            continue;
+        };
+        assert_eq!(list.digest_id, digest_id);
+        assert_eq!(list.data.len(), 1, "max_list_size 1");
+        got.push(list.data[0].clone());
+    }
+    let member = |data: &p4rt::P4Data| -> Vec<Vec<u8>> {
+        let Some(p4rt::p4_data::Data::Struct(s)) = &data.data else {
+            panic!("a struct: {data:?}")
+        };
+        s.members
+            .iter()
+            .map(|m| match &m.data {
+                Some(p4rt::p4_data::Data::Bitstring(b)) => b.clone(),
+                other => panic!("a bitstring: {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(member(&got[0]), [vec![2, 0, 0, 0, 0, 1], vec![3]]);
+    assert_eq!(member(&got[1]), [vec![2, 0, 0, 0, 0, 1], vec![4]]);
+    drop(srv);
+}

@@ -2,6 +2,7 @@
 //! controller set, and what a Write changes and a Read returns. Everything here is
 //! synchronous; the gRPC service calls it.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use intlab_p4::Datapath;
@@ -40,6 +41,16 @@ pub struct Device {
     pipeline: Mutex<Pipeline>,
     /// Controllers' streams and who is primary.
     pub arbitration: Mutex<Arbitration>,
+    /// The digests a controller asked for, by digest index, and the next list's id.
+    digests: Mutex<(BTreeMap<usize, p4rt::digest_entry::Config>, u64)>,
+}
+
+/// What a Write changes outside the tables, done once its edit is kept.
+enum AfterEdit {
+    /// A register cell: register, cell, value.
+    Cell(usize, usize, u128),
+    /// A digest's configuration set (`None`: removed).
+    Digest(usize, Option<p4rt::digest_entry::Config>),
 }
 
 impl std::fmt::Debug for Device {
@@ -61,6 +72,7 @@ impl Device {
             ids,
             pipeline: Mutex::default(),
             arbitration: Mutex::new(Arbitration::new(device_id)),
+            digests: Mutex::default(),
         })
     }
 
@@ -155,13 +167,14 @@ impl Device {
     /// Applies `updates` in order, in one edit that frames see whole (one copy of the tables
     /// per Write, however many updates it has). A failed update changes nothing; with
     /// `all_or_none` (ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC) one failure drops them all.
-    /// Register cells, which live outside the tables, are written once the edit is kept.
+    /// Register cells and digest configurations, which live outside the tables, are written
+    /// once the edit is kept.
     pub fn write(&self, updates: &[p4rt::Update], all_or_none: bool) -> Vec<Result<(), UpdateError>> {
         let mut results = Vec::with_capacity(updates.len());
-        let mut cells = Vec::new();
+        let mut after = Vec::new();
         let kept = self.datapath.edit(|cp| {
             for u in updates {
-                results.push(self.update(cp, u, &mut cells));
+                results.push(self.update(cp, u, &mut after));
             }
             if all_or_none && results.iter().any(Result::is_err) {
                 Err(())
@@ -171,8 +184,19 @@ impl Device {
         });
         match kept {
             Ok(()) => {
-                for (reg, cell, v) in cells {
-                    self.datapath.register_write(reg, cell, v);
+                let mut digests = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
+                for change in after {
+                    match change {
+                        AfterEdit::Cell(reg, cell, v) => {
+                            self.datapath.register_write(reg, cell, v);
+                        }
+                        AfterEdit::Digest(d, Some(config)) => {
+                            digests.0.insert(d, config);
+                        }
+                        AfterEdit::Digest(d, None) => {
+                            digests.0.remove(&d);
+                        }
+                    }
                 }
             }
             Err(()) => {
@@ -187,12 +211,12 @@ impl Device {
         results
     }
 
-    /// One update applied to `cp`; register cells to write are added to `cells`.
+    /// One update applied to `cp`; what it changes outside the tables is added to `after`.
     fn update(
         &self,
         cp: &mut intlab_p4::exec::control_plane::ControlPlane,
         u: &p4rt::Update,
-        cells: &mut Vec<(usize, usize, u128)>,
+        after: &mut Vec<AfterEdit>,
     ) -> Result<(), UpdateError> {
         use p4rt::update::Type;
         let kind = Type::try_from(u.r#type).unwrap_or(Type::Unspecified);
@@ -205,7 +229,12 @@ impl Device {
                 if kind != Type::Modify {
                     return Err(UpdateError::invalid("registers are only modified"));
                 }
-                cells.extend(self.register_cells(r)?);
+                let cells = self.register_cells(r)?;
+                after.extend(cells.into_iter().map(|(reg, c, v)| AfterEdit::Cell(reg, c, v)));
+                Ok(())
+            }
+            Some(Entity::DigestEntry(d)) => {
+                after.push(self.digest_update(kind, d, after)?);
                 Ok(())
             }
             Some(Entity::PacketReplicationEngineEntry(p)) => multicast_update(cp, kind, p),
@@ -292,6 +321,91 @@ impl Device {
             }
             Type::Unspecified => Err(UpdateError::invalid("update of no type")),
         }
+    }
+
+    /// A digest's configuration inserted, modified or deleted (as of the updates before it in
+    /// the same Write).
+    fn digest_update(
+        &self,
+        kind: p4rt::update::Type,
+        d: &p4rt::DigestEntry,
+        before: &[AfterEdit],
+    ) -> Result<AfterEdit, UpdateError> {
+        use p4rt::update::Type;
+        let index = self
+            .ids
+            .digest(d.digest_id)
+            .ok_or_else(|| UpdateError::not_found(format!("no digest has id {}", d.digest_id)))?;
+        let set_now = before.iter().rev().find_map(|a| match a {
+            AfterEdit::Digest(i, c) if *i == index => Some(c.is_some()),
+            _ => None,
+        });
+        let exists = set_now.unwrap_or_else(|| {
+            self.digests
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .0
+                .contains_key(&index)
+        });
+        match kind {
+            Type::Insert if exists => Err(UpdateError::exists(format!("digest {} is configured", d.digest_id))),
+            Type::Modify | Type::Delete if !exists => Err(UpdateError::not_found(format!(
+                "digest {} is not configured",
+                d.digest_id
+            ))),
+            Type::Delete => Ok(AfterEdit::Digest(index, None)),
+            _ => {
+                let config = d
+                    .config
+                    .ok_or_else(|| UpdateError::invalid("a digest entry needs its config"))?;
+                if config.max_list_size < 0 || config.max_timeout_ns < 0 || config.ack_timeout_ns < 0 {
+                    return Err(UpdateError::invalid(format!("a negative digest config: {config:?}")));
+                }
+                Ok(AfterEdit::Digest(index, Some(config)))
+            }
+        }
+    }
+
+    /// The digest lists due now: what the program digested since the last call, for the
+    /// digests a controller configured, at most `max_list_size` messages a list (0: no limit).
+    /// Once one digest is configured, messages of the others are dropped, as BMv2 drops them.
+    pub fn digest_lists(&self, now_ns: i64) -> Vec<p4rt::DigestList> {
+        let mut state = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
+        // Until a controller asks for digests they stay for `intlab p4 cli` to read.
+        if state.0.is_empty() {
+            return Vec::new();
+        }
+        let (messages, _dropped) = self.datapath.take_digests();
+        let mut by_digest: BTreeMap<usize, Vec<p4rt::P4Data>> = BTreeMap::new();
+        for m in messages {
+            if state.0.contains_key(&m.digest) {
+                let members = m
+                    .values
+                    .iter()
+                    .map(|&v| p4rt::P4Data {
+                        data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
+                    })
+                    .collect();
+                by_digest.entry(m.digest).or_default().push(p4rt::P4Data {
+                    data: Some(p4rt::p4_data::Data::Struct(p4rt::P4StructLike { members })),
+                });
+            }
+        }
+        let mut lists = Vec::new();
+        for (d, data) in by_digest {
+            let max = usize::try_from(state.0[&d].max_list_size).unwrap_or(0);
+            let chunk = if max == 0 { data.len().max(1) } else { max };
+            for part in data.chunks(chunk) {
+                state.1 += 1;
+                lists.push(p4rt::DigestList {
+                    digest_id: self.ids.digest_id(d),
+                    list_id: state.1,
+                    data: part.to_vec(),
+                    timestamp: now_ns,
+                });
+            }
+        }
+        lists
     }
 
     /// The cells a register update writes: (register, cell, value).

@@ -15,6 +15,8 @@ pub struct Ids {
     action_ids: HashMap<String, u32>,
     registers: HashMap<u32, usize>,
     counters: HashMap<u32, usize>,
+    digests: HashMap<u32, usize>,
+    digest_ids: Vec<u32>,
 }
 
 impl Ids {
@@ -38,6 +40,11 @@ impl Ids {
         }
         for (i, r) in program.registers.iter().enumerate() {
             ids.registers.insert(s.id(Kind::Register, &r.name), i);
+        }
+        for d in &program.digests {
+            let id = s.id(Kind::Digest, &d.name);
+            ids.digests.insert(id, ids.digest_ids.len());
+            ids.digest_ids.push(id);
         }
         for (i, c) in program.counters.iter().enumerate() {
             let kind = if c.table.is_some() {
@@ -78,6 +85,16 @@ impl Ids {
     /// The register with id `id`.
     pub fn register(&self, id: u32) -> Option<usize> {
         self.registers.get(&id).copied()
+    }
+
+    /// The digest with id `id`.
+    pub fn digest(&self, id: u32) -> Option<usize> {
+        self.digests.get(&id).copied()
+    }
+
+    /// Digest `d`'s id.
+    pub fn digest_id(&self, d: usize) -> u32 {
+        self.digest_ids[d]
     }
 
     /// The counter (indexed or direct) with id `id`.

@@ -137,6 +137,7 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
                         }
                     };
                     let name = device.name.clone();
+                    servers.push(tokio::spawn(send_digests(Arc::clone(&device))));
                     let service = P4RuntimeServer::new(service::Service::new(device));
                     servers.push(tokio::spawn(async move {
                         let served = tonic::transport::Server::builder()
@@ -169,6 +170,41 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
         thread: Some(thread),
         endpoints: bound,
     })
+}
+
+/// How often the program's digests are gathered into lists for the primary controller.
+const DIGEST_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Sends `device`'s digest lists to its primary controller every [`DIGEST_PERIOD`]; with no
+/// primary they are dropped, as the specification allows.
+async fn send_digests(device: Arc<Device>) {
+    let mut tick = tokio::time::interval(DIGEST_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let lists = device.digest_lists(now);
+        if lists.is_empty() {
+            continue;
+        }
+        let arbitration = device
+            .arbitration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(outbox) = arbitration.primary_outbox() else {
+            continue;
+        };
+        for list in lists {
+            let msg = crate::proto::p4::v1::StreamMessageResponse {
+                update: Some(crate::proto::p4::v1::stream_message_response::Update::Digest(list)),
+            };
+            if outbox.send(Ok(msg)).is_err() {
+                break;
+            }
+        }
+    }
 }
 
 impl Drop for Server {

@@ -147,10 +147,12 @@ impl P4Runtime for Service {
                         )));
                         break;
                     }
-                    Some(Update::Packet(_)) | Some(Update::DigestAck(_)) | Some(Update::Other(_)) => {
+                    // Lists are sent as they come, without waiting for acks: an ack changes nothing.
+                    Some(Update::DigestAck(_)) => {}
+                    Some(Update::Packet(_)) | Some(Update::Other(_)) => {
                         let error = p4rt::StreamError {
                             canonical_code: tonic::Code::Unimplemented as i32,
-                            message: "packet-out and digests over P4Runtime are not served yet".into(),
+                            message: "packet-out over P4Runtime is not served yet".into(),
                             ..Default::default()
                         };
                         let msg = p4rt::StreamMessageResponse {

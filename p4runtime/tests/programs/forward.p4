@@ -1,6 +1,6 @@
 // The tutorials' basic.p4 names (p4c gives them known ids) and one of each other object
 // P4Info lists: a controller header, a value set of a struct with @match, a register, a
-// direct counter, a validity key, an action called directly.
+// direct counter, a validity key, an action called directly, a digest.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -11,6 +11,7 @@ header ipv4_t { bit<32> srcAddr; bit<32> dstAddr; }
 struct pvs_t { @match(ternary) bit<16> ether; bit<8> proto; }
 struct headers { packet_in_header_t packet_in; ethernet_t ethernet; ipv4_t ipv4; }
 struct metadata { }
+struct learn_t { bit<48> src; bit<9> port; }
 
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     value_set<pvs_t>(4) pvs;
@@ -43,6 +44,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     }
     apply {
         count_it();
+        digest<learn_t>(1, { hdr.ethernet.srcAddr, sm.ingress_port });
         ipv4_lpm.apply();
         valid.apply();
     }
