@@ -677,9 +677,11 @@ fn same_objects(a: &p4i::P4Info, b: &p4i::P4Info) -> Result<(), String> {
         }
     }
     for t in &a.tables {
-        let Some(other) = b.tables.iter().find(|o| {
-            o.preamble == t.preamble || o.preamble.as_ref().map(|p| p.id) == t.preamble.as_ref().map(|p| p.id)
-        }) else {
+        let Some(other) = b
+            .tables
+            .iter()
+            .find(|o| o.preamble.as_ref().map(|p| p.id) == t.preamble.as_ref().map(|p| p.id))
+        else {
             continue;
         };
         let fields = |x: &p4i::Table| -> Vec<(u32, String, i32)> {
