@@ -41,11 +41,15 @@ fn pool() -> &'static DescriptorPool {
     POOL.get_or_init(|| DescriptorPool::decode(DESCRIPTORS).unwrap_or_else(|_| DescriptorPool::new()))
 }
 
-fn dynamic(full_name: &str, bytes: &[u8]) -> Result<DynamicMessage, FormatError> {
-    let desc = pool()
+/// The descriptor of message type `full_name`.
+fn descriptor(full_name: &str) -> Result<prost_reflect::MessageDescriptor, FormatError> {
+    pool()
         .get_message_by_name(full_name)
-        .ok_or_else(|| FormatError::NoDescriptor(full_name.to_owned()))?;
-    DynamicMessage::decode(desc, bytes).map_err(|e| FormatError::Parse {
+        .ok_or_else(|| FormatError::NoDescriptor(full_name.to_owned()))
+}
+
+fn dynamic(full_name: &str, bytes: &[u8]) -> Result<DynamicMessage, FormatError> {
+    DynamicMessage::decode(descriptor(full_name)?, bytes).map_err(|e| FormatError::Parse {
         message: full_name.to_owned(),
         reason: e.to_string(),
     })
@@ -86,20 +90,14 @@ pub fn read<M: Message + Default>(data: &[u8], full_name: &str, form: Form) -> R
     let bytes = match form {
         Form::Binary => data.to_vec(),
         Form::Text => {
-            let desc = pool()
-                .get_message_by_name(full_name)
-                .ok_or_else(|| FormatError::NoDescriptor(full_name.to_owned()))?;
             let text = std::str::from_utf8(data).map_err(|e| parse(e.to_string()))?;
-            DynamicMessage::parse_text_format(desc, text)
+            DynamicMessage::parse_text_format(descriptor(full_name)?, text)
                 .map_err(|e| parse(e.to_string()))?
                 .encode_to_vec()
         }
         Form::Json => {
-            let desc = pool()
-                .get_message_by_name(full_name)
-                .ok_or_else(|| FormatError::NoDescriptor(full_name.to_owned()))?;
             let mut de = serde_json::Deserializer::from_slice(data);
-            DynamicMessage::deserialize(desc, &mut de)
+            DynamicMessage::deserialize(descriptor(full_name)?, &mut de)
                 .map_err(|e| parse(e.to_string()))?
                 .encode_to_vec()
         }

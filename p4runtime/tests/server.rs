@@ -88,6 +88,23 @@ async fn next_arbitration(s: &mut tonic::Streaming<p4rt::StreamMessageResponse>)
     }
 }
 
+/// Action `action` with `params` (ids from 1), as a table entry runs it.
+fn table_action(action: u32, params: Vec<Vec<u8>>) -> Option<p4rt::TableAction> {
+    Some(p4rt::TableAction {
+        r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
+            action_id: action,
+            params: params
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| p4rt::action::Param {
+                    param_id: i as u32 + 1,
+                    value,
+                })
+                .collect(),
+        })),
+    })
+}
+
 fn lpm_entry(addr: [u8; 4], len: i32, action: u32, params: Vec<Vec<u8>>) -> p4rt::Entity {
     p4rt::Entity {
         entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
@@ -99,19 +116,7 @@ fn lpm_entry(addr: [u8; 4], len: i32, action: u32, params: Vec<Vec<u8>>) -> p4rt
                     prefix_len: len,
                 })),
             }],
-            action: Some(p4rt::TableAction {
-                r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
-                    action_id: action,
-                    params: params
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, value)| p4rt::action::Param {
-                            param_id: i as u32 + 1,
-                            value,
-                        })
-                        .collect(),
-                })),
-            }),
+            action: table_action(action, params),
             ..Default::default()
         })),
     }
@@ -361,19 +366,7 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
         entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
             table_id: LPM,
             is_default_action: true,
-            action: Some(p4rt::TableAction {
-                r#type: Some(p4rt::table_action::Type::Action(p4rt::Action {
-                    action_id: action,
-                    params: params
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, value)| p4rt::action::Param {
-                            param_id: i as u32 + 1,
-                            value,
-                        })
-                        .collect(),
-                })),
-            }),
+            action: table_action(action, params),
             ..Default::default()
         })),
     };

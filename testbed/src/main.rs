@@ -1001,10 +1001,10 @@ fn hold_lab(
     cfg.packet_io = runtime.packet_io;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     let socket = StandingLab::socket_path(name);
-    intlab_testbed::p4_control::serve(&socket, lab.p4_datapaths())
+    let datapaths = lab.p4_datapaths();
+    intlab_testbed::p4_control::serve(&socket, datapaths.clone())
         .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
-    let endpoints =
-        intlab_testbed::p4runtime::endpoints(topology, lab.p4_datapaths()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let endpoints = intlab_testbed::p4runtime::endpoints(topology, datapaths).map_err(|e| anyhow::anyhow!("{e}"))?;
     let p4runtime = intlab_p4runtime::server::start(endpoints)?;
     let record = StandingLab {
         name: name.to_owned(),

@@ -12,23 +12,7 @@ use std::process::Command;
 use intlab_testbed::netns;
 use intlab_testbed::standing_lab::StandingLab;
 
-use support::{intlab, intlab_ok as ok};
-
-/// Takes the labs a test brought up down again, however the test ends.
-struct Labs(Vec<String>);
-
-impl Drop for Labs {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            if let Ok(Some(lab)) = StandingLab::read(name) {
-                if let Err(e) = lab.stop(std::time::Duration::from_secs(30)) {
-                    eprintln!("taking lab {name} down: {e}");
-                }
-                netns::clean(&format!("{}-", lab.prefix), true);
-            }
-        }
-    }
-}
+use support::{Labs, intlab, intlab_ok as ok};
 
 /// The TTL a ping reply arrives with across `switches` switches that each decrement it.
 fn ttl_after(switches: u8) -> String {

@@ -9,10 +9,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use intlab_testbed::netns;
-use intlab_testbed::standing_lab::StandingLab;
-
-use support::{intlab, intlab_ok as ok};
+use support::{Labs, intlab, intlab_ok as ok};
 
 /// The Python with p4runtime-shell: INTLAB_P4RUNTIME_PYTHON, else scripts/test's venv.
 fn python() -> PathBuf {
@@ -26,20 +23,6 @@ fn python() -> PathBuf {
         p.display()
     );
     p
-}
-
-/// Takes the lab down however the test ends.
-struct Up(String);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if let Ok(Some(lab)) = StandingLab::read(&self.0) {
-            if let Err(e) = lab.stop(std::time::Duration::from_secs(30)) {
-                eprintln!("taking lab {} down: {e}", self.0);
-            }
-            netns::clean(&format!("{}-", lab.prefix), true);
-        }
-    }
 }
 
 #[test]
@@ -78,7 +61,7 @@ fn p4runtime_shell_sets_the_pipelines_and_fills_the_tables_and_every_host_pair_p
     ]);
 
     let name = format!("p4rt{}", std::process::id());
-    let _up = Up(name.clone());
+    let _up = Labs(vec![name.clone()]);
     let up = ok(&["up", &scenario.to_string_lossy(), "--name", &name]);
     // "  s1  P4Runtime on 127.0.0.1:50051 (device id 0)"
     let endpoint = |switch: &str| -> (String, u64) {

@@ -14,10 +14,12 @@ const ARCH_NAMES: [(ir::Arch, &str); 2] = [(ir::Arch::V1Model, "v1model"), (ir::
 
 /// The P4Info of `program`, with every object's id.
 pub fn p4info(program: &ir::Program) -> Result<Described, IdError> {
-    let symbols = symbols(program)?;
+    let actions = unique_actions(program);
+    let symbols = symbols(program, &actions)?;
     let info = Builder {
         p: program,
         s: &symbols,
+        actions: &actions,
     }
     .build();
     Ok(Described { info, symbols })
@@ -58,9 +60,9 @@ struct ActionView<'a> {
 }
 
 /// Every object's name, then ids for all.
-fn symbols(p: &ir::Program) -> Result<SymbolTable, IdError> {
+fn symbols(p: &ir::Program, actions: &[ActionView<'_>]) -> Result<SymbolTable, IdError> {
     let mut s = SymbolTable::default();
-    for a in unique_actions(p) {
+    for a in actions {
         s.add(Kind::Action, a.name, None);
     }
     for t in &p.tables {
@@ -105,6 +107,7 @@ fn symbols(p: &ir::Program) -> Result<SymbolTable, IdError> {
 struct Builder<'a> {
     p: &'a ir::Program,
     s: &'a SymbolTable,
+    actions: &'a [ActionView<'a>],
 }
 
 impl Builder<'_> {
@@ -128,8 +131,8 @@ impl Builder<'_> {
                 arch: arch.to_owned(),
                 ..Default::default()
             }),
-            tables: p.tables.iter().enumerate().map(|(i, t)| self.table(i, t)).collect(),
-            actions: unique_actions(p).iter().map(|a| self.action(a)).collect(),
+            tables: p.tables.iter().map(|t| self.table(t)).collect(),
+            actions: self.actions.iter().map(|a| self.action(a)).collect(),
             action_profiles: p.profiles.iter().enumerate().map(|(i, a)| self.profile(i, a)).collect(),
             counters: p
                 .counters
@@ -206,22 +209,16 @@ impl Builder<'_> {
         }
     }
 
-    fn table(&self, i: usize, t: &ir::Table) -> p4i::Table {
+    fn table(&self, t: &ir::Table) -> p4i::Table {
         let p = self.p;
         let action_id = |a: usize| self.s.id(Kind::Action, &p.actions[a].name);
         let (default, args) = &t.default_action;
         let default_action = &p.actions[*default];
-        let mut direct = Vec::new();
-        for (c, counter) in p.counters.iter().enumerate() {
-            if counter.table == Some(i) && t.direct_counter == Some(c) {
-                direct.push(self.s.id(Kind::DirectCounter, &counter.name));
-            }
-        }
-        for (m, meter) in p.meters.iter().enumerate() {
-            if meter.table == Some(i) && t.direct_meter == Some(m) {
-                direct.push(self.s.id(Kind::DirectMeter, &meter.name));
-            }
-        }
+        let counter = t
+            .direct_counter
+            .map(|c| self.s.id(Kind::DirectCounter, &p.counters[c].name));
+        let meter = t.direct_meter.map(|m| self.s.id(Kind::DirectMeter, &p.meters[m].name));
+        let direct: Vec<u32> = counter.into_iter().chain(meter).collect();
         // A default the action list does not name (P4's implicit NoAction) is the table's
         // too, for the default only, as p4c lists it.
         let implicit_default = (!t
@@ -387,7 +384,7 @@ impl Builder<'_> {
     fn type_info(&self) -> Option<p4i::P4TypeInfo> {
         let p = self.p;
         let typed = !p.tables.is_empty()
-            || unique_actions(p).iter().any(|a| !a.params.is_empty())
+            || self.actions.iter().any(|a| !a.params.is_empty())
             || !p.registers.is_empty()
             || !p.value_sets.is_empty()
             || !p.digests.is_empty()

@@ -490,7 +490,7 @@ impl Device {
                             let v = self.datapath.register_read(reg, c).unwrap_or(0);
                             out.push(p4rt::Entity {
                                 entity: Some(Entity::RegisterEntry(p4rt::RegisterEntry {
-                                    register_id: id_of(&self.info.registers, &def.name),
+                                    register_id: self.ids.register_id(reg),
                                     index: Some(p4rt::Index { index: c as i64 }),
                                     data: Some(p4rt::P4Data {
                                         data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
@@ -522,7 +522,7 @@ impl Device {
                             let (packets, bytes) = self.datapath.counter_read(i, n).unwrap_or((0, 0));
                             out.push(p4rt::Entity {
                                 entity: Some(Entity::CounterEntry(p4rt::CounterEntry {
-                                    counter_id: id_of(&self.info.counters, &def.name),
+                                    counter_id: self.ids.counter_id(i),
                                     index: Some(p4rt::Index { index: n as i64 }),
                                     data: Some(counter_data(packets, bytes)),
                                 })),
@@ -588,15 +588,6 @@ fn counter_data(packets: u64, bytes: u64) -> p4rt::CounterData {
         byte_count: bytes as i64,
         packet_count: packets as i64,
     }
-}
-
-/// The id of the object named `name` among `objects`' preambles.
-fn id_of<T: HasPreamble>(objects: &[T], name: &str) -> u32 {
-    objects
-        .iter()
-        .filter_map(HasPreamble::preamble)
-        .find(|p| p.name == name)
-        .map_or(0, |p| p.id)
 }
 
 /// A P4Info object with a preamble.

@@ -6,28 +6,65 @@ use intlab_p4::ir;
 
 use crate::p4info::ids::{Kind, SymbolTable};
 
+/// One kind of object: each one's id by its index in the program, and back.
+#[derive(Debug, Default)]
+struct Numbered {
+    ids: Vec<u32>,
+    by_id: HashMap<u32, usize>,
+}
+
+impl Numbered {
+    /// The ids of objects in program order.
+    fn new(ids: Vec<u32>) -> Numbered {
+        let by_id = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+        Numbered { ids, by_id }
+    }
+
+    fn index(&self, id: u32) -> Option<usize> {
+        self.by_id.get(&id).copied()
+    }
+}
+
 /// Ids of the program a device runs.
 #[derive(Debug, Default)]
 pub struct Ids {
-    tables: HashMap<u32, usize>,
-    table_ids: Vec<u32>,
+    tables: Numbered,
     actions: HashMap<u32, String>,
     action_ids: HashMap<String, u32>,
-    registers: HashMap<u32, usize>,
-    counters: HashMap<u32, usize>,
-    digests: HashMap<u32, usize>,
-    digest_ids: Vec<u32>,
+    registers: Numbered,
+    counters: Numbered,
+    digests: Numbered,
 }
 
 impl Ids {
     /// From the symbol table the P4Info was made with.
     pub fn new(program: &ir::Program, s: &SymbolTable) -> Ids {
-        let mut ids = Ids::default();
-        for (i, t) in program.tables.iter().enumerate() {
-            let id = s.id(Kind::Table, &t.name);
-            ids.tables.insert(id, i);
-            ids.table_ids.push(id);
-        }
+        let mut ids = Ids {
+            tables: Numbered::new(program.tables.iter().map(|t| s.id(Kind::Table, &t.name)).collect()),
+            registers: Numbered::new(
+                program
+                    .registers
+                    .iter()
+                    .map(|r| s.id(Kind::Register, &r.name))
+                    .collect(),
+            ),
+            counters: Numbered::new(
+                program
+                    .counters
+                    .iter()
+                    .map(|c| {
+                        let kind = if c.table.is_some() {
+                            Kind::DirectCounter
+                        } else {
+                            Kind::Counter
+                        };
+                        s.id(kind, &c.name)
+                    })
+                    .collect(),
+            ),
+            digests: Numbered::new(program.digests.iter().map(|d| s.id(Kind::Digest, &d.name)).collect()),
+            ..Ids::default()
+        };
         let names = program
             .actions
             .iter()
@@ -38,38 +75,22 @@ impl Ids {
             ids.actions.insert(id, name.to_owned());
             ids.action_ids.insert(name.to_owned(), id);
         }
-        for (i, r) in program.registers.iter().enumerate() {
-            ids.registers.insert(s.id(Kind::Register, &r.name), i);
-        }
-        for d in &program.digests {
-            let id = s.id(Kind::Digest, &d.name);
-            ids.digests.insert(id, ids.digest_ids.len());
-            ids.digest_ids.push(id);
-        }
-        for (i, c) in program.counters.iter().enumerate() {
-            let kind = if c.table.is_some() {
-                Kind::DirectCounter
-            } else {
-                Kind::Counter
-            };
-            ids.counters.insert(s.id(kind, &c.name), i);
-        }
         ids
     }
 
     /// The table with P4Runtime id `id`.
     pub fn table(&self, id: u32) -> Option<usize> {
-        self.tables.get(&id).copied()
+        self.tables.index(id)
     }
 
     /// Table `t`'s id.
     pub fn table_id(&self, t: usize) -> u32 {
-        self.table_ids[t]
+        self.tables.ids[t]
     }
 
     /// Every table, in the program's order.
     pub fn tables(&self) -> std::ops::Range<usize> {
-        0..self.table_ids.len()
+        0..self.tables.ids.len()
     }
 
     /// The name of the action with id `id`.
@@ -84,21 +105,31 @@ impl Ids {
 
     /// The register with id `id`.
     pub fn register(&self, id: u32) -> Option<usize> {
-        self.registers.get(&id).copied()
+        self.registers.index(id)
     }
 
-    /// The digest with id `id`.
-    pub fn digest(&self, id: u32) -> Option<usize> {
-        self.digests.get(&id).copied()
-    }
-
-    /// Digest `d`'s id.
-    pub fn digest_id(&self, d: usize) -> u32 {
-        self.digest_ids[d]
+    /// Register `r`'s id.
+    pub fn register_id(&self, r: usize) -> u32 {
+        self.registers.ids[r]
     }
 
     /// The counter (indexed or direct) with id `id`.
     pub fn counter(&self, id: u32) -> Option<usize> {
-        self.counters.get(&id).copied()
+        self.counters.index(id)
+    }
+
+    /// Counter `c`'s id.
+    pub fn counter_id(&self, c: usize) -> u32 {
+        self.counters.ids[c]
+    }
+
+    /// The digest with id `id`.
+    pub fn digest(&self, id: u32) -> Option<usize> {
+        self.digests.index(id)
+    }
+
+    /// Digest `d`'s id.
+    pub fn digest_id(&self, d: usize) -> u32 {
+        self.digests.ids[d]
     }
 }

@@ -640,3 +640,20 @@ pub fn intlab_ok(args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Takes the labs a test brought up (`intlab up --name NAME`) down again, however the test
+/// ends.
+pub struct Labs(pub Vec<String>);
+
+impl Drop for Labs {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            if let Ok(Some(lab)) = intlab_testbed::standing_lab::StandingLab::read(name) {
+                if let Err(e) = lab.stop(std::time::Duration::from_secs(30)) {
+                    eprintln!("taking lab {name} down: {e}");
+                }
+                intlab_testbed::netns::clean(&format!("{}-", lab.prefix), true);
+            }
+        }
+    }
+}
