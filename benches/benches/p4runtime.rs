@@ -44,6 +44,7 @@ fn main() {
         device_id: 0,
         datapath: datapath.clone(),
         any_port_if_taken: false,
+        cpu: None,
     }])
     .expect("P4Runtime serves");
     let addr = srv.endpoints[0].1;

@@ -119,6 +119,7 @@ fn p4_spec(pipeline: SwitchPipeline) -> Option<P4Spec> {
         cli: None,
         trace: false,
         p4runtime: Default::default(),
+        cpu_port: None,
     })
 }
 

@@ -1,16 +1,18 @@
 //! A P4Runtime client (tonic's, from the same .proto files) against intlab's server on a
 //! switch's datapath: capabilities, arbitration (a backup's write refused), the pipeline,
 //! table entries of every kind of update with reads, default actions, registers, multicast
-//! groups, and bad input answered with P4Runtime's errors and nothing changed.
+//! groups, digests, PacketIn and PacketOut through a CPU port, idle timeouts, and bad input
+//! answered with P4Runtime's errors and nothing changed.
 
 use std::net::SocketAddr;
+use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
 
 use intlab_p4::Datapath;
 use intlab_p4runtime::p4info::p4info;
 use intlab_p4runtime::proto::google::rpc;
 use intlab_p4runtime::proto::p4::v1 as p4rt;
-use intlab_p4runtime::server::{self, Endpoint};
+use intlab_p4runtime::server::{self, CpuPort, Endpoint};
 use p4rt::p4_runtime_client::P4RuntimeClient;
 use prost::Message;
 use tokio_stream::StreamExt;
@@ -18,12 +20,18 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 const PROGRAM: &str = include_str!("programs/forward.p4");
+const CPU_PROGRAM: &str = include_str!("programs/cpu.p4");
 const LPM: u32 = 37375156;
 const FORWARD: u32 = 28792405;
 const DROP: u32 = 25652968;
 
 fn lab() -> (server::Server, Arc<Datapath>) {
-    let loaded = intlab_p4::load_text("forward.p4", PROGRAM).expect("loads");
+    lab_of(PROGRAM, None)
+}
+
+/// A server for `program` as switch s1, device 7, with a CPU port whose switch end is `cpu`.
+fn lab_of(program: &str, cpu: Option<UnixDatagram>) -> (server::Server, Arc<Datapath>) {
+    let loaded = intlab_p4::load_text("program.p4", program).expect("loads");
     let datapath = Arc::new(Datapath::new(loaded.ir, "s1"));
     let srv = server::start(vec![Endpoint {
         name: "s1".into(),
@@ -31,6 +39,10 @@ fn lab() -> (server::Server, Arc<Datapath>) {
         device_id: 7,
         datapath: Arc::clone(&datapath),
         any_port_if_taken: false,
+        cpu: cpu.map(|socket| CpuPort {
+            socket: Arc::new(socket),
+            max_frame: 1600,
+        }),
     }])
     .expect("server starts");
     (srv, datapath)
@@ -534,4 +546,259 @@ async fn digests_reach_the_primary_once_configured() {
     assert_eq!(member(&got[0]), [vec![2, 0, 0, 0, 0, 1], vec![3]]);
     assert_eq!(member(&got[1]), [vec![2, 0, 0, 0, 0, 1], vec![4]]);
     drop(srv);
+}
+
+/// The next message on `s` that is not an arbitration update, within 5 s.
+async fn next_update(s: &mut tonic::Streaming<p4rt::StreamMessageResponse>) -> p4rt::stream_message_response::Update {
+    loop {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(5), s.next())
+            .await
+            .expect("a message within 5 s")
+            .expect("stream open")
+            .expect("no error");
+        match msg.update {
+            Some(p4rt::stream_message_response::Update::Arbitration(_)) => continue,
+            Some(u) => return u,
+            None => panic!("an empty stream message"),
+        }
+    }
+}
+
+fn packet_out(payload: &[u8], metadata: &[(u32, &[u8])]) -> p4rt::StreamMessageRequest {
+    p4rt::StreamMessageRequest {
+        update: Some(p4rt::stream_message_request::Update::Packet(p4rt::PacketOut {
+            payload: payload.to_vec(),
+            metadata: metadata
+                .iter()
+                .map(|&(metadata_id, value)| p4rt::PacketMetadata {
+                    metadata_id,
+                    value: value.to_vec(),
+                })
+                .collect(),
+        })),
+    }
+}
+
+/// The stream error `u` is, as (code, message).
+fn stream_error(u: p4rt::stream_message_response::Update) -> (i32, String) {
+    match u {
+        p4rt::stream_message_response::Update::Error(e) => (e.canonical_code, e.message),
+        other => panic!("not a stream error: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn packets_in_and_out_through_the_cpu_port() {
+    let (switch_end, controller_end) = UnixDatagram::pair().expect("a socket pair");
+    switch_end.set_nonblocking(true).expect("non-blocking");
+    let (srv, _dp) = lab_of(CPU_PROGRAM, Some(controller_end));
+    let mut c = client(srv.endpoints[0].1).await;
+    let (primary, mut stream, _) = arbitrate(&mut c, 5).await;
+    let mut c2 = client(srv.endpoints[0].1).await;
+    let (backup, mut backup_stream, first) = arbitrate(&mut c2, 2).await;
+    assert_eq!(
+        first.status.expect("status").code,
+        Code::AlreadyExists as i32,
+        "a backup"
+    );
+
+    // What the program sends to the CPU port: packet_in (ingress port 3, padding), then the frame.
+    switch_end.send(&[0x00]).expect("sent");
+    switch_end.send(&[0x01, 0x80, 0xde, 0xad]).expect("sent");
+    let p4rt::stream_message_response::Update::Packet(pin) = next_update(&mut stream).await else {
+        panic!("a PacketIn")
+    };
+    assert_eq!(
+        pin.payload,
+        [0xde, 0xad],
+        "the header is not in the payload; a frame shorter than it was dropped"
+    );
+    let md: Vec<_> = pin.metadata.iter().map(|m| (m.metadata_id, m.value.clone())).collect();
+    assert_eq!(md, [(1, vec![3]), (2, vec![0])]);
+
+    // A PacketOut for port 0x105: its packet_out header goes in front of the payload.
+    primary
+        .send(packet_out(&[1, 2, 3], &[(1, &[0x01, 0x05])]))
+        .expect("queued");
+    let mut frame = [0u8; 64];
+    let mut got = None;
+    for _ in 0..500 {
+        match switch_end.recv(&mut frame) {
+            Ok(n) => {
+                got = Some(frame[..n].to_vec());
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("the switch end: {e}"),
+        }
+    }
+    assert_eq!(got.expect("the PacketOut's frame within 5 s"), [0x82, 0x80, 1, 2, 3]);
+
+    // A backup's PacketOut, a metadata the header has not, a value too wide: errors, no frame.
+    backup.send(packet_out(&[9], &[(1, &[1])])).expect("queued");
+    let (code, message) = stream_error(next_update(&mut backup_stream).await);
+    assert_eq!(code, Code::PermissionDenied as i32, "{message}");
+    primary.send(packet_out(&[9], &[(9, &[1])])).expect("queued");
+    let (code, message) = stream_error(next_update(&mut stream).await);
+    assert_eq!(code, Code::InvalidArgument as i32, "{message}");
+    primary.send(packet_out(&[9], &[(1, &[0x02, 0x00])])).expect("queued");
+    let (code, message) = stream_error(next_update(&mut stream).await);
+    assert_eq!(code, Code::InvalidArgument as i32, "{message}");
+    let err = switch_end
+        .recv(&mut frame)
+        .expect_err("no frame from refused PacketOuts");
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    drop(srv);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn packet_out_without_a_cpu_port_says_how_to_get_one() {
+    let (srv, _dp) = lab_of(CPU_PROGRAM, None);
+    let mut c = client(srv.endpoints[0].1).await;
+    let (primary, mut stream, _) = arbitrate(&mut c, 5).await;
+    primary.send(packet_out(&[1], &[])).expect("queued");
+    let (code, message) = stream_error(next_update(&mut stream).await);
+    assert_eq!(code, Code::FailedPrecondition as i32);
+    assert!(message.contains("cpu_port"), "{message}");
+    drop(srv);
+}
+
+/// The `flows` entry of cpu.p4 for destination MAC `mac`, aging after `timeout_ns`.
+fn flow_entry(
+    info: &intlab_p4runtime::proto::p4::config::v1::P4Info,
+    table: &str,
+    mac: u8,
+    timeout_ns: i64,
+) -> p4rt::Entity {
+    let t = info
+        .tables
+        .iter()
+        .find(|t| t.preamble.as_ref().is_some_and(|p| p.name == table))
+        .expect("the table");
+    let action = |name: &str| {
+        info.actions
+            .iter()
+            .find_map(|a| a.preamble.as_ref().filter(|p| p.name == name).map(|p| p.id))
+            .expect("the action")
+    };
+    let (action, params) = if table == "MyIngress.flows" {
+        (action("MyIngress.to_port"), vec![vec![2]])
+    } else {
+        (action("NoAction"), Vec::new())
+    };
+    p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+            table_id: t.preamble.as_ref().expect("preamble").id,
+            r#match: vec![p4rt::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
+                    value: vec![mac],
+                })),
+            }],
+            action: table_action(action, params),
+            idle_timeout_ns: timeout_ns,
+            ..Default::default()
+        })),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_entry_is_reported_once_per_expiry_and_a_hit_rearms_it() {
+    use intlab_runtime::clock::Clock;
+    use p4rt::update::Type;
+    let (srv, dp) = lab_of(CPU_PROGRAM, None);
+    let info = p4info(dp.program()).expect("ids").info;
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, mut stream, _) = arbitrate(&mut c, 5).await;
+    const TIMEOUT: i64 = 300_000_000;
+
+    // A table without support_timeout, and a negative timeout: refused, nothing inserted.
+    let refused = c
+        .write(write(
+            5,
+            Type::Insert,
+            vec![flow_entry(&info, "MyIngress.seen", 1, TIMEOUT)],
+        ))
+        .await
+        .expect_err("no idle timeouts there");
+    assert_eq!(update_errors(&refused)[0].0, Code::InvalidArgument as i32);
+    let refused = c
+        .write(write(
+            5,
+            Type::Insert,
+            vec![flow_entry(&info, "MyIngress.flows", 1, -1)],
+        ))
+        .await
+        .expect_err("negative");
+    assert_eq!(update_errors(&refused)[0].0, Code::InvalidArgument as i32);
+
+    let inserted = Clock::get().now_ns();
+    c.write(write(
+        5,
+        Type::Insert,
+        vec![flow_entry(&info, "MyIngress.flows", 1, TIMEOUT)],
+    ))
+    .await
+    .expect("inserted");
+    let flows = info
+        .tables
+        .iter()
+        .find(|t| t.preamble.as_ref().is_some_and(|p| p.name == "MyIngress.flows"));
+    let flows = flows.and_then(|t| t.preamble.as_ref()).expect("flows").id;
+    let read = p4rt::ReadRequest {
+        device_id: 7,
+        entities: vec![p4rt::Entity {
+            entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+                table_id: flows,
+                time_since_last_hit: Some(p4rt::table_entry::IdleTimeout { elapsed_ns: 0 }),
+                ..Default::default()
+            })),
+        }],
+        ..Default::default()
+    };
+    let mut answers = c.read(read).await.expect("read").into_inner();
+    let entities = answers.next().await.expect("an answer").expect("read").entities;
+    let Some(p4rt::entity::Entity::TableEntry(e)) = &entities[0].entity else {
+        panic!("a table entry")
+    };
+    assert_eq!(e.idle_timeout_ns, TIMEOUT);
+    let since = e.time_since_last_hit.expect("time since the last hit").elapsed_ns;
+    assert!((0..TIMEOUT).contains(&since), "{since} ns since the insert");
+
+    let idle_entry = |u: p4rt::stream_message_response::Update| match u {
+        p4rt::stream_message_response::Update::IdleTimeoutNotification(n) => n.table_entry,
+        other => panic!("not an idle timeout notification: {other:?}"),
+    };
+    let idle = idle_entry(next_update(&mut stream).await);
+    let waited = Clock::get().now_ns() - inserted;
+    assert_eq!(idle.len(), 1);
+    assert_eq!((idle[0].table_id, idle[0].idle_timeout_ns), (flows, TIMEOUT));
+    assert_eq!(idle[0].r#match[0].field_match_type, flow_entry_match(1));
+    assert!(
+        waited >= TIMEOUT as u64,
+        "reported {waited} ns after the insert, before its timeout"
+    );
+
+    // Not again while it stays idle; a frame that hits it starts its time again.
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(600), stream.next()).await;
+    assert!(quiet.is_err(), "a second notification for one expiry: {quiet:?}");
+    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
+    let mut frame = vec![0u8; 60];
+    frame[5] = 1;
+    sim.set_time(Clock::get().now_ns());
+    let hit = Clock::get().now_ns();
+    sim.send(1, &frame);
+    let idle = idle_entry(next_update(&mut stream).await);
+    let waited = Clock::get().now_ns() - hit;
+    assert_eq!(idle.len(), 1);
+    assert!(waited >= TIMEOUT as u64, "reported {waited} ns after a hit");
+    drop(srv);
+}
+
+fn flow_entry_match(mac: u8) -> Option<p4rt::field_match::FieldMatchType> {
+    Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
+        value: vec![mac],
+    }))
 }

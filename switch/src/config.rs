@@ -59,6 +59,8 @@ pub enum PortIo {
     },
     /// One end of an in-process link to another switch port of the same fabric.
     Link(crate::port::LinkEnd),
+    /// A P4 switch's CPU port (`p4.cpu_port`), whose other end is the P4Runtime server.
+    Controller,
 }
 
 /// How a switch reads and writes its veth ports.
@@ -129,6 +131,9 @@ pub struct P4Spec {
     pub trace: bool,
     /// Where it serves P4Runtime, if not where the tutorials' numbering puts it.
     pub p4runtime: P4RuntimeKey,
+    /// The P4 port number of its CPU port, if it has one (simple_switch_grpc's `--cpu-port`):
+    /// frames sent there reach the P4Runtime controller as PacketIn, PacketOuts arrive there.
+    pub cpu_port: Option<u16>,
 }
 
 /// `p4.p4runtime`: where a P4 switch serves P4Runtime. Unset fields follow the tutorials'
@@ -307,6 +312,8 @@ struct RawP4 {
     trace: bool,
     #[serde(default)]
     p4runtime: P4RuntimeKey,
+    #[serde(default)]
+    cpu_port: Option<Spanned<u16>>,
 }
 
 /// A switch's INT node id when its file gives none: the first.
@@ -900,6 +907,12 @@ impl Resolver<'_> {
             Some(p) => p.value.resolve().map_err(|e| self.err(p, "priorities".into(), e))?,
             None => crate::tm::PrioritySpec::default(),
         };
+        if let Some(p4) = &raw.p4
+            && let Some(cpu) = &p4.cpu_port
+        {
+            let taken: Vec<(&str, u16)> = ports.iter().map(|p| (p.name.as_str(), p.p4_port)).collect();
+            crate::pipeline::check_cpu_port(cpu.value, &taken).map_err(|m| self.err(cpu, "p4.cpu_port".into(), m))?;
+        }
         Ok(SwitchSpec {
             name: raw.name,
             node_id: raw.node_id,
@@ -922,6 +935,7 @@ impl Resolver<'_> {
                 cli: p.cli.map(|c| crate::pipeline::relative_to(self.path, &c)),
                 trace: p.trace,
                 p4runtime: p.p4runtime,
+                cpu_port: p.cpu_port.map(|c| c.value),
             }),
             mmu,
             pfc,

@@ -20,7 +20,7 @@ use crate::counters_file::CountersWriter;
 use crate::egress::EgressPort;
 use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
 use crate::pipeline::{P4Pipeline, Pipeline};
-use crate::port::Port;
+use crate::port::{ControllerSocket, CpuPortEnd, Port};
 use crate::shard::{PortSlot, Shard, ShardTask, SharedShard};
 use crate::tm::{EgressQueue, Mmu, MmuSpec, mmu_port};
 
@@ -239,6 +239,8 @@ pub struct Fabric {
     specs: Vec<SwitchSpec>,
     /// Rewrites the counters files while any handle lives, and a last time after.
     _writer: Option<Arc<CountersWriter>>,
+    /// The controller's end of each CPU port.
+    cpu_ports: Vec<CpuPortEnd>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -254,11 +256,21 @@ impl Fabric {
     /// their two ends.
     pub fn start(
         rt: &Runtime,
-        specs: Vec<SwitchSpec>,
+        mut specs: Vec<SwitchSpec>,
         pool: FramePool,
         place: &dyn Fn(usize, usize) -> usize,
     ) -> Result<Fabric, StartError> {
         let workers = rt.workers();
+        for spec in &mut specs {
+            if let Some(cpu) = spec
+                .p4
+                .as_ref()
+                .and_then(|p4| crate::pipeline::cpu_port_spec(p4, &spec.ports))
+            {
+                spec.ports.push(cpu);
+            }
+        }
+        let mut cpu_ports = Vec::new();
         for spec in &specs {
             if let Some(path) = &spec.counters_file {
                 let empty = SwitchSnapshot {
@@ -289,12 +301,23 @@ impl Fabric {
                 if let PortIo::Link(end) = &p.io {
                     ends.insert(end.clone(), global);
                 }
-                let port =
-                    Port::open(&p.io, spec.packet_io, frame_capacity(spec)).map_err(|cause| StartError::Port {
-                        switch: spec.name.clone(),
-                        port: p.name.clone(),
-                        cause,
-                    })?;
+                let port_error = |cause| StartError::Port {
+                    switch: spec.name.clone(),
+                    port: p.name.clone(),
+                    cause,
+                };
+                let port = match &p.io {
+                    PortIo::Controller => {
+                        let (port, controller) = ControllerSocket::pair().map_err(port_error)?;
+                        cpu_ports.push(CpuPortEnd {
+                            switch: spec.name.clone(),
+                            socket: Arc::new(controller),
+                            max_frame: frame_capacity(spec),
+                        });
+                        Port::Controller(port)
+                    }
+                    io => Port::open(io, spec.packet_io, frame_capacity(spec)).map_err(port_error)?,
+                };
                 let capture = match &spec.capture {
                     Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
                         let path = c.dir.join(format!("{}-{}.pcapng", spec.name, p.name));
@@ -438,6 +461,7 @@ impl Fabric {
             shared,
             specs,
             _writer: writer.map(Arc::new),
+            cpu_ports,
         })
     }
 
@@ -453,6 +477,12 @@ impl Fabric {
         switches
             .filter_map(|s| Some((s.name.clone(), Arc::clone(s.p4.as_ref()?.datapath()))))
             .collect()
+    }
+
+    /// The controller's end of each P4 switch's CPU port: what the program sends to its CPU
+    /// port is read there, what is written there arrives on the CPU port.
+    pub fn cpu_ports(&self) -> Vec<CpuPortEnd> {
+        self.cpu_ports.clone()
     }
 
     /// Release lateness counts only frames due from lab time `t_ns` on (a run's start).

@@ -51,6 +51,11 @@ impl Switch {
         self.fabric.p4_datapaths().pop().map(|(_, dp)| dp)
     }
 
+    /// The controller's end of its CPU port, if its P4 program has one (`p4.cpu_port`).
+    pub fn cpu_port(&self) -> Option<crate::port::CpuPortEnd> {
+        self.fabric.cpu_ports().pop()
+    }
+
     /// The counters as last published by the workers (at most about a second old).
     pub fn counters(&self) -> SwitchSnapshot {
         self.fabric.counters(0)

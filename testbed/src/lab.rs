@@ -455,6 +455,11 @@ impl Lab {
         self.fabric.p4_datapaths()
     }
 
+    /// The controller's end of each P4 switch's CPU port.
+    pub fn cpu_ports(&self) -> Vec<intlab_switch::port::CpuPortEnd> {
+        self.fabric.cpu_ports()
+    }
+
     /// Every switch's counters as they are now (the last published ones when a worker does
     /// not answer within a second, which the log says).
     pub fn switch_counters(&self) -> Vec<SwitchSnapshot> {

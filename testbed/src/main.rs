@@ -903,6 +903,10 @@ fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
                 device_id,
                 datapath,
                 any_port_if_taken: false,
+                cpu: switch.cpu_port().map(|c| intlab_p4runtime::server::CpuPort {
+                    socket: c.socket,
+                    max_frame: c.max_frame,
+                }),
             }])?;
             eprintln!("intlab: P4Runtime on {address} (device id {device_id})");
             Some(server)
@@ -1004,7 +1008,8 @@ fn hold_lab(
     let datapaths = lab.p4_datapaths();
     intlab_testbed::p4_control::serve(&socket, datapaths.clone())
         .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
-    let endpoints = intlab_testbed::p4runtime::endpoints(topology, datapaths).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let endpoints = intlab_testbed::p4runtime::endpoints(topology, datapaths, lab.cpu_ports())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let p4runtime = intlab_p4runtime::server::start(endpoints)?;
     let record = StandingLab {
         name: name.to_owned(),

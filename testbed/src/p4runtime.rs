@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use intlab_p4::Datapath;
-use intlab_p4runtime::server::Endpoint;
+use intlab_p4runtime::server::{CpuPort, Endpoint};
+use intlab_switch::port::CpuPortEnd;
 use serde::{Deserialize, Serialize};
 
 use crate::topology::Topology;
@@ -21,8 +22,13 @@ pub struct P4RuntimeRecord {
     pub device_id: u64,
 }
 
-/// The endpoints of `datapaths` (the lab's P4 switches, in topology order).
-pub fn endpoints(topology: &Topology, datapaths: Vec<(String, Arc<Datapath>)>) -> Result<Vec<Endpoint>, String> {
+/// The endpoints of `datapaths` (the lab's P4 switches, in topology order), with the CPU ports
+/// of those that have one.
+pub fn endpoints(
+    topology: &Topology,
+    datapaths: Vec<(String, Arc<Datapath>)>,
+    cpu_ports: Vec<CpuPortEnd>,
+) -> Result<Vec<Endpoint>, String> {
     datapaths
         .into_iter()
         .enumerate()
@@ -38,9 +44,13 @@ pub fn endpoints(topology: &Topology, datapaths: Vec<(String, Arc<Datapath>)>) -
                 .resolve(i)
                 .map_err(|e| format!("switch {name}: p4.p4runtime: {e}"))?;
             Ok(Endpoint {
-                name,
                 address,
                 device_id,
+                cpu: cpu_ports.iter().find(|c| c.switch == name).map(|c| CpuPort {
+                    socket: Arc::clone(&c.socket),
+                    max_frame: c.max_frame,
+                }),
+                name,
                 datapath,
                 any_port_if_taken: key.address.is_none(),
             })

@@ -782,6 +782,7 @@ fn a_p4_program_multicasts_and_clones_real_frames_as_bmv2_would() {
             cli: None,
             trace: false,
             p4runtime: Default::default(),
+            cpu_port: None,
         });
     });
     // The program answers no ARP: h1 knows h2's MAC.

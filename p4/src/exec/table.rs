@@ -44,6 +44,8 @@ pub struct StoredEntry {
     pub meter: Arc<Mutex<MeterCell>>,
     /// When it was last hit (ns of the lab clock), for idle timeouts.
     pub last_hit: Arc<AtomicU64>,
+    /// How long it may go unhit before the control plane is told (ns; 0: it never ages).
+    pub idle_timeout_ns: u64,
 }
 
 /// Entry index by exact key values. Hashed with foldhash, several times faster than the
@@ -160,6 +162,19 @@ impl TableState {
         }
     }
 
+    /// Sets how long entry `at` may go unhit (ns, 0: never ages), counting from `now_ns`; false
+    /// if there is none.
+    pub fn set_idle_timeout(&mut self, at: usize, timeout_ns: u64, now_ns: u64) -> bool {
+        match self.entries.get_mut(at) {
+            Some(e) => {
+                e.idle_timeout_ns = timeout_ns;
+                e.last_hit.store(now_ns, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The entries.
     pub fn entries(&self) -> &[StoredEntry] {
         &self.entries
@@ -250,6 +265,7 @@ impl TableState {
             counter: Arc::new(EntryCounter::default()),
             meter: Arc::new(Mutex::new(MeterCell::default())),
             last_hit: Arc::new(AtomicU64::new(0)),
+            idle_timeout_ns: 0,
         });
         Ok(at)
     }

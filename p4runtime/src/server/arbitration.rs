@@ -70,6 +70,14 @@ impl Arbitration {
         self.streams.iter().filter(|s| s.role == role).map(|s| s.election).max()
     }
 
+    /// Whether stream `connection` is its role's primary.
+    pub fn is_primary(&self, connection: u64) -> bool {
+        self.streams
+            .iter()
+            .find(|s| s.connection == connection)
+            .is_some_and(|s| self.primary(&s.role) == Some(s.election))
+    }
+
     /// The primary's stream in the default role, to send packets and digests to.
     pub fn primary_outbox(&self) -> Option<&Outbox> {
         let top = self.primary("")?;

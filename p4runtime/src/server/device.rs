@@ -9,10 +9,12 @@ use intlab_p4::Datapath;
 use intlab_p4::exec::table::Via;
 use intlab_p4::ir;
 
+use super::CpuPort;
 use super::arbitration::Arbitration;
 use super::entries::{self, canonical, value};
 use super::error::UpdateError;
 use super::ids::Ids;
+use super::packet_io::ControllerHeader;
 use crate::p4info::{Described, p4info};
 use crate::proto::p4::config::v1 as p4i;
 use crate::proto::p4::v1 as p4rt;
@@ -43,6 +45,15 @@ pub struct Device {
     pub arbitration: Mutex<Arbitration>,
     /// The digests a controller asked for, by digest index, and the next list's id.
     digests: Mutex<(BTreeMap<usize, p4rt::digest_entry::Config>, u64)>,
+    /// The controller's end of the switch's CPU port, if it has one.
+    cpu: Option<CpuPort>,
+    /// What a frame to the CPU port starts with.
+    packet_in: ControllerHeader,
+    /// What a PacketOut is given in front of its payload.
+    packet_out: ControllerHeader,
+    /// Idle entries already reported, by table and handle, with the hit time they were idle
+    /// since: one notification per expiry, another only after a new hit.
+    idle_reported: Mutex<BTreeMap<(usize, u32), u64>>,
 }
 
 /// What a Write changes outside the tables, done once its edit is kept.
@@ -60,11 +71,21 @@ impl std::fmt::Debug for Device {
 }
 
 impl Device {
-    /// Device `device_id` for the switch `name` running `datapath`'s program.
-    pub fn new(name: &str, device_id: u64, datapath: Arc<Datapath>) -> Result<Device, crate::p4info::ids::IdError> {
+    /// Device `device_id` for the switch `name` running `datapath`'s program, with the
+    /// controller's end of its CPU port, if it has one.
+    pub fn new(
+        name: &str,
+        device_id: u64,
+        datapath: Arc<Datapath>,
+        cpu: Option<CpuPort>,
+    ) -> Result<Device, crate::p4info::ids::IdError> {
         let Described { info, symbols } = p4info(datapath.program())?;
         let ids = Ids::new(datapath.program(), &symbols);
         Ok(Device {
+            packet_in: ControllerHeader::of(&info, "packet_in"),
+            packet_out: ControllerHeader::of(&info, "packet_out"),
+            idle_reported: Mutex::default(),
+            cpu,
             name: name.to_owned(),
             device_id,
             datapath,
@@ -74,6 +95,46 @@ impl Device {
             arbitration: Mutex::new(Arbitration::new(device_id)),
             digests: Mutex::default(),
         })
+    }
+
+    /// The controller's end of the switch's CPU port, if it has one.
+    pub fn cpu_port(&self) -> Option<&CpuPort> {
+        self.cpu.as_ref()
+    }
+
+    /// The PacketIn of a frame the switch sent to its CPU port (None: shorter than its header).
+    pub fn packet_in(&self, frame: &[u8]) -> Option<p4rt::PacketIn> {
+        self.packet_in.packet_in(frame)
+    }
+
+    /// Puts a PacketOut's frame on the switch's CPU port.
+    pub fn packet_out(&self, out: &p4rt::PacketOut) -> Result<(), UpdateError> {
+        let cpu = self.cpu.as_ref().ok_or_else(|| UpdateError {
+            code: Code::FailedPrecondition,
+            message: format!(
+                "switch {} has no CPU port: give its scenario `p4: {{ cpu_port: N }}` (simple_switch_grpc's --cpu-port)",
+                self.name
+            ),
+        })?;
+        let frame = self.packet_out.packet_out(out)?;
+        if frame.len() > cpu.max_frame {
+            return Err(UpdateError::invalid(format!(
+                "a {}-byte frame is longer than the switch takes ({} bytes)",
+                frame.len(),
+                cpu.max_frame
+            )));
+        }
+        match cpu.socket.send(&frame) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(UpdateError {
+                code: Code::ResourceExhausted,
+                message: "the CPU port's queue is full: PacketOut dropped".into(),
+            }),
+            Err(e) => Err(UpdateError {
+                code: Code::Unavailable,
+                message: format!("the CPU port: {e}"),
+            }),
+        }
     }
 
     /// The P4Info of the program the switch runs.
@@ -287,6 +348,14 @@ impl Device {
             message: m,
         })?;
         let entry = entries::from_p4rt(&self.ids, program, t, e)?;
+        let timeout = u64::try_from(e.idle_timeout_ns)
+            .map_err(|_| UpdateError::invalid(format!("a negative idle timeout: {} ns", e.idle_timeout_ns)))?;
+        if timeout > 0 && !program.tables[t].idle_timeout {
+            return Err(UpdateError::invalid(format!(
+                "table `{}` has no idle timeouts (support_timeout = true)",
+                program.tables[t].name
+            )));
+        }
         let table = &mut cp.tables[t];
         let at = table.find(&entry.matches, entry.priority);
         match kind {
@@ -297,14 +366,18 @@ impl Device {
                 if at.is_some() {
                     return Err(UpdateError::exists("an entry with this match and priority exists"));
                 }
-                table.insert(entry, Via::Action).map(|_| ()).map_err(|m| UpdateError {
+                let h = table.insert(entry, Via::Action).map_err(|m| UpdateError {
                     code: if m.contains("full") {
                         Code::ResourceExhausted
                     } else {
                         Code::InvalidArgument
                     },
                     message: m,
-                })
+                })?;
+                if let Some(at) = table.position(h) {
+                    table.set_idle_timeout(at, timeout, now_ns());
+                }
+                Ok(())
             }
             Type::Modify => {
                 if entry.action == usize::MAX {
@@ -312,6 +385,7 @@ impl Device {
                 }
                 let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
                 table.modify(at, entry.action, entry.args, Via::Action);
+                table.set_idle_timeout(at, timeout, now_ns());
                 Ok(())
             }
             Type::Delete => {
@@ -408,6 +482,40 @@ impl Device {
         lists
     }
 
+    /// The entries that went unhit for their idle timeout since they were last reported (at
+    /// lab time `now_ns`), in P4Runtime's form; each is reported once until hit again.
+    pub fn idle_entries(&self, now_ns: u64) -> Vec<p4rt::TableEntry> {
+        let cp = self.datapath.control();
+        let program = self.program();
+        let mut reported = self.idle_reported.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut still = BTreeMap::new();
+        let mut idle = Vec::new();
+        for (t, table) in program.tables.iter().enumerate() {
+            if !table.idle_timeout {
+                continue;
+            }
+            for stored in cp.tables[t].entries() {
+                if stored.idle_timeout_ns == 0 {
+                    continue;
+                }
+                let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                if now_ns.saturating_sub(last) < stored.idle_timeout_ns {
+                    continue;
+                }
+                let key = (t, stored.handle);
+                if reported.get(&key) != Some(&last) {
+                    let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                    te.idle_timeout_ns = stored.idle_timeout_ns as i64;
+                    idle.push(te);
+                }
+                still.insert(key, last);
+            }
+        }
+        // Entries deleted or hit since are forgotten.
+        *reported = still;
+        idle
+    }
+
     /// The cells a register update writes: (register, cell, value).
     fn register_cells(&self, r: &p4rt::RegisterEntry) -> Result<Vec<(usize, usize, u128)>, UpdateError> {
         let reg = self
@@ -461,6 +569,13 @@ impl Device {
                                 continue;
                             }
                             let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                            te.idle_timeout_ns = stored.idle_timeout_ns as i64;
+                            if e.time_since_last_hit.is_some() && program.tables[t].idle_timeout {
+                                let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                                te.time_since_last_hit = Some(p4rt::table_entry::IdleTimeout {
+                                    elapsed_ns: now_ns().saturating_sub(last) as i64,
+                                });
+                            }
                             if e.counter_data.is_some() && program.tables[t].direct_counter.is_some() {
                                 te.counter_data = Some(counter_data(
                                     stored.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
@@ -755,4 +870,9 @@ fn multicast_update(
     }
     cp.set_group(g, &replicas);
     Ok(())
+}
+
+/// Now on the lab clock, on which frames are stamped (and entries hit).
+fn now_ns() -> u64 {
+    intlab_runtime::clock::Clock::get().now_ns()
 }

@@ -7,9 +7,11 @@ mod device;
 mod entries;
 mod error;
 mod ids;
+mod packet_io;
 mod service;
 
 use std::net::SocketAddr;
+use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
 
 use intlab_p4::Datapath;
@@ -38,6 +40,17 @@ pub struct Endpoint {
     /// When `address` is taken, listen on a free port of the same host instead (for the
     /// default numbering: a second lab up at once must not fail for it).
     pub any_port_if_taken: bool,
+    /// Its CPU port, if it has one: PacketIn and PacketOut go through it.
+    pub cpu: Option<CpuPort>,
+}
+
+/// The controller's end of a switch's CPU port.
+#[derive(Debug, Clone)]
+pub struct CpuPort {
+    /// Frames the program sends to the CPU port are read here; frames written here arrive on it.
+    pub socket: Arc<UnixDatagram>,
+    /// The longest frame the switch takes.
+    pub max_frame: usize,
 }
 
 /// Why the server did not start.
@@ -110,7 +123,7 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
         })?;
         listener.set_nonblocking(true).map_err(ServerError::Runtime)?;
         let address = listener.local_addr().map_err(ServerError::Runtime)?;
-        let device = Device::new(&e.name, e.device_id, e.datapath).map_err(|source| ServerError::Ids {
+        let device = Device::new(&e.name, e.device_id, e.datapath, e.cpu).map_err(|source| ServerError::Ids {
             switch: e.name.clone(),
             source,
         })?;
@@ -138,6 +151,10 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
                     };
                     let name = device.name.clone();
                     servers.push(tokio::spawn(send_digests(Arc::clone(&device))));
+                    servers.push(tokio::spawn(send_idle_notifications(Arc::clone(&device))));
+                    if device.cpu_port().is_some() {
+                        servers.push(tokio::spawn(send_packet_ins(Arc::clone(&device))));
+                    }
                     let service = P4RuntimeServer::new(service::Service::new(device));
                     servers.push(tokio::spawn(async move {
                         let served = tonic::transport::Server::builder()
@@ -182,10 +199,7 @@ async fn send_digests(device: Arc<Device>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
-        let lists = device.digest_lists(now);
+        let lists = device.digest_lists(epoch_ns());
         if lists.is_empty() {
             continue;
         }
@@ -203,6 +217,95 @@ async fn send_digests(device: Arc<Device>) {
             if outbox.send(Ok(msg)).is_err() {
                 break;
             }
+        }
+    }
+}
+
+/// How often entries are checked for idle timeouts: BMv2's ageing sweep is as often.
+const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Tells `device`'s primary controller which entries went idle, every [`IDLE_SWEEP`]. With no
+/// primary nothing is swept: the first primary hears of every entry idle by then.
+async fn send_idle_notifications(device: Arc<Device>) {
+    let mut tick = tokio::time::interval(IDLE_SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let arbitration = device
+            .arbitration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(outbox) = arbitration.primary_outbox() else {
+            continue;
+        };
+        let idle = device.idle_entries(intlab_runtime::clock::Clock::get().now_ns());
+        if idle.is_empty() {
+            continue;
+        }
+        let msg = crate::proto::p4::v1::StreamMessageResponse {
+            update: Some(
+                crate::proto::p4::v1::stream_message_response::Update::IdleTimeoutNotification(
+                    crate::proto::p4::v1::IdleTimeoutNotification {
+                        table_entry: idle,
+                        timestamp: epoch_ns(),
+                    },
+                ),
+            ),
+        };
+        // A primary that just went away misses it, as it would on a real switch.
+        let _gone = outbox.send(Ok(msg));
+    }
+}
+
+/// Now since the Unix epoch (ns), as P4Runtime stamps notifications.
+fn epoch_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Sends what `device`'s program sends to its CPU port to its primary controller as PacketIn;
+/// with no primary the frames are dropped, as BMv2 drops them.
+async fn send_packet_ins(device: Arc<Device>) {
+    let Some(cpu) = device.cpu_port() else { return };
+    let socket = match cpu
+        .socket
+        .try_clone()
+        .and_then(|s| s.set_nonblocking(true).map(|()| s))
+        .and_then(tokio::net::UnixDatagram::from_std)
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(switch = %device.name, "P4Runtime: the CPU port cannot be read: {e}");
+            return;
+        }
+    };
+    let mut frame = vec![0u8; cpu.max_frame];
+    loop {
+        let len = match socket.recv(&mut frame).await {
+            Ok(len) => len,
+            Err(e) => {
+                tracing::error!(switch = %device.name, "P4Runtime: reading the CPU port: {e}");
+                return;
+            }
+        };
+        let Some(packet) = device.packet_in(&frame[..len]) else {
+            tracing::warn!(
+                switch = %device.name,
+                "a {len}-byte frame to the CPU port is shorter than the program's packet_in header: dropped"
+            );
+            continue;
+        };
+        let arbitration = device
+            .arbitration
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(outbox) = arbitration.primary_outbox() {
+            let msg = crate::proto::p4::v1::StreamMessageResponse {
+                update: Some(crate::proto::p4::v1::stream_message_response::Update::Packet(packet)),
+            };
+            // A primary that just went away misses the packet, as it would on a real switch.
+            let _gone = outbox.send(Ok(msg));
         }
     }
 }

@@ -8,9 +8,10 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::arbitration::Outbox;
 use super::arbitration::{Arbitration, election};
 use super::device::Device;
-use super::error::write_status;
+use super::error::{UpdateError, write_status};
 use crate::proto::p4::v1 as p4rt;
 use p4rt::p4_runtime_server::P4Runtime;
 
@@ -149,16 +150,41 @@ impl P4Runtime for Service {
                     }
                     // Lists are sent as they come, without waiting for acks: an ack changes nothing.
                     Some(Update::DigestAck(_)) => {}
-                    Some(Update::Packet(_)) | Some(Update::Other(_)) => {
+                    Some(Update::Packet(out)) => {
+                        let primary = device
+                            .arbitration
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .is_primary(connection);
+                        let sent = if primary {
+                            device.packet_out(&out)
+                        } else {
+                            Err(UpdateError {
+                                code: tonic::Code::PermissionDenied,
+                                message: "only the primary controller sends packets".into(),
+                            })
+                        };
+                        if let Err(e) = sent {
+                            let error = p4rt::StreamError {
+                                canonical_code: e.code as i32,
+                                message: e.message,
+                                details: Some(p4rt::stream_error::Details::PacketOut(p4rt::PacketOutError {
+                                    packet_out: Some(out),
+                                })),
+                                ..Default::default()
+                            };
+                            if !send_error(&outbox, error) {
+                                break;
+                            }
+                        }
+                    }
+                    Some(Update::Other(_)) => {
                         let error = p4rt::StreamError {
                             canonical_code: tonic::Code::Unimplemented as i32,
-                            message: "packet-out over P4Runtime is not served yet".into(),
+                            message: "no extension message is served".into(),
                             ..Default::default()
                         };
-                        let msg = p4rt::StreamMessageResponse {
-                            update: Some(p4rt::stream_message_response::Update::Error(error)),
-                        };
-                        if outbox.send(Ok(msg)).is_err() {
+                        if !send_error(&outbox, error) {
                             break;
                         }
                     }
@@ -183,4 +209,12 @@ impl P4Runtime for Service {
             ..Default::default()
         }))
     }
+}
+
+/// Sends `error` on a stream; false once the client is gone.
+fn send_error(outbox: &Outbox, error: p4rt::StreamError) -> bool {
+    let msg = p4rt::StreamMessageResponse {
+        update: Some(p4rt::stream_message_response::Update::Error(error)),
+    };
+    outbox.send(Ok(msg)).is_ok()
 }

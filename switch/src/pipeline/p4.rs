@@ -106,6 +106,40 @@ pub fn default_p4_port(name: &str, index: usize) -> u16 {
         .unwrap_or(index as u16 + 1)
 }
 
+/// Checks that `cpu` can be a switch's CPU port beside its ports' P4 numbers `taken`.
+pub fn check_cpu_port(cpu: u16, taken: &[(&str, u16)]) -> Result<(), String> {
+    if cpu >= intlab_p4::exec::DROP_PORT {
+        return Err(format!("{cpu} is not below 511 (the drop port)"));
+    }
+    match taken.iter().find(|(_, n)| *n == cpu) {
+        Some((name, _)) => Err(format!("P4 port {cpu} is already port `{name}`'s")),
+        None => Ok(()),
+    }
+}
+
+/// The CPU port a switch with `ports` gets for `spec.cpu_port`, if any: as fast and as deep as
+/// its fastest and deepest port, with no delay, since it stands for the switch's own path to
+/// its CPU rather than a link.
+pub fn cpu_port_spec(spec: &P4Spec, ports: &[PortSpec]) -> Option<PortSpec> {
+    let p4_port = spec.cpu_port?;
+    let first = ports.first()?;
+    Some(PortSpec {
+        name: CPU_PORT_NAME.into(),
+        io: crate::config::PortIo::Controller,
+        rate: ports.iter().map(|p| p.rate).max().unwrap_or(first.rate),
+        delay: crate::units::Nanos(0),
+        buffer: ports.iter().map(|p| p.buffer).max().unwrap_or(first.buffer),
+        mtu: ports.iter().map(|p| p.mtu).max().unwrap_or(first.mtu),
+        ecn: None,
+        int: false,
+        loss: 0.0,
+        p4_port,
+    })
+}
+
+/// The name of a switch's CPU port among its ports (counters, captures).
+pub const CPU_PORT_NAME: &str = "cpu";
+
 /// Loads `spec`'s program, runtime file and command file for switch `name`.
 pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError> {
     let loaded = intlab_p4::load(&spec.program)?;

@@ -1,6 +1,8 @@
-//! Where frames enter and leave the switch: TAP devices, AF_PACKET sockets on veth ends, and
-//! in-process links between switches (which the worker delivers itself, see [`link`]).
+//! Where frames enter and leave the switch: TAP devices, AF_PACKET sockets on veth ends,
+//! in-process links between switches (which the worker delivers itself, see [`link`]), and a P4
+//! switch's CPU port to its P4Runtime server ([`controller`]).
 
+mod controller;
 mod link;
 mod packet_socket;
 mod tap;
@@ -8,6 +10,7 @@ mod tap;
 use std::io;
 use std::os::fd::RawFd;
 
+pub use controller::{ControllerSocket, CpuPortEnd};
 pub use intlab_runtime::sys::mmsg::BATCH;
 pub use link::{LinkEnd, link_pair};
 pub use packet_socket::PacketSocket;
@@ -28,6 +31,8 @@ pub enum Port {
     Packet(PacketSocket),
     /// An in-process link (the worker moves its frames).
     Link(LinkEnd),
+    /// A P4 switch's CPU port.
+    Controller(ControllerSocket),
 }
 
 impl Port {
@@ -45,6 +50,10 @@ impl Port {
                 }
             }
             PortIo::Link(end) => Ok(Port::Link(end.clone())),
+            PortIo::Controller => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a CPU port is opened with its controller's end (ControllerSocket::pair)",
+            )),
         }
     }
 
@@ -54,6 +63,7 @@ impl Port {
         match self {
             Port::Tap(t) => t.recv_batch(bufs),
             Port::Packet(p) => p.recv_batch(bufs, meta, map),
+            Port::Controller(c) => c.recv_batch(bufs),
             Port::Link(_) => Ok(0),
         }
     }
@@ -63,6 +73,7 @@ impl Port {
         match self {
             Port::Tap(t) => t.send_batch(frames),
             Port::Packet(p) => p.send_batch(frames),
+            Port::Controller(c) => c.send_batch(frames),
             Port::Link(_) => Ok(0),
         }
     }
@@ -72,7 +83,7 @@ impl Port {
     pub fn take_rx_dropped(&mut self) -> io::Result<u64> {
         match self {
             Port::Packet(p) => p.take_rx_dropped(),
-            Port::Tap(_) | Port::Link(_) => Ok(0),
+            Port::Tap(_) | Port::Link(_) | Port::Controller(_) => Ok(0),
         }
     }
 
@@ -82,6 +93,7 @@ impl Port {
             Port::Tap(_) => "tap",
             Port::Packet(p) => p.io_name(),
             Port::Link(_) => "link",
+            Port::Controller(_) => "cpu",
         }
     }
 
@@ -90,6 +102,7 @@ impl Port {
         match self {
             Port::Tap(t) => Some(t.fd()),
             Port::Packet(p) => Some(p.fd()),
+            Port::Controller(c) => Some(c.fd()),
             Port::Link(_) => None,
         }
     }

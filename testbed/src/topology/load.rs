@@ -147,6 +147,8 @@ struct RawP4 {
     trace: bool,
     #[serde(default)]
     p4runtime: intlab_switch::config::P4RuntimeKey,
+    #[serde(default)]
+    cpu_port: Option<u16>,
 }
 
 /// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
@@ -275,7 +277,14 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
                     cli: p.value.cli.as_deref().map(rel),
                     trace: p.value.trace,
                     p4runtime: p.value.p4runtime.clone(),
+                    cpu_port: p.value.cpu_port,
                 };
+                if let Some(cpu) = spec.cpu_port {
+                    let taken: Vec<(&str, u16)> = p.value.ports.iter().map(|(i, n)| (i.as_str(), *n)).collect();
+                    if let Err(e) = intlab_switch::pipeline::check_cpu_port(cpu, &taken) {
+                        return Err(err(&p.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
+                    }
+                }
                 if let Err(e) = spec.p4runtime.resolve(0) {
                     return Err(err(&p.referenced, format!("node `{name}`: p4.p4runtime: {e}")));
                 }
