@@ -802,3 +802,78 @@ fn flow_entry_match(mac: u8) -> Option<p4rt::field_match::FieldMatchType> {
         value: vec![mac],
     }))
 }
+
+fn clone_session(id: u32, replicas: &[(u16, u32)]) -> p4rt::Entity {
+    p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::PacketReplicationEngineEntry(
+            p4rt::PacketReplicationEngineEntry {
+                r#type: Some(p4rt::packet_replication_engine_entry::Type::CloneSessionEntry(
+                    p4rt::CloneSessionEntry {
+                        session_id: id,
+                        replicas: replicas
+                            .iter()
+                            .map(|&(port, instance)| p4rt::Replica {
+                                instance,
+                                port_kind: Some(p4rt::replica::PortKind::Port(port.to_be_bytes().to_vec())),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )),
+            },
+        )),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn clone_sessions_are_written_read_and_used_by_the_program() {
+    use p4rt::update::Type;
+    let (srv, dp) = lab();
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _) = arbitrate(&mut c, 5).await;
+    c.write(write(5, Type::Insert, vec![clone_session(57, &[(510, 1)])]))
+        .await
+        .expect("inserted");
+    let session = dp.control().sessions.get(&57).copied().expect("the program sees it");
+    assert_eq!(session.port, Some(510));
+    for (entity, code) in [
+        (clone_session(57, &[(3, 0)]), Code::AlreadyExists),
+        (clone_session(58, &[(3, 0), (4, 0)]), Code::Unimplemented),
+        (clone_session(59, &[]), Code::InvalidArgument),
+        (clone_session(0, &[(3, 0)]), Code::InvalidArgument),
+    ] {
+        let e = c
+            .write(write(5, Type::Insert, vec![entity]))
+            .await
+            .expect_err("refused");
+        assert_eq!(update_errors(&e)[0].0, code as i32, "{e:?}");
+    }
+    let read = |id: u32| p4rt::ReadRequest {
+        device_id: 7,
+        entities: vec![clone_session(id, &[])],
+        ..Default::default()
+    };
+    let mut answers = c.read(read(0)).await.expect("read").into_inner();
+    let entities = answers.next().await.expect("an answer").expect("read").entities;
+    assert_eq!(
+        entities,
+        vec![clone_session(57, &[(510, 1)])],
+        "510 read back in its two bytes"
+    );
+    c.write(write(5, Type::Delete, vec![clone_session(57, &[])]))
+        .await
+        .expect("deleted");
+    assert!(dp.control().sessions.is_empty());
+    let mut answers = c.read(read(57)).await.expect("read").into_inner();
+    assert!(
+        answers
+            .next()
+            .await
+            .expect("an answer")
+            .expect("read")
+            .entities
+            .is_empty()
+    );
+    drop(srv);
+}

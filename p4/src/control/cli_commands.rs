@@ -564,11 +564,13 @@ impl CliSession {
                     Session {
                         port: None,
                         group: Some(group_id(to)?),
+                        rid: 0,
                     }
                 } else {
                     Session {
                         port: Some(port(to)?),
                         group: None,
+                        rid: 0,
                     }
                 };
                 cp.sessions.insert(session, s);

@@ -114,6 +114,7 @@ fn apply(dp: &Datapath, cp: &mut ControlPlane, file: &str, text: &str) -> Result
                     Session {
                         port: Some(port),
                         group: None,
+                        rid: 0,
                     },
                 );
             }

@@ -20,6 +20,8 @@ pub struct Session {
     pub port: Option<u16>,
     /// To the ports of this multicast group.
     pub group: Option<u16>,
+    /// The replica instance a P4Runtime client gave its one copy (read back as written).
+    pub rid: u16,
 }
 
 /// A node of the packet replication engine: a replication id and the ports it copies to.

@@ -15,6 +15,7 @@ use super::entries::{self, canonical, value};
 use super::error::UpdateError;
 use super::ids::Ids;
 use super::packet_io::ControllerHeader;
+use super::replication;
 use crate::p4info::{Described, p4info};
 use crate::proto::p4::config::v1 as p4i;
 use crate::proto::p4::v1 as p4rt;
@@ -298,7 +299,7 @@ impl Device {
                 after.push(self.digest_update(kind, d, after)?);
                 Ok(())
             }
-            Some(Entity::PacketReplicationEngineEntry(p)) => multicast_update(cp, kind, p),
+            Some(Entity::PacketReplicationEngineEntry(p)) => replication::update(cp, kind, p),
             Some(_) => Err(UpdateError::unimplemented(
                 "writing this entity over P4Runtime is not served yet",
             )),
@@ -645,41 +646,7 @@ impl Device {
                         }
                     }
                 }
-                Some(Entity::PacketReplicationEngineEntry(p)) => {
-                    if let Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(m)) = &p.r#type {
-                        for (g, nodes) in &cp.mc_groups {
-                            if m.multicast_group_id != 0 && u32::from(*g) != m.multicast_group_id {
-                                continue;
-                            }
-                            let replicas = nodes
-                                .iter()
-                                .filter_map(|n| cp.mc_nodes.get(n))
-                                .flat_map(|n| {
-                                    n.ports.iter().map(|&port| p4rt::Replica {
-                                        instance: u32::from(n.rid),
-                                        port_kind: Some(p4rt::replica::PortKind::Port(canonical(u128::from(port)))),
-                                        ..Default::default()
-                                    })
-                                })
-                                .collect();
-                            out.push(p4rt::Entity {
-                                entity: Some(Entity::PacketReplicationEngineEntry(
-                                    p4rt::PacketReplicationEngineEntry {
-                                        r#type: Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(
-                                            p4rt::MulticastGroupEntry {
-                                                multicast_group_id: u32::from(*g),
-                                                replicas,
-                                                ..Default::default()
-                                            },
-                                        )),
-                                    },
-                                )),
-                            });
-                        }
-                    } else {
-                        return Err(UpdateError::unimplemented("reading clone sessions is not served yet"));
-                    }
-                }
+                Some(Entity::PacketReplicationEngineEntry(p)) => out.extend(replication::read(&cp, p)),
                 Some(_) => {
                     return Err(UpdateError::unimplemented(
                         "reading this entity over P4Runtime is not served yet",
@@ -822,53 +789,6 @@ fn same_objects(a: &p4i::P4Info, b: &p4i::P4Info) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
-}
-
-/// A multicast group written: (port, replication id) per replica.
-fn multicast_update(
-    cp: &mut intlab_p4::exec::control_plane::ControlPlane,
-    kind: p4rt::update::Type,
-    p: &p4rt::PacketReplicationEngineEntry,
-) -> Result<(), UpdateError> {
-    use p4rt::update::Type;
-    let Some(p4rt::packet_replication_engine_entry::Type::MulticastGroupEntry(m)) = &p.r#type else {
-        return Err(UpdateError::unimplemented(
-            "clone sessions over P4Runtime are not served yet",
-        ));
-    };
-    let g = u16::try_from(m.multicast_group_id)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| UpdateError::invalid(format!("multicast group id {} (1 to 65535)", m.multicast_group_id)))?;
-    let exists = cp.mc_groups.contains_key(&g);
-    match kind {
-        Type::Insert if exists => return Err(UpdateError::exists(format!("multicast group {g} exists"))),
-        Type::Modify | Type::Delete if !exists => {
-            return Err(UpdateError::not_found(format!("no multicast group {g}")));
-        }
-        _ => {}
-    }
-    if kind == Type::Delete {
-        cp.set_group(g, &[]);
-        cp.mc_groups.remove(&g);
-        cp.rebuild_groups();
-        return Ok(());
-    }
-    let mut replicas = Vec::new();
-    for r in &m.replicas {
-        // Clients before P4Runtime 1.4 (p4runtime-shell among them) send `egress_port`.
-        #[allow(deprecated)]
-        let port = match &r.port_kind {
-            Some(p4rt::replica::PortKind::Port(bytes)) => value(bytes, 16, "replica port")?,
-            Some(p4rt::replica::PortKind::EgressPort(p)) => u128::from(*p),
-            None => return Err(UpdateError::invalid("a replica names its port")),
-        };
-        let rid =
-            u16::try_from(r.instance).map_err(|_| UpdateError::invalid(format!("replica instance {}", r.instance)))?;
-        replicas.push((port as u16, rid));
-    }
-    cp.set_group(g, &replicas);
     Ok(())
 }
 

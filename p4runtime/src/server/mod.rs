@@ -8,6 +8,7 @@ mod entries;
 mod error;
 mod ids;
 mod packet_io;
+mod replication;
 mod service;
 
 use std::net::SocketAddr;
