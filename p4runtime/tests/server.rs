@@ -705,7 +705,7 @@ fn flow_entry(
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn an_idle_entry_is_reported_once_per_expiry_and_a_hit_rearms_it() {
+async fn an_idle_entry_is_reported_every_timeout_it_stays_idle_and_a_hit_restarts_it() {
     use intlab_runtime::clock::Clock;
     use p4rt::update::Type;
     let (srv, dp) = lab_of(CPU_PROGRAM, None);
@@ -767,33 +767,79 @@ async fn an_idle_entry_is_reported_once_per_expiry_and_a_hit_rearms_it() {
     let since = e.time_since_last_hit.expect("time since the last hit").elapsed_ns;
     assert!((0..TIMEOUT).contains(&since), "{since} ns since the insert");
 
-    let idle_entry = |u: p4rt::stream_message_response::Update| match u {
-        p4rt::stream_message_response::Update::IdleTimeoutNotification(n) => n.table_entry,
+    let notification = |u: p4rt::stream_message_response::Update| match u {
+        p4rt::stream_message_response::Update::IdleTimeoutNotification(n) => n,
         other => panic!("not an idle timeout notification: {other:?}"),
     };
-    let idle = idle_entry(next_update(&mut stream).await);
+    let first = notification(next_update(&mut stream).await);
     let waited = Clock::get().now_ns() - inserted;
-    assert_eq!(idle.len(), 1);
-    assert_eq!((idle[0].table_id, idle[0].idle_timeout_ns), (flows, TIMEOUT));
-    assert_eq!(idle[0].r#match[0].field_match_type, flow_entry_match(1));
+    assert_eq!(first.table_entry.len(), 1);
+    let idle = &first.table_entry[0];
+    assert_eq!((idle.table_id, idle.idle_timeout_ns), (flows, TIMEOUT));
+    assert_eq!(idle.r#match[0].field_match_type, flow_entry_match(1));
     assert!(
         waited >= TIMEOUT as u64,
         "reported {waited} ns after the insert, before its timeout"
     );
 
-    // Not again while it stays idle; a frame that hits it starts its time again.
-    let quiet = tokio::time::timeout(std::time::Duration::from_millis(600), stream.next()).await;
-    assert!(quiet.is_err(), "a second notification for one expiry: {quiet:?}");
+    // Still idle: reported again one timeout after the report (which restarts its timer).
+    let second = notification(next_update(&mut stream).await);
+    let gap = second.timestamp - first.timestamp;
+    assert!(gap >= TIMEOUT, "reported again {gap} ns after the first report");
+    assert_eq!(second.table_entry[0].r#match, idle.r#match);
+
+    // A frame that hits it restarts its time.
     let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
     let mut frame = vec![0u8; 60];
     frame[5] = 1;
+    let epoch = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .expect("after 1970")
+    };
+    tokio::time::sleep(std::time::Duration::from_nanos(TIMEOUT as u64 / 2)).await;
+    let hit = epoch();
     sim.set_time(Clock::get().now_ns());
-    let hit = Clock::get().now_ns();
     sim.send(1, &frame);
-    let idle = idle_entry(next_update(&mut stream).await);
-    let waited = Clock::get().now_ns() - hit;
-    assert_eq!(idle.len(), 1);
-    assert!(waited >= TIMEOUT as u64, "reported {waited} ns after a hit");
+    let third = notification(next_update(&mut stream).await);
+    let after_hit = third.timestamp - hit;
+    assert!(
+        after_hit >= TIMEOUT,
+        "reported {after_hit} ns after a hit ({} ns after the report before)",
+        third.timestamp - second.timestamp
+    );
+    // Another entry idle beside it: one notification has both; once the first is deleted,
+    // the next has the other alone.
+    c.write(write(
+        5,
+        Type::Insert,
+        vec![flow_entry(&info, "MyIngress.flows", 2, TIMEOUT)],
+    ))
+    .await
+    .expect("inserted");
+    let both = loop {
+        let n = notification(next_update(&mut stream).await);
+        if n.table_entry.len() == 2 {
+            break n;
+        }
+    };
+    let mut first_entry = both.table_entry[0].clone();
+    first_entry.idle_timeout_ns = 0;
+    let deleted = first_entry.r#match.clone();
+    c.write(write(
+        5,
+        Type::Delete,
+        vec![p4rt::Entity {
+            entity: Some(p4rt::entity::Entity::TableEntry(first_entry)),
+        }],
+    ))
+    .await
+    .expect("deleted");
+    let rest = notification(next_update(&mut stream).await);
+    assert_eq!(rest.table_entry.len(), 1, "{rest:?}");
+    assert_ne!(rest.table_entry[0].r#match, deleted);
+
     drop(srv);
 }
 

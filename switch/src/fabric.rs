@@ -261,6 +261,9 @@ impl Fabric {
         place: &dyn Fn(usize, usize) -> usize,
     ) -> Result<Fabric, StartError> {
         let workers = rt.workers();
+        // A CPU port is added after the ports given, and placed with the switch's first port.
+        let given: Vec<usize> = specs.iter().map(|s| s.ports.len()).collect();
+        let place = |s: usize, p: usize| if p < given[s] { place(s, p) } else { place(s, 0) };
         for spec in &mut specs {
             if let Some(cpu) = spec
                 .p4

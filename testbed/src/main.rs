@@ -210,6 +210,10 @@ enum ImportCommand {
         /// The scenario's name [default: OUT's file stem].
         #[arg(long)]
         name: Option<String>,
+        /// Keep the hosts' private addresses (10.0.1.1 stays 10.0.1.1), so that a controller
+        /// that writes them (the p4runtime and flowcache exercises) runs unchanged.
+        #[arg(long)]
+        keep_addresses: bool,
     },
 }
 
@@ -464,6 +468,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             switch_programs,
             out,
             name,
+            keep_addresses,
         }) => {
             let per_switch = switch_programs.into_iter().collect();
             let done = intlab_testbed::topology::tutorial_json::import(
@@ -472,6 +477,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &per_switch,
                 &out,
                 name.as_deref(),
+                keep_addresses,
             )?;
             for w in &done.warnings {
                 eprintln!("intlab: not converted: {w}");

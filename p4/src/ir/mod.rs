@@ -61,6 +61,20 @@ pub struct Program {
     /// The slots of the parsed headers the blocks share (first, count): what an
     /// egress-to-egress clone keeps of its original.
     pub hdr: (Slot, u32),
+    /// Serializable enums (`enum bit<8> Reason_t { ... }`), in declaration order: controllers
+    /// read their members' values from the P4Info.
+    pub serializable_enums: Vec<SerializableEnum>,
+}
+
+/// An enum with an underlying type: its members have the values written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SerializableEnum {
+    /// Its name.
+    pub name: String,
+    /// The underlying type's width in bits.
+    pub width: u16,
+    /// Members and their values, in declaration order.
+    pub members: Vec<(String, u128)>,
 }
 
 impl Program {

@@ -150,13 +150,24 @@ impl<'a> Lowerer<'a> {
             let size = self.size(&f.ty);
             for a in f.annotations.iter().filter(|a| a.name == "field_list") {
                 for arg in &a.args {
-                    let crate::front::ast::ExprKind::Int(n) = &arg.kind else {
-                        continue;
+                    // A number, or the name of a constant (`const int FL_PACKET_IN = 1;`).
+                    let index = match &arg.kind {
+                        crate::front::ast::ExprKind::Int(n) => n.value,
+                        crate::front::ast::ExprKind::Name(name) => match self.lookup(name) {
+                            Some(super::Binding::Val(v)) => {
+                                match v.constant().and_then(|c| c.int(v.ty().unwrap_or(&Ty::InfInt))) {
+                                    Some(n) => n as u128,
+                                    None => continue,
+                                }
+                            }
+                            _ => continue,
+                        },
+                        _ => continue,
                     };
-                    match lists.iter_mut().find(|l| l.index == n.value) {
+                    match lists.iter_mut().find(|l| l.index == index) {
                         Some(l) => l.fields.push((base + off, size)),
                         None => lists.push(ir::FieldList {
-                            index: n.value,
+                            index,
                             fields: vec![(base + off, size)],
                         }),
                     }

@@ -122,6 +122,9 @@ pub(crate) struct Lowerer<'a> {
     /// Parsers, controls, functions and actions lowered somewhere (the rest are checked on
     /// their own, so that their errors are reported too).
     used: std::collections::HashSet<String>,
+    /// Serializable enums a controller sees (the type of a controller header's field, a table
+    /// key or an action parameter): P4Info lists these, as p4c does.
+    controller_enums: std::collections::BTreeSet<usize>,
     out: ir::Program,
 }
 
@@ -140,6 +143,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         extern_decls: HashMap::new(),
         next_field_list: 1 << 64,
         used: std::collections::HashSet::new(),
+        controller_enums: std::collections::BTreeSet::new(),
         out: ir::Program::default(),
     };
     l.declarations(program);
@@ -147,7 +151,24 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         carry_on(l.main(program));
         l.check_unused(program);
     }
-    let Lowerer { diags, out, .. } = l;
+    let Lowerer {
+        diags,
+        mut out,
+        types,
+        controller_enums,
+        ..
+    } = l;
+    out.serializable_enums = controller_enums
+        .into_iter()
+        .filter_map(|e| {
+            let e = &types.enums[e];
+            Some(ir::SerializableEnum {
+                name: e.name.clone(),
+                width: e.underlying?.0,
+                members: e.members.clone(),
+            })
+        })
+        .collect();
     diags.finish(out)
 }
 
@@ -517,12 +538,27 @@ impl<'a> Lowerer<'a> {
             };
             fields.push((f.name.clone(), w));
         }
+        let controller_header = ast::annotation_string(&a.annotations, "controller_header");
+        if controller_header.is_some() {
+            for f in &flat {
+                self.note_controller_type(&f.ty);
+            }
+        }
         Ok(ir::HeaderType {
             name: def.name.clone(),
             fields,
             varbit,
-            controller_header: ast::annotation_string(&a.annotations, "controller_header"),
+            controller_header,
         })
+    }
+
+    /// Notes that a controller sees values of type `t` (P4Info lists its serializable enum).
+    fn note_controller_type(&mut self, t: &Ty) {
+        if let Ty::Enum(e) = t
+            && self.types.enums[*e].underlying.is_some()
+        {
+            self.controller_enums.insert(*e);
+        }
     }
 
     /// The names of a struct's scalar leaves, `prefix.field.inner`.

@@ -45,6 +45,7 @@ impl<'a> Lowerer<'a> {
                             self.report(k.pos, "a key must be a bit, int, bool, error or enum value");
                             continue;
                         };
+                        self.note_controller_type(&ty);
                         // A key that needs statements is computed into a slot before each lookup.
                         let e = if code.is_empty() {
                             e
@@ -311,6 +312,7 @@ impl<'a> Lowerer<'a> {
                             ),
                         );
                     };
+                    l.note_controller_type(t);
                     let slot = l.alloc(t);
                     l.bind(&p.name, Binding::Val(Val::Loc(Loc::Fixed(slot), t.clone())));
                     params.push(ir::Param {

@@ -12,8 +12,10 @@ header trace_t {
     bit<8> kept;        // the metadata the field list kept
 }
 struct headers { ethernet_t eth; trace_t t; }
+// Named as the tutorials name theirs (`const int FL_PACKET_IN = 1;`).
+const int FL_PASSES = 1;
 struct meta {
-    @field_list(1) bit<8> passes;
+    @field_list(FL_PASSES) bit<8> passes;
     bit<8> not_kept;
 }
 
@@ -29,7 +31,7 @@ control Ingress(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
         hdr.t.ikind = (bit<8>) sm.instance_type;
         sm.egress_spec = 1;
         if (hdr.t.op == 3 && sm.instance_type == 0) {
-            resubmit_preserving_field_list(1);
+            resubmit_preserving_field_list(FL_PASSES);
         }
     }
 }
@@ -38,10 +40,10 @@ control Egress(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
         hdr.t.kind = (bit<8>) sm.instance_type;
         hdr.t.kept = m.not_kept;
         if (hdr.t.op == 1 && sm.instance_type == 0) {
-            clone_preserving_field_list(CloneType.E2E, 5, 1);
+            clone_preserving_field_list(CloneType.E2E, 5, FL_PASSES);
         }
         if (hdr.t.op == 2 && m.passes == 1) {
-            recirculate_preserving_field_list(1);
+            recirculate_preserving_field_list(FL_PASSES);
         }
     }
 }

@@ -388,11 +388,34 @@ impl Builder<'_> {
             || !p.registers.is_empty()
             || !p.value_sets.is_empty()
             || !p.digests.is_empty()
-            || p.headers.iter().any(|h| h.controller_header.is_some());
+            || p.headers.iter().any(|h| h.controller_header.is_some())
+            || !p.serializable_enums.is_empty();
         if !typed {
             return None;
         }
         let mut info = p4i::P4TypeInfo::default();
+        for e in &p.serializable_enums {
+            let bytes = usize::from(e.width).div_ceil(8);
+            info.serializable_enums.insert(
+                e.name.clone(),
+                p4i::P4SerializableEnumTypeSpec {
+                    underlying_type: Some(p4i::P4BitTypeSpec {
+                        bitwidth: i32::from(e.width),
+                    }),
+                    members: e
+                        .members
+                        .iter()
+                        .map(|(name, v)| p4i::p4_serializable_enum_type_spec::Member {
+                            name: name.clone(),
+                            // Padded to the underlying type's bytes, as p4c writes them.
+                            value: v.to_be_bytes()[16 - bytes..].to_vec(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+            );
+        }
         for d in &self.p.digests {
             info.structs.insert(
                 d.name.clone(),

@@ -52,8 +52,8 @@ pub struct Device {
     packet_in: ControllerHeader,
     /// What a PacketOut is given in front of its payload.
     packet_out: ControllerHeader,
-    /// Idle entries already reported, by table and handle, with the hit time they were idle
-    /// since: one notification per expiry, another only after a new hit.
+    /// When idle entries were last reported (lab ns), by table and handle: the timer a
+    /// report restarts.
     idle_reported: Mutex<BTreeMap<(usize, u32), u64>>,
 }
 
@@ -483,8 +483,9 @@ impl Device {
         lists
     }
 
-    /// The entries that went unhit for their idle timeout since they were last reported (at
-    /// lab time `now_ns`), in P4Runtime's form; each is reported once until hit again.
+    /// The entries that went unhit for their idle timeout since they were hit or last
+    /// reported (at lab time `now_ns`), in P4Runtime's form. Reporting one restarts its timer,
+    /// as the specification asks: an entry that stays idle is reported again every timeout.
     pub fn idle_entries(&self, now_ns: u64) -> Vec<p4rt::TableEntry> {
         let cp = self.datapath.control();
         let program = self.program();
@@ -499,20 +500,21 @@ impl Device {
                 if stored.idle_timeout_ns == 0 {
                     continue;
                 }
-                let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
-                if now_ns.saturating_sub(last) < stored.idle_timeout_ns {
-                    continue;
-                }
                 let key = (t, stored.handle);
-                if reported.get(&key) != Some(&last) {
+                let last_hit = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                let last_report = reported.get(&key).copied();
+                let since = last_hit.max(last_report.unwrap_or(0));
+                if now_ns.saturating_sub(since) >= stored.idle_timeout_ns {
                     let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
                     te.idle_timeout_ns = stored.idle_timeout_ns as i64;
                     idle.push(te);
+                    still.insert(key, now_ns);
+                } else if let Some(r) = last_report {
+                    still.insert(key, r);
                 }
-                still.insert(key, last);
             }
         }
-        // Entries deleted or hit since are forgotten.
+        // Entries deleted since are forgotten.
         *reported = still;
         idle
     }

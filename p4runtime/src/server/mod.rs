@@ -225,8 +225,9 @@ async fn send_digests(device: Arc<Device>) {
 /// How often entries are checked for idle timeouts: BMv2's ageing sweep is as often.
 const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Tells `device`'s primary controller which entries went idle, every [`IDLE_SWEEP`]. With no
-/// primary nothing is swept: the first primary hears of every entry idle by then.
+/// Tells `device`'s primary controller which entries went idle, every [`IDLE_SWEEP`], in one
+/// notification a sweep. With no primary nothing is swept: the first primary hears of every
+/// entry idle by then.
 async fn send_idle_notifications(device: Arc<Device>) {
     let mut tick = tokio::time::interval(IDLE_SWEEP);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

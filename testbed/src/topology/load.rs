@@ -640,10 +640,17 @@ fn host_interface<'a>(
     Ok((address, interface))
 }
 
-/// Checks that `ip` can be a host's (or gateway's) address in the lab's range.
+/// Checks that `ip` can be a host's (or gateway's) address: in the lab's range, or private
+/// (RFC 1918, as the p4lang tutorials write theirs). Either lives only inside the lab's
+/// namespaces, which have no way out to a real network.
 fn lab_host_address(ip: Ipv4Addr) -> Result<(), String> {
+    if ip.is_private() {
+        return Ok(());
+    }
     if !super::in_lab_range(ip) {
-        return Err(format!("{ip} is outside the lab's 198.18.0.0/15"));
+        return Err(format!(
+            "{ip} is outside the lab's 198.18.0.0/15 and the private ranges (10/8, 172.16/12, 192.168/16)"
+        ));
     }
     if u32::from(ip) == LAB_NET || u32::from(ip) == LAB_NET | !LAB_MASK {
         return Err(format!("{ip} is the network's own or its broadcast address, no host's"));
@@ -814,7 +821,7 @@ links:
             "  - endpoints: [\"s1:eth2\", \"h2:eth0\"]\n      rate: 1Gbps",
         ));
         assert!(e.line >= 11, "bad indentation: {e}");
-        let e = error(&INCAST.replace("address: 198.18.7.7", "address: 10.0.0.1"));
+        let e = error(&INCAST.replace("address: 198.18.7.7", "address: 192.0.2.1"));
         assert!(e.message.contains("outside the lab"), "{e}");
     }
 
@@ -942,8 +949,8 @@ links:
             with("gateway: 198.18.3.30", "gateway: 198.18.4.30")
                 .contains("not another address on the host's subnet 198.18.3.0/24")
         );
-        assert!(with("gateway: 198.18.3.30", "gateway: 10.0.3.30").contains("outside the lab"));
-        assert!(with("{ 198.18.3.30:", "{ 10.0.3.30:").contains("arp `10.0.3.30`: 10.0.3.30 is outside the lab"));
+        assert!(with("gateway: 198.18.3.30", "gateway: 192.0.2.30").contains("outside the lab"));
+        assert!(with("{ 198.18.3.30:", "{ 192.0.2.30:").contains("arp `192.0.2.30`: 192.0.2.30 is outside the lab"));
         assert!(with("\"08:00:00:00:02:00\"", "nope").contains("`nope` is not a MAC"));
         let e = error(&INCAST.replace(
             "s1: { kind: switch }",

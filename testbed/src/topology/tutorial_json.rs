@@ -68,16 +68,17 @@ struct HostSettings {
 }
 
 /// Where addresses outside the lab go: `a.b.x.y` to `198.18.x.y` for the one `a.b` the
-/// hosts share.
+/// hosts share; or, keeping them, private addresses stay as written.
 #[derive(Debug, Clone, Copy)]
 struct AddressMove {
     from: Option<[u8; 2]>,
+    keep_private: bool,
 }
 
 impl AddressMove {
     /// The address in the lab, or `None` when it is neither in the lab nor in the moved /16.
     fn apply(self, ip: Ipv4Addr) -> Option<Ipv4Addr> {
-        if super::in_lab_range(ip) {
+        if super::in_lab_range(ip) || (self.keep_private && ip.is_private()) {
             return Some(ip);
         }
         let o = ip.octets();
@@ -112,14 +113,16 @@ impl AddressMove {
 
 /// Reads `topology` (a tutorials-style file), writes a scenario to `out` whose switches run
 /// `program` (or the one `per_switch` gives a switch by name), with the runtime or command
-/// files it names moved into the lab's addresses beside `out`. `name` is the scenario's name
-/// (default: `out`'s file stem).
+/// files it names moved into the lab's addresses beside `out` (unless `keep_addresses`, and
+/// they are private: then they stay as written). `name` is the scenario's name (default:
+/// `out`'s file stem).
 pub fn import(
     topology: &Path,
     program: &Path,
     per_switch: &BTreeMap<String, PathBuf>,
     out: &Path,
     name: Option<&str>,
+    keep_addresses: bool,
 ) -> Result<Imported, ImportError> {
     let fail = |file: &Path, message: String| ImportError {
         file: file.to_owned(),
@@ -154,7 +157,7 @@ pub fn import(
             .file_stem()
             .map_or("imported".into(), |s| s.to_string_lossy().into_owned()),
     };
-    let moved = address_move(&topo).map_err(|m| fail(topology, m))?;
+    let moved = address_move(&topo, keep_addresses).map_err(|m| fail(topology, m))?;
     let mut warnings = Vec::new();
 
     let mut hosts = BTreeMap::new();
@@ -221,11 +224,26 @@ pub fn import(
     let mut switches = BTreeMap::new();
     for (s, keys) in &topo.switches {
         let mut p4 = String::new();
+        let mut filled = false;
         for (key, value) in keys {
             let file = match (key.as_str(), value.as_str()) {
                 ("runtime_json" | "cli_input", Some(f)) => f,
                 ("runtime_json" | "cli_input", None) => {
                     return Err(fail(topology, format!("switches.{s}.{key}: expected a file name")));
+                }
+                ("cpu_port", _) => {
+                    let port = value
+                        .as_u64()
+                        .or_else(|| value.as_str().and_then(|v| v.trim().parse().ok()))
+                        .filter(|&p| p < u64::from(intlab_p4::exec::DROP_PORT))
+                        .ok_or_else(|| {
+                            fail(
+                                topology,
+                                format!("switches.{s}.cpu_port: {value} is not a port below 511"),
+                            )
+                        })?;
+                    write!(p4, ", cpu_port: {port}").expect(STRING_WRITE);
+                    continue;
                 }
                 ("program", _) if per_switch.contains_key(s) => continue,
                 ("program", _) => {
@@ -258,8 +276,9 @@ pub fn import(
             };
             write!(p4, ", {yaml_key}: {}", file_name(&written)).expect(STRING_WRITE);
             tables.push(written);
+            filled = true;
         }
-        if p4.is_empty() {
+        if !filled {
             warnings.push(format!(
                 "switch {s}: no runtime_json or cli_input: its tables start empty"
             ));
@@ -336,12 +355,23 @@ pub fn import(
 }
 
 /// The /16 the hosts' addresses move from, when they are outside the lab.
-fn address_move(topo: &TutorialTopology) -> Result<AddressMove, String> {
+fn address_move(topo: &TutorialTopology, keep_private: bool) -> Result<AddressMove, String> {
     let mut from: Option<[u8; 2]> = None;
     for (h, host) in &topo.hosts {
         let ip = host_ip(h, &host.ip)?.0;
-        if (AddressMove { from: None }).apply(ip).is_some() {
+        if (AddressMove {
+            from: None,
+            keep_private,
+        })
+        .apply(ip)
+        .is_some()
+        {
             continue;
+        }
+        if keep_private {
+            return Err(format!(
+                "hosts.{h}.ip: {ip} is not a private address (10/8, 172.16/12, 192.168/16), which a lab keeps"
+            ));
         }
         let o = ip.octets();
         match from {
@@ -354,7 +384,7 @@ fn address_move(topo: &TutorialTopology) -> Result<AddressMove, String> {
             }
         }
     }
-    Ok(AddressMove { from })
+    Ok(AddressMove { from, keep_private })
 }
 
 fn host_ip(h: &str, ip: &str) -> Result<(Ipv4Addr, Option<u8>), String> {
@@ -532,7 +562,10 @@ mod tests {
 
     #[test]
     fn addresses_of_the_moved_range_change_in_text_and_nowhere_else() {
-        let m = AddressMove { from: Some([10, 0]) };
+        let m = AddressMove {
+            from: Some([10, 0]),
+            keep_private: false,
+        };
         assert_eq!(
             m.in_text("table_add ipv4_lpm ipv4_forward 10.0.2.2/32 => 08:00:00:00:02:22 2\nx 10.1.0.1 1.2"),
             "table_add ipv4_lpm ipv4_forward 198.18.2.2/32 => 08:00:00:00:02:22 2\nx 10.1.0.1 1.2"
@@ -572,7 +605,7 @@ mod tests {
                 "links": [["h1", "s1-p1", "0", 0.25], ["h2", "s1-p2", "250"], ["h3", "s1-p3", 2]]}"#,
         )
         .expect("write");
-        import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None).expect("imports");
+        import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None, false).expect("imports");
         let yaml = std::fs::read_to_string(dir.join("s.yaml")).expect("the scenario");
         for (end, delay) in [
             ("s1:eth1", "delay: 0ms"),
@@ -610,7 +643,7 @@ mod tests {
                 .expect("the switch")
                 .to_owned()
         };
-        let done = import(&topology, &program, &BTreeMap::new(), &out, None).expect("imports");
+        let done = import(&topology, &program, &BTreeMap::new(), &out, None, false).expect("imports");
         assert!(switch_line("s2").contains("forward_dscp.p4"), "{}", switch_line("s2"));
         assert!(
             done.warnings.iter().any(|w| w.contains("--switch-program s2=FILE.p4")),
@@ -618,7 +651,7 @@ mod tests {
             done.warnings
         );
         let per_switch = BTreeMap::from([("s2".to_owned(), other.clone())]);
-        let done = import(&topology, &program, &per_switch, &out, None).expect("imports");
+        let done = import(&topology, &program, &per_switch, &out, None, false).expect("imports");
         assert!(switch_line("s1").contains("forward_dscp.p4"), "{}", switch_line("s1"));
         assert!(switch_line("s2").contains("int_transit.p4"), "{}", switch_line("s2"));
         assert!(
@@ -627,7 +660,7 @@ mod tests {
             done.warnings
         );
         let per_switch = BTreeMap::from([("s9".to_owned(), other)]);
-        let e = import(&topology, &program, &per_switch, &out, None)
+        let e = import(&topology, &program, &per_switch, &out, None, false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("switch `s9`, which is not in `switches` (s1, s2)"), "{e}");
@@ -642,7 +675,7 @@ mod tests {
         let try_import = |json: &str| {
             let topology = dir.join("topology.json");
             std::fs::write(&topology, json).expect("write");
-            import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None)
+            import(&topology, &program, &BTreeMap::new(), &dir.join("s.yaml"), None, false)
                 .map(|_| ())
                 .unwrap_err()
                 .to_string()
