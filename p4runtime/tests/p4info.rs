@@ -137,3 +137,41 @@ fn every_form_reads_back_as_the_same_message() {
     let bad = format::read::<p4i::P4Info>(b"tables { nonsense: 1 }", "p4.config.v1.P4Info", Form::Text);
     assert!(bad.is_err());
 }
+
+#[test]
+fn serializable_enums_a_controller_sees_are_listed_with_their_values() {
+    // As the flowcache exercise writes them: one enum in the packet_in header, one unused.
+    let program = r#"
+#include <core.p4>
+#include <v1model.p4>
+enum bit<8> Reason_t { UNKNOWN = 1, BAD = 2 }
+enum bit<16> Unused_t { A = 0x0800 }
+@controller_header("packet_in")
+header packet_in_t { bit<16> port; Reason_t reason; }
+struct headers { packet_in_t packet_in; }
+struct metadata { }
+parser P(packet_in pk, out headers h, inout metadata m, inout standard_metadata_t sm) { state start { transition accept; } }
+control V(inout headers h, inout metadata m) { apply { } }
+control I(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { h.packet_in.setValid(); h.packet_in.reason = Reason_t.BAD; } }
+control E(inout headers h, inout metadata m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers h, inout metadata m) { apply { } }
+control D(packet_out pk, in headers h) { apply { pk.emit(h.packet_in); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"#;
+    let loaded = intlab_p4::load_text("enums.p4", program).expect("the program loads");
+    let info = p4info(&loaded.ir).expect("ids").info;
+    let enums = info.type_info.expect("type info").serializable_enums;
+    assert_eq!(
+        enums.keys().collect::<Vec<_>>(),
+        ["Reason_t"],
+        "the unused enum is left out, as p4c leaves it"
+    );
+    let reason = &enums["Reason_t"];
+    assert_eq!(reason.underlying_type.as_ref().map(|u| u.bitwidth), Some(8));
+    let members: Vec<(&str, &[u8])> = reason
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.value.as_slice()))
+        .collect();
+    assert_eq!(members, [("UNKNOWN", &[1u8][..]), ("BAD", &[2u8][..])]);
+}

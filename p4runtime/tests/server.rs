@@ -923,3 +923,243 @@ async fn clone_sessions_are_written_read_and_used_by_the_program() {
     );
     drop(srv);
 }
+
+/// The id of the object named `name` among `preambles`.
+fn id_of<'a>(
+    preambles: impl IntoIterator<Item = Option<&'a intlab_p4runtime::proto::p4::config::v1::Preamble>>,
+    name: &str,
+) -> u32 {
+    preambles
+        .into_iter()
+        .flatten()
+        .find(|p| p.name == name)
+        .map(|p| p.id)
+        .unwrap_or_else(|| panic!("no `{name}` in the P4Info"))
+}
+
+async fn read_one(c: &mut P4RuntimeClient<Channel>, entity: p4rt::entity::Entity) -> Vec<p4rt::Entity> {
+    let req = p4rt::ReadRequest {
+        device_id: 7,
+        entities: vec![p4rt::Entity { entity: Some(entity) }],
+        ..Default::default()
+    };
+    let mut answers = c.read(req).await.expect("read").into_inner();
+    let mut out = Vec::new();
+    while let Some(r) = answers.next().await {
+        out.extend(r.expect("read answer").entities);
+    }
+    out
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn value_sets_are_written_whole_and_read_back() {
+    use p4rt::field_match::FieldMatchType;
+    use p4rt::update::Type;
+    let (srv, dp) = lab();
+    let info = p4info(dp.program()).expect("ids").info;
+    let pvs = id_of(info.value_sets.iter().map(|v| v.preamble.as_ref()), "MyParser.pvs");
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _) = arbitrate(&mut c, 5).await;
+    // pvs_t: an ether type matched ternary, a protocol exact.
+    let member = |ether: u16, mask: u16, proto: Option<u8>| p4rt::ValueSetMember {
+        r#match: std::iter::once(p4rt::FieldMatch {
+            field_id: 1,
+            field_match_type: Some(FieldMatchType::Ternary(p4rt::field_match::Ternary {
+                value: ether.to_be_bytes().to_vec(),
+                mask: mask.to_be_bytes().to_vec(),
+            })),
+        })
+        .chain(proto.map(|p| p4rt::FieldMatch {
+            field_id: 2,
+            field_match_type: Some(FieldMatchType::Exact(p4rt::field_match::Exact { value: vec![p] })),
+        }))
+        .collect(),
+    };
+    let entry = |members| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::ValueSetEntry(p4rt::ValueSetEntry {
+            value_set_id: pvs,
+            members,
+        })),
+    };
+    let written = vec![member(0x0800, 0xffff, Some(0)), member(0x8600, 0xff00, Some(0))];
+    c.write(write(5, Type::Modify, vec![entry(written.clone())]))
+        .await
+        .expect("written");
+    assert_eq!(dp.control().value_sets[0].len(), 2, "the parser sees both members");
+    let back = read_one(
+        &mut c,
+        p4rt::entity::Entity::ValueSetEntry(p4rt::ValueSetEntry {
+            value_set_id: pvs,
+            members: Vec::new(),
+        }),
+    )
+    .await;
+    let Some(p4rt::entity::Entity::ValueSetEntry(v)) = &back[0].entity else {
+        panic!("a value set: {back:?}")
+    };
+    // Read back canonical: 0x0800 and 0 lose their leading zero bytes.
+    let canonical = |m: &p4rt::ValueSetMember| -> Vec<Option<FieldMatchType>> {
+        m.r#match.iter().map(|f| f.field_match_type.clone()).collect()
+    };
+    assert_eq!(v.members.len(), 2);
+    assert_eq!(
+        canonical(&v.members[0]),
+        [
+            Some(FieldMatchType::Ternary(p4rt::field_match::Ternary {
+                value: vec![0x08, 0x00],
+                mask: vec![0xff, 0xff],
+            })),
+            Some(FieldMatchType::Exact(p4rt::field_match::Exact { value: vec![0] })),
+        ]
+    );
+    for (entity, kind, code) in [
+        (
+            entry(vec![member(0x0800, 0xffff, None)]),
+            Type::Modify,
+            Code::InvalidArgument,
+        ),
+        (entry(written.clone()), Type::Insert, Code::InvalidArgument),
+        (
+            entry((0..5).map(|i| member(i, 0xffff, Some(1))).collect()),
+            Type::Modify,
+            Code::ResourceExhausted,
+        ),
+    ] {
+        let e = c.write(write(5, kind, vec![entity])).await.expect_err("refused");
+        assert_eq!(update_errors(&e)[0].0, code as i32, "{e:?}");
+    }
+    assert_eq!(dp.control().value_sets[0].len(), 2, "refused writes change nothing");
+    drop(srv);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
+    use p4rt::update::Type;
+    let (srv, dp) = lab_of(CPU_PROGRAM, None);
+    let info = p4info(dp.program()).expect("ids").info;
+    let meter = id_of(info.meters.iter().map(|m| m.preamble.as_ref()), "MyIngress.rate_limit");
+    let direct = id_of(
+        info.direct_meters.iter().map(|m| m.preamble.as_ref()),
+        "MyIngress.per_port",
+    );
+    let seen = id_of(info.tables.iter().map(|t| t.preamble.as_ref()), "MyIngress.seen");
+    let seen_it = id_of(info.actions.iter().map(|a| a.preamble.as_ref()), "MyIngress.seen_it");
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _) = arbitrate(&mut c, 5).await;
+    let config = |cir, pir| p4rt::MeterConfig {
+        cir,
+        cburst: 10,
+        pir,
+        pburst: 20,
+        ..Default::default()
+    };
+    let cell = |index: i64, cfg: Option<p4rt::MeterConfig>| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::MeterEntry(p4rt::MeterEntry {
+            meter_id: meter,
+            index: Some(p4rt::Index { index }),
+            config: cfg,
+            ..Default::default()
+        })),
+    };
+    c.write(write(5, Type::Modify, vec![cell(2, Some(config(1000, 2000)))]))
+        .await
+        .expect("set");
+    let m = dp
+        .program()
+        .meters
+        .iter()
+        .position(|m| m.name == "MyIngress.rate_limit")
+        .expect("meter");
+    let rates = dp.meter_cell(m, 2).expect("cell").lock().expect("lock").rates();
+    assert_eq!(
+        rates,
+        [(0.001, 10), (0.002, 20)],
+        "BMv2's units: per microsecond, committed first"
+    );
+    let all = read_one(
+        &mut c,
+        p4rt::entity::Entity::MeterEntry(p4rt::MeterEntry {
+            meter_id: meter,
+            ..Default::default()
+        }),
+    )
+    .await;
+    assert_eq!(all.len(), 4, "one entity a cell");
+    assert_eq!(all[2], cell(2, Some(config(1000, 2000))));
+    assert_eq!(all[1], cell(1, None), "a cell never set has no config");
+    for (entity, kind, code) in [
+        (cell(2, Some(config(2000, 1000))), Type::Modify, Code::InvalidArgument),
+        (cell(2, Some(config(1000, 2000))), Type::Insert, Code::InvalidArgument),
+        (cell(9, Some(config(1000, 2000))), Type::Modify, Code::OutOfRange),
+    ] {
+        let e = c.write(write(5, kind, vec![entity])).await.expect_err("refused");
+        assert_eq!(update_errors(&e)[0].0, code as i32, "{e:?}");
+    }
+    assert_eq!(
+        dp.meter_cell(m, 2).expect("cell").lock().expect("lock").rates(),
+        rates,
+        "unchanged"
+    );
+
+    // A direct meter: the rates of one table entry.
+    let key = vec![p4rt::FieldMatch {
+        field_id: 1,
+        field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
+            value: vec![1],
+        })),
+    }];
+    let seen_entry = |action: Option<p4rt::TableAction>| p4rt::TableEntry {
+        table_id: seen,
+        r#match: key.clone(),
+        action,
+        ..Default::default()
+    };
+    let direct_entry = |cfg| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
+            table_entry: Some(seen_entry(None)),
+            config: cfg,
+            ..Default::default()
+        })),
+    };
+    let e = c
+        .write(write(5, Type::Modify, vec![direct_entry(Some(config(5000, 6000)))]))
+        .await
+        .expect_err("no such entry yet");
+    assert_eq!(update_errors(&e)[0].0, Code::NotFound as i32);
+    c.write(write(
+        5,
+        Type::Insert,
+        vec![p4rt::Entity {
+            entity: Some(p4rt::entity::Entity::TableEntry(seen_entry(table_action(
+                seen_it,
+                Vec::new(),
+            )))),
+        }],
+    ))
+    .await
+    .expect("inserted");
+    c.write(write(5, Type::Modify, vec![direct_entry(Some(config(5000, 6000)))]))
+        .await
+        .expect("set");
+    let t = dp
+        .program()
+        .tables
+        .iter()
+        .position(|t| t.name == "MyIngress.seen")
+        .expect("table");
+    let stored_rates = dp.control().tables[t].entries()[0].meter.lock().expect("lock").rates();
+    assert_eq!(stored_rates, [(0.005, 10), (0.006, 20)]);
+    let back = read_one(
+        &mut c,
+        p4rt::entity::Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
+            table_entry: Some(p4rt::TableEntry {
+                table_id: seen,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    )
+    .await;
+    assert_eq!(back, vec![direct_entry(Some(config(5000, 6000)))]);
+    drop(srv);
+}

@@ -14,8 +14,10 @@ use super::arbitration::Arbitration;
 use super::entries::{self, canonical, value};
 use super::error::UpdateError;
 use super::ids::Ids;
+use super::meters::{self, MeterTarget};
 use super::packet_io::ControllerHeader;
 use super::replication;
+use super::value_sets;
 use crate::p4info::{Described, p4info};
 use crate::proto::p4::config::v1 as p4i;
 use crate::proto::p4::v1 as p4rt;
@@ -63,6 +65,8 @@ enum AfterEdit {
     Cell(usize, usize, u128),
     /// A digest's configuration set (`None`: removed).
     Digest(usize, Option<p4rt::digest_entry::Config>),
+    /// A meter cell's rates (none: forgotten).
+    Meter(MeterTarget, Vec<(f64, u64)>),
 }
 
 impl std::fmt::Debug for Device {
@@ -258,6 +262,12 @@ impl Device {
                         AfterEdit::Digest(d, None) => {
                             digests.0.remove(&d);
                         }
+                        AfterEdit::Meter(MeterTarget::Cell(m, i), rates) => {
+                            if let Some(cell) = self.datapath.meter_cell(m, i) {
+                                meters::set(cell, &rates);
+                            }
+                        }
+                        AfterEdit::Meter(MeterTarget::Entry(cell), rates) => meters::set(&cell, &rates),
                     }
                 }
             }
@@ -300,11 +310,68 @@ impl Device {
                 Ok(())
             }
             Some(Entity::PacketReplicationEngineEntry(p)) => replication::update(cp, kind, p),
+            Some(Entity::ValueSetEntry(v)) => value_sets::update(cp, &self.ids, self.program(), kind, v),
+            Some(Entity::MeterEntry(m)) => {
+                if kind != Type::Modify {
+                    return Err(UpdateError::invalid("meters are only modified"));
+                }
+                let rates = meters::rates(m.config.as_ref())?;
+                for (meter, cell) in self.meter_cells(m.meter_id, m.index.as_ref())? {
+                    after.push(AfterEdit::Meter(MeterTarget::Cell(meter, cell), rates.clone()));
+                }
+                Ok(())
+            }
+            Some(Entity::DirectMeterEntry(d)) => {
+                if kind != Type::Modify {
+                    return Err(UpdateError::invalid("direct meters are only modified"));
+                }
+                let rates = meters::rates(d.config.as_ref())?;
+                let cell = self.direct_meter(cp, d.table_entry.as_ref())?;
+                after.push(AfterEdit::Meter(MeterTarget::Entry(cell), rates));
+                Ok(())
+            }
             Some(_) => Err(UpdateError::unimplemented(
                 "writing this entity over P4Runtime is not served yet",
             )),
             None => Err(UpdateError::invalid("update without an entity")),
         }
+    }
+
+    /// The cells of indexed meter `id` a MeterEntry names (no index: all of them), as
+    /// (meter, cell).
+    fn meter_cells(&self, id: u32, index: Option<&p4rt::Index>) -> Result<Vec<(usize, usize)>, UpdateError> {
+        let m = self
+            .ids
+            .meter(id)
+            .filter(|&m| self.program().meters[m].table.is_none())
+            .ok_or_else(|| UpdateError::not_found(format!("no indexed meter has id {id}")))?;
+        let def = &self.program().meters[m];
+        Ok(match index {
+            Some(i) => vec![(m, cell(i.index, def.size, &def.name)?)],
+            None => (0..def.size).map(|c| (m, c)).collect(),
+        })
+    }
+
+    /// The direct meter cell of the table entry `e` names, in `cp`.
+    fn direct_meter(
+        &self,
+        cp: &intlab_p4::exec::control_plane::ControlPlane,
+        e: Option<&p4rt::TableEntry>,
+    ) -> Result<std::sync::Arc<Mutex<intlab_p4::exec::meter::MeterCell>>, UpdateError> {
+        let e = e.ok_or_else(|| UpdateError::invalid("a direct meter entry names its table entry"))?;
+        let t = self.table(e.table_id)?;
+        let program = self.program();
+        if program.tables[t].direct_meter.is_none() {
+            return Err(UpdateError::invalid(format!(
+                "table `{}` has no direct meter",
+                program.tables[t].name
+            )));
+        }
+        let entry = entries::from_p4rt(&self.ids, program, t, e)?;
+        let at = cp.tables[t]
+            .find(&entry.matches, entry.priority)
+            .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
+        Ok(cp.tables[t].entries()[at].meter.clone())
     }
 
     fn table(&self, id: u32) -> Result<usize, UpdateError> {
@@ -613,6 +680,59 @@ impl Device {
                                     data: Some(p4rt::P4Data {
                                         data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
                                     }),
+                                })),
+                            });
+                        }
+                    }
+                }
+                Some(Entity::ValueSetEntry(v)) => out.extend(value_sets::read(&cp, &self.ids, program, v)?),
+                Some(Entity::MeterEntry(m)) => {
+                    let meters: Vec<usize> = if m.meter_id == 0 {
+                        (0..program.meters.len())
+                            .filter(|&i| program.meters[i].table.is_none())
+                            .collect()
+                    } else {
+                        vec![self.meter_cells(m.meter_id, None)?.first().map_or(usize::MAX, |c| c.0)]
+                    };
+                    for meter in meters.into_iter().filter(|&i| i < program.meters.len()) {
+                        let id = self.ids.meter_id(meter);
+                        for (_, c) in self.meter_cells(id, m.index.as_ref())? {
+                            let config = self.datapath.meter_cell(meter, c).and_then(meters::config);
+                            out.push(p4rt::Entity {
+                                entity: Some(Entity::MeterEntry(p4rt::MeterEntry {
+                                    meter_id: id,
+                                    index: Some(p4rt::Index { index: c as i64 }),
+                                    config,
+                                    ..Default::default()
+                                })),
+                            });
+                        }
+                    }
+                }
+                Some(Entity::DirectMeterEntry(d)) => {
+                    let wanted = d.table_entry.clone().unwrap_or_default();
+                    let tables: Vec<usize> = if wanted.table_id == 0 {
+                        self.ids
+                            .tables()
+                            .filter(|&t| program.tables[t].direct_meter.is_some())
+                            .collect()
+                    } else {
+                        vec![self.table(wanted.table_id)?]
+                    };
+                    for t in tables {
+                        for stored in cp.tables[t].entries() {
+                            let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                            if !wanted.r#match.is_empty()
+                                && (te.r#match != wanted.r#match || te.priority != wanted.priority)
+                            {
+                                continue;
+                            }
+                            te.action = None;
+                            out.push(p4rt::Entity {
+                                entity: Some(Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
+                                    table_entry: Some(te),
+                                    config: meters::config(&stored.meter),
+                                    ..Default::default()
                                 })),
                             });
                         }

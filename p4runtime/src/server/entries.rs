@@ -53,59 +53,7 @@ pub fn from_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &p4rt::TableEntr
         }
         let key = &table.keys[k];
         let what = format!("match field {} ({})", m.field_id, key.name);
-        let w = key.width;
-        matches[k] = match (key.kind, &m.field_match_type) {
-            (MatchKind::Exact, Some(FieldMatchType::Exact(x))) => KeySet::Value(value(&x.value, w, &what)?),
-            (MatchKind::Optional, Some(FieldMatchType::Optional(x))) => KeySet::Value(value(&x.value, w, &what)?),
-            (MatchKind::Lpm, Some(FieldMatchType::Lpm(x))) => {
-                let len = u32::try_from(x.prefix_len)
-                    .ok()
-                    .filter(|&l| l >= 1 && l <= u32::from(w))
-                    .ok_or_else(|| {
-                        UpdateError::invalid(format!("{what}: prefix length {} of a {w}-bit key", x.prefix_len))
-                    })?;
-                let v = value(&x.value, w, &what)?;
-                let m = intlab_p4::exec::table::prefix_mask(len, w);
-                if v & !m != 0 {
-                    return Err(UpdateError::invalid(format!(
-                        "{what}: {v:#x} has bits past its /{len} prefix"
-                    )));
-                }
-                KeySet::Mask(v, m)
-            }
-            (MatchKind::Ternary, Some(FieldMatchType::Ternary(x))) => {
-                let (v, m) = (value(&x.value, w, &what)?, value(&x.mask, w, &what)?);
-                if m == 0 {
-                    return Err(UpdateError::invalid(format!(
-                        "{what}: a mask of 0 is written by leaving the field out"
-                    )));
-                }
-                if v & !m != 0 {
-                    return Err(UpdateError::invalid(format!(
-                        "{what}: value {v:#x} has bits outside its mask {m:#x}"
-                    )));
-                }
-                KeySet::Mask(v, m)
-            }
-            (MatchKind::Range, Some(FieldMatchType::Range(x))) => {
-                let (lo, hi) = (value(&x.low, w, &what)?, value(&x.high, w, &what)?);
-                if lo > hi {
-                    return Err(UpdateError::invalid(format!("{what}: low {lo:#x} above high {hi:#x}")));
-                }
-                if lo == 0 && hi == mask(w) {
-                    return Err(UpdateError::invalid(format!(
-                        "{what}: the whole range is written by leaving the field out"
-                    )));
-                }
-                KeySet::Range(lo, hi)
-            }
-            (kind, _) => {
-                return Err(UpdateError::invalid(format!(
-                    "{what} is {}: another kind of match given",
-                    kind.name()
-                )));
-            }
-        };
+        matches[k] = key_set(key.kind, key.width, m, &what)?;
     }
     for (k, key) in table.keys.iter().enumerate() {
         if key.kind == MatchKind::Exact && !seen[k] {
@@ -212,29 +160,70 @@ pub fn action_call(
     Ok((index, args))
 }
 
+/// The key set a P4Runtime field match gives a key of `kind` and `w` bits (`what` names it in
+/// errors).
+pub fn key_set(kind: MatchKind, w: u16, m: &p4rt::FieldMatch, what: &str) -> Result<KeySet, UpdateError> {
+    Ok(match (kind, &m.field_match_type) {
+        (MatchKind::Exact, Some(FieldMatchType::Exact(x))) => KeySet::Value(value(&x.value, w, what)?),
+        (MatchKind::Optional, Some(FieldMatchType::Optional(x))) => KeySet::Value(value(&x.value, w, what)?),
+        (MatchKind::Lpm, Some(FieldMatchType::Lpm(x))) => {
+            let len = u32::try_from(x.prefix_len)
+                .ok()
+                .filter(|&l| l >= 1 && l <= u32::from(w))
+                .ok_or_else(|| {
+                    UpdateError::invalid(format!("{what}: prefix length {} of a {w}-bit key", x.prefix_len))
+                })?;
+            let v = value(&x.value, w, what)?;
+            let m = intlab_p4::exec::table::prefix_mask(len, w);
+            if v & !m != 0 {
+                return Err(UpdateError::invalid(format!(
+                    "{what}: {v:#x} has bits past its /{len} prefix"
+                )));
+            }
+            KeySet::Mask(v, m)
+        }
+        (MatchKind::Ternary, Some(FieldMatchType::Ternary(x))) => {
+            let (v, m) = (value(&x.value, w, what)?, value(&x.mask, w, what)?);
+            if m == 0 {
+                return Err(UpdateError::invalid(format!(
+                    "{what}: a mask of 0 is written by leaving the field out"
+                )));
+            }
+            if v & !m != 0 {
+                return Err(UpdateError::invalid(format!(
+                    "{what}: value {v:#x} has bits outside its mask {m:#x}"
+                )));
+            }
+            KeySet::Mask(v, m)
+        }
+        (MatchKind::Range, Some(FieldMatchType::Range(x))) => {
+            let (lo, hi) = (value(&x.low, w, what)?, value(&x.high, w, what)?);
+            if lo > hi {
+                return Err(UpdateError::invalid(format!("{what}: low {lo:#x} above high {hi:#x}")));
+            }
+            if lo == 0 && hi == mask(w) {
+                return Err(UpdateError::invalid(format!(
+                    "{what}: the whole range is written by leaving the field out"
+                )));
+            }
+            KeySet::Range(lo, hi)
+        }
+        (kind, _) => {
+            return Err(UpdateError::invalid(format!(
+                "{what} is {}: another kind of match given",
+                kind.name()
+            )));
+        }
+    })
+}
+
 /// A stored entry of table `t` in P4Runtime's form.
 pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &ir::Entry) -> p4rt::TableEntry {
     let table = &program.tables[t];
     let mut r#match = Vec::new();
     for (k, (key, set)) in table.keys.iter().zip(&e.matches).enumerate() {
-        let field_match_type = match (key.kind, *set) {
-            (_, KeySet::Any) => continue,
-            (MatchKind::Optional, KeySet::Value(v)) => {
-                FieldMatchType::Optional(p4rt::field_match::Optional { value: canonical(v) })
-            }
-            (_, KeySet::Value(v)) => FieldMatchType::Exact(p4rt::field_match::Exact { value: canonical(v) }),
-            (MatchKind::Lpm, KeySet::Mask(v, m)) => FieldMatchType::Lpm(p4rt::field_match::Lpm {
-                value: canonical(v),
-                prefix_len: m.count_ones() as i32,
-            }),
-            (_, KeySet::Mask(v, m)) => FieldMatchType::Ternary(p4rt::field_match::Ternary {
-                value: canonical(v),
-                mask: canonical(m),
-            }),
-            (_, KeySet::Range(lo, hi)) => FieldMatchType::Range(p4rt::field_match::Range {
-                low: canonical(lo),
-                high: canonical(hi),
-            }),
+        let Some(field_match_type) = field_match(key.kind, *set) else {
+            continue;
         };
         r#match.push(p4rt::FieldMatch {
             field_id: k as u32 + 1,
@@ -248,6 +237,29 @@ pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &ir::Entry) -> p4r
         priority: e.priority as i32,
         ..Default::default()
     }
+}
+
+/// A key set of a key of `kind` in P4Runtime's form; None for a wildcard (a field left out).
+pub fn field_match(kind: MatchKind, set: KeySet) -> Option<FieldMatchType> {
+    Some(match (kind, set) {
+        (_, KeySet::Any) => return None,
+        (MatchKind::Optional, KeySet::Value(v)) => {
+            FieldMatchType::Optional(p4rt::field_match::Optional { value: canonical(v) })
+        }
+        (_, KeySet::Value(v)) => FieldMatchType::Exact(p4rt::field_match::Exact { value: canonical(v) }),
+        (MatchKind::Lpm, KeySet::Mask(v, m)) => FieldMatchType::Lpm(p4rt::field_match::Lpm {
+            value: canonical(v),
+            prefix_len: m.count_ones() as i32,
+        }),
+        (_, KeySet::Mask(v, m)) => FieldMatchType::Ternary(p4rt::field_match::Ternary {
+            value: canonical(v),
+            mask: canonical(m),
+        }),
+        (_, KeySet::Range(lo, hi)) => FieldMatchType::Range(p4rt::field_match::Range {
+            low: canonical(lo),
+            high: canonical(hi),
+        }),
+    })
 }
 
 /// Action `a` with `args` as a P4Runtime table action.

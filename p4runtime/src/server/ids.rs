@@ -33,6 +33,8 @@ pub struct Ids {
     action_ids: HashMap<String, u32>,
     registers: Numbered,
     counters: Numbered,
+    meters: Numbered,
+    value_sets: Numbered,
     digests: Numbered,
 }
 
@@ -60,6 +62,27 @@ impl Ids {
                         };
                         s.id(kind, &c.name)
                     })
+                    .collect(),
+            ),
+            meters: Numbered::new(
+                program
+                    .meters
+                    .iter()
+                    .map(|m| {
+                        let kind = if m.table.is_some() {
+                            Kind::DirectMeter
+                        } else {
+                            Kind::Meter
+                        };
+                        s.id(kind, &m.name)
+                    })
+                    .collect(),
+            ),
+            value_sets: Numbered::new(
+                program
+                    .value_sets
+                    .iter()
+                    .map(|v| s.id(Kind::ValueSet, &v.name))
                     .collect(),
             ),
             digests: Numbered::new(program.digests.iter().map(|d| s.id(Kind::Digest, &d.name)).collect()),
@@ -121,6 +144,26 @@ impl Ids {
     /// Counter `c`'s id.
     pub fn counter_id(&self, c: usize) -> u32 {
         self.counters.ids[c]
+    }
+
+    /// The meter (indexed or direct) with id `id`.
+    pub fn meter(&self, id: u32) -> Option<usize> {
+        self.meters.index(id)
+    }
+
+    /// Meter `m`'s id.
+    pub fn meter_id(&self, m: usize) -> u32 {
+        self.meters.ids[m]
+    }
+
+    /// The value set with id `id`.
+    pub fn value_set(&self, id: u32) -> Option<usize> {
+        self.value_sets.index(id)
+    }
+
+    /// Value set `v`'s id.
+    pub fn value_set_id(&self, v: usize) -> u32 {
+        self.value_sets.ids[v]
     }
 
     /// The digest with id `id`.

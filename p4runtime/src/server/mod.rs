@@ -7,9 +7,11 @@ mod device;
 mod entries;
 mod error;
 mod ids;
+mod meters;
 mod packet_io;
 mod replication;
 mod service;
+mod value_sets;
 
 use std::net::SocketAddr;
 use std::os::unix::net::UnixDatagram;

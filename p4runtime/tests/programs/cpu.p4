@@ -1,6 +1,6 @@
 // A switch that sends what its table does not know to the controller (CPU port 510, with
 // the ingress port in front), forwards what the controller sends back to the port it names,
-// and ages its entries.
+// ages its entries, and meters (indexed and direct) for P4Runtime to set.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -12,7 +12,7 @@ header packet_in_t { bit<9> ingress_port; bit<7> _pad; }
 header packet_out_t { bit<9> egress_port; bit<7> _pad; }
 header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
 struct headers { packet_in_t packet_in; packet_out_t packet_out; ethernet_t ethernet; }
-struct metadata { }
+struct metadata { bit<2> color; }
 
 parser MyParser(packet_in packet, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start {
@@ -31,8 +31,12 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         default_action = to_cpu();
         support_timeout = true;
     }
-    table seen { key = { sm.ingress_port: exact; } actions = { NoAction; } }
+    meter(4, MeterType.packets) rate_limit;
+    direct_meter<bit<2>>(MeterType.bytes) per_port;
+    action seen_it() { per_port.read(meta.color); }
+    table seen { key = { sm.ingress_port: exact; } actions = { seen_it; NoAction; } meters = per_port; }
     apply {
+        rate_limit.execute_meter((bit<32>)0, meta.color);
         seen.apply();
         if (hdr.packet_out.isValid()) {
             sm.egress_spec = hdr.packet_out.egress_port;
