@@ -1163,3 +1163,138 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
     assert_eq!(back, vec![direct_entry(Some(config(5000, 6000)))]);
     drop(srv);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn selector_members_groups_and_entries_that_run_them() {
+    use p4rt::entity::Entity;
+    use p4rt::update::Type;
+    let (srv, dp) = lab_of(CPU_PROGRAM, None);
+    let info = p4info(dp.program()).expect("ids").info;
+    let profile = id_of(
+        info.action_profiles.iter().map(|p| p.preamble.as_ref()),
+        "MyIngress.ecmp_selector",
+    );
+    let ecmp = id_of(info.tables.iter().map(|t| t.preamble.as_ref()), "MyIngress.ecmp");
+    let to_port = id_of(info.actions.iter().map(|a| a.preamble.as_ref()), "MyIngress.to_port");
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _) = arbitrate(&mut c, 5).await;
+    let member = |id: u32, port: u8| p4rt::Entity {
+        entity: Some(Entity::ActionProfileMember(p4rt::ActionProfileMember {
+            action_profile_id: profile,
+            member_id: id,
+            action: Some(p4rt::Action {
+                action_id: to_port,
+                params: vec![p4rt::action::Param {
+                    param_id: 1,
+                    value: vec![port],
+                }],
+            }),
+        })),
+    };
+    let group = |id: u32, members: &[(u32, i32)]| p4rt::Entity {
+        entity: Some(Entity::ActionProfileGroup(p4rt::ActionProfileGroup {
+            action_profile_id: profile,
+            group_id: id,
+            members: members
+                .iter()
+                .map(|&(member_id, weight)| p4rt::action_profile_group::Member {
+                    member_id,
+                    weight,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })),
+    };
+    let entry = |mac: u8, runs: p4rt::table_action::Type| p4rt::Entity {
+        entity: Some(Entity::TableEntry(p4rt::TableEntry {
+            table_id: ecmp,
+            r#match: vec![p4rt::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
+                    value: vec![mac],
+                })),
+            }],
+            action: Some(p4rt::TableAction { r#type: Some(runs) }),
+            ..Default::default()
+        })),
+    };
+    use p4rt::table_action::Type as Runs;
+    c.write(write(5, Type::Insert, vec![member(1, 2), member(2, 3)]))
+        .await
+        .expect("members");
+    c.write(write(5, Type::Insert, vec![group(10, &[(1, 1), (2, 2)])]))
+        .await
+        .expect("group");
+    c.write(write(
+        5,
+        Type::Insert,
+        vec![
+            entry(1, Runs::ActionProfileMemberId(1)),
+            entry(2, Runs::ActionProfileGroupId(10)),
+        ],
+    ))
+    .await
+    .expect("entries");
+
+    // Frames run what their entry names: member 1 sends to port 2; the group spreads by source.
+    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
+    let frame = |dst: u8, src: u8| {
+        let mut f = vec![0u8; 60];
+        f[5] = dst;
+        f[11] = src;
+        f[12..14].copy_from_slice(&[0x99, 0x99]);
+        f
+    };
+    let out: Vec<u16> = sim.send(1, &frame(1, 7)).iter().map(|(p, _)| *p).collect();
+    assert_eq!(out, [2]);
+    let ports: std::collections::BTreeSet<u16> = (0..64)
+        .flat_map(|src| sim.send(1, &frame(2, src)).into_iter().map(|(p, _)| p))
+        .collect();
+    assert_eq!(ports, [2, 3].into(), "the group's two members both take sources");
+
+    let groups = read_one(&mut c, Entity::ActionProfileGroup(p4rt::ActionProfileGroup::default())).await;
+    assert_eq!(groups, vec![group(10, &[(1, 1), (2, 2)])], "weights read back");
+    let members = read_one(
+        &mut c,
+        Entity::ActionProfileMember(p4rt::ActionProfileMember::default()),
+    )
+    .await;
+    assert_eq!(members, vec![member(1, 2), member(2, 3)]);
+    let entries = read_table(&mut c, ecmp).await;
+    let runs: Vec<_> = entries
+        .iter()
+        .map(|e| e.action.clone().and_then(|a| a.r#type))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            Some(Runs::ActionProfileMemberId(1)),
+            Some(Runs::ActionProfileGroupId(10))
+        ]
+    );
+
+    let direct = entry(
+        3,
+        Runs::Action(p4rt::Action {
+            action_id: to_port,
+            params: vec![p4rt::action::Param {
+                param_id: 1,
+                value: vec![2],
+            }],
+        }),
+    );
+    for (kind, entity, code) in [
+        (Type::Insert, entry(3, Runs::ActionProfileMemberId(9)), Code::NotFound),
+        (Type::Insert, direct, Code::InvalidArgument),
+        (Type::Insert, member(1, 4), Code::AlreadyExists),
+        (Type::Insert, group(11, &[(9, 1)]), Code::NotFound),
+        (Type::Delete, member(2, 3), Code::FailedPrecondition),
+        (Type::Delete, group(10, &[]), Code::FailedPrecondition),
+    ] {
+        let e = c.write(write(5, kind, vec![entity])).await.expect_err("refused");
+        assert_eq!(update_errors(&e)[0].0, code as i32, "{e:?}");
+    }
+    assert_eq!(read_table(&mut c, ecmp).await.len(), 2, "refused writes change nothing");
+    drop(srv);
+}

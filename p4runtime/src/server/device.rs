@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use intlab_p4::Datapath;
-use intlab_p4::exec::table::Via;
 use intlab_p4::ir;
 
 use super::CpuPort;
@@ -16,6 +15,7 @@ use super::error::UpdateError;
 use super::ids::Ids;
 use super::meters::{self, MeterTarget};
 use super::packet_io::ControllerHeader;
+use super::profiles;
 use super::replication;
 use super::value_sets;
 use crate::p4info::{Described, p4info};
@@ -311,6 +311,8 @@ impl Device {
             }
             Some(Entity::PacketReplicationEngineEntry(p)) => replication::update(cp, kind, p),
             Some(Entity::ValueSetEntry(v)) => value_sets::update(cp, &self.ids, self.program(), kind, v),
+            Some(Entity::ActionProfileMember(m)) => profiles::member_update(cp, &self.ids, self.program(), kind, m),
+            Some(Entity::ActionProfileGroup(g)) => profiles::group_update(cp, &self.ids, self.program(), kind, g),
             Some(Entity::MeterEntry(m)) => {
                 if kind != Type::Modify {
                     return Err(UpdateError::invalid("meters are only modified"));
@@ -367,7 +369,7 @@ impl Device {
                 program.tables[t].name
             )));
         }
-        let entry = entries::from_p4rt(&self.ids, program, t, e)?;
+        let (entry, _) = entries::from_p4rt(&self.ids, program, t, e)?;
         let at = cp.tables[t]
             .find(&entry.matches, entry.priority)
             .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
@@ -415,7 +417,10 @@ impl Device {
             code: Code::PermissionDenied,
             message: m,
         })?;
-        let entry = entries::from_p4rt(&self.ids, program, t, e)?;
+        let (entry, via) = entries::from_p4rt(&self.ids, program, t, e)?;
+        if let Some(p) = program.tables[t].profile {
+            profiles::check_runs(&cp.profiles[p], via)?;
+        }
         let timeout = u64::try_from(e.idle_timeout_ns)
             .map_err(|_| UpdateError::invalid(format!("a negative idle timeout: {} ns", e.idle_timeout_ns)))?;
         if timeout > 0 && !program.tables[t].idle_timeout {
@@ -434,7 +439,7 @@ impl Device {
                 if at.is_some() {
                     return Err(UpdateError::exists("an entry with this match and priority exists"));
                 }
-                let h = table.insert(entry, Via::Action).map_err(|m| UpdateError {
+                let h = table.insert(entry, via).map_err(|m| UpdateError {
                     code: if m.contains("full") {
                         Code::ResourceExhausted
                     } else {
@@ -452,7 +457,7 @@ impl Device {
                     return Err(UpdateError::invalid("an entry needs an action"));
                 }
                 let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
-                table.modify(at, entry.action, entry.args, Via::Action);
+                table.modify(at, entry.action, entry.args, via);
                 table.set_idle_timeout(at, timeout, now_ns());
                 Ok(())
             }
@@ -572,7 +577,7 @@ impl Device {
                 let last_report = reported.get(&key).copied();
                 let since = last_hit.max(last_report.unwrap_or(0));
                 if now_ns.saturating_sub(since) >= stored.idle_timeout_ns {
-                    let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                    let mut te = entries::to_p4rt(&self.ids, program, t, stored);
                     te.idle_timeout_ns = stored.idle_timeout_ns as i64;
                     idle.push(te);
                     still.insert(key, now_ns);
@@ -630,7 +635,7 @@ impl Device {
                         let filter = if e.r#match.is_empty() {
                             None
                         } else {
-                            Some(entries::from_p4rt(&self.ids, program, t, e)?)
+                            Some(entries::from_p4rt(&self.ids, program, t, e)?.0)
                         };
                         for stored in cp.tables[t].entries() {
                             if filter.as_ref().is_some_and(|f| {
@@ -638,7 +643,7 @@ impl Device {
                             }) {
                                 continue;
                             }
-                            let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                            let mut te = entries::to_p4rt(&self.ids, program, t, stored);
                             te.idle_timeout_ns = stored.idle_timeout_ns as i64;
                             if e.time_since_last_hit.is_some() && program.tables[t].idle_timeout {
                                 let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
@@ -686,6 +691,8 @@ impl Device {
                     }
                 }
                 Some(Entity::ValueSetEntry(v)) => out.extend(value_sets::read(&cp, &self.ids, program, v)?),
+                Some(Entity::ActionProfileMember(m)) => out.extend(profiles::read_members(&cp, &self.ids, program, m)?),
+                Some(Entity::ActionProfileGroup(g)) => out.extend(profiles::read_groups(&cp, &self.ids, program, g)?),
                 Some(Entity::MeterEntry(m)) => {
                     let meters: Vec<usize> = if m.meter_id == 0 {
                         (0..program.meters.len())
@@ -721,7 +728,7 @@ impl Device {
                     };
                     for t in tables {
                         for stored in cp.tables[t].entries() {
-                            let mut te = entries::to_p4rt(&self.ids, program, t, &stored.entry);
+                            let mut te = entries::to_p4rt(&self.ids, program, t, stored);
                             if !wanted.r#match.is_empty()
                                 && (te.r#match != wanted.r#match || te.priority != wanted.priority)
                             {

@@ -1,6 +1,7 @@
 //! Table entries between P4Runtime's form (ids, byte strings, one `FieldMatch` per key that
 //! is not a wildcard) and the executor's (indices, values, one `KeySet` per key).
 
+use intlab_p4::exec::table::{StoredEntry, Via};
 use intlab_p4::ir::{self, KeySet, MatchKind, mask};
 
 use super::error::UpdateError;
@@ -38,8 +39,13 @@ pub fn canonical(v: u128) -> Vec<u8> {
 }
 
 /// The executor's entry for a P4Runtime table entry of table `t`: its key sets, priority,
-/// action and arguments.
-pub fn from_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &p4rt::TableEntry) -> Result<ir::Entry, UpdateError> {
+/// action and arguments, or the profile member or group it runs.
+pub fn from_p4rt(
+    ids: &Ids,
+    program: &ir::Program,
+    t: usize,
+    e: &p4rt::TableEntry,
+) -> Result<(ir::Entry, Via), UpdateError> {
     let table = &program.tables[t];
     let mut matches = vec![KeySet::Any; table.keys.len()];
     let mut seen = vec![false; table.keys.len()];
@@ -77,16 +83,49 @@ pub fn from_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &p4rt::TableEntr
             table.name
         )));
     }
-    let (action, args) = match &e.action {
-        Some(a) => action_call(ids, program, t, a, false)?,
-        None => (usize::MAX, Vec::new()),
+    use p4rt::table_action::Type;
+    let profile = table.profile.map(|p| &program.profiles[p]);
+    let (action, args, via) = match (e.action.as_ref().and_then(|a| a.r#type.as_ref()), profile) {
+        (None, _) => (usize::MAX, Vec::new(), Via::Action),
+        (Some(Type::Action(a)), None) => {
+            let (i, args) = self::action(ids, program, t, a, false)?;
+            (i, args, Via::Action)
+        }
+        (Some(Type::Action(_)), Some(p)) => {
+            return Err(UpdateError::invalid(format!(
+                "table `{}` runs members of its action profile `{}`: an entry names a member or a group",
+                table.name, p.name
+            )));
+        }
+        (Some(Type::ActionProfileMemberId(m)), Some(_)) => (0, Vec::new(), Via::Member(*m)),
+        (Some(Type::ActionProfileGroupId(g)), Some(p)) if p.selector.is_some() => (0, Vec::new(), Via::Group(*g)),
+        (Some(Type::ActionProfileGroupId(_)), Some(p)) => {
+            return Err(UpdateError::invalid(format!(
+                "`{}` is an action profile without a selector: it has no groups",
+                p.name
+            )));
+        }
+        (Some(Type::ActionProfileActionSet(_)), Some(_)) => {
+            return Err(UpdateError::unimplemented(
+                "one-shot action sets are not served: write a group",
+            ));
+        }
+        (Some(_), None) => {
+            return Err(UpdateError::invalid(format!(
+                "table `{}` has no action profile: an entry names an action",
+                table.name
+            )));
+        }
     };
-    Ok(ir::Entry {
-        matches,
-        priority: i64::from(e.priority),
-        action,
-        args,
-    })
+    Ok((
+        ir::Entry {
+            matches,
+            priority: i64::from(e.priority),
+            action,
+            args,
+        },
+        via,
+    ))
 }
 
 /// The action and arguments of a table action; `default` when it is for the default entry.
@@ -97,12 +136,23 @@ pub fn action_call(
     a: &p4rt::TableAction,
     default: bool,
 ) -> Result<(usize, Vec<u128>), UpdateError> {
+    match &a.r#type {
+        Some(p4rt::table_action::Type::Action(a)) => action(ids, program, t, a, default),
+        _ => Err(UpdateError::unimplemented(
+            "a default entry runs an action: members, groups and action sets are for entries",
+        )),
+    }
+}
+
+/// Action `a` of table `t` (as its default when `default`): its index and arguments.
+pub fn action(
+    ids: &Ids,
+    program: &ir::Program,
+    t: usize,
+    a: &p4rt::Action,
+    default: bool,
+) -> Result<(usize, Vec<u128>), UpdateError> {
     let table = &program.tables[t];
-    let Some(p4rt::table_action::Type::Action(a)) = &a.r#type else {
-        return Err(UpdateError::unimplemented(
-            "action profile members, groups and action sets over P4Runtime are not served yet",
-        ));
-    };
     let name = ids
         .action_name(a.action_id)
         .ok_or_else(|| UpdateError::not_found(format!("no action has id {}", a.action_id)))?;
@@ -218,8 +268,9 @@ pub fn key_set(kind: MatchKind, w: u16, m: &p4rt::FieldMatch, what: &str) -> Res
 }
 
 /// A stored entry of table `t` in P4Runtime's form.
-pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &ir::Entry) -> p4rt::TableEntry {
+pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, stored: &StoredEntry) -> p4rt::TableEntry {
     let table = &program.tables[t];
+    let e = &stored.entry;
     let mut r#match = Vec::new();
     for (k, (key, set)) in table.keys.iter().zip(&e.matches).enumerate() {
         let Some(field_match_type) = field_match(key.kind, *set) else {
@@ -233,7 +284,15 @@ pub fn to_p4rt(ids: &Ids, program: &ir::Program, t: usize, e: &ir::Entry) -> p4r
     p4rt::TableEntry {
         table_id: ids.table_id(t),
         r#match,
-        action: Some(action_of(ids, program, e.action, &e.args)),
+        action: Some(match stored.via {
+            Via::Action => action_of(ids, program, e.action, &e.args),
+            Via::Member(m) => p4rt::TableAction {
+                r#type: Some(p4rt::table_action::Type::ActionProfileMemberId(m)),
+            },
+            Via::Group(g) => p4rt::TableAction {
+                r#type: Some(p4rt::table_action::Type::ActionProfileGroupId(g)),
+            },
+        }),
         priority: e.priority as i32,
         ..Default::default()
     }

@@ -35,6 +35,7 @@ pub struct Ids {
     counters: Numbered,
     meters: Numbered,
     value_sets: Numbered,
+    profiles: Numbered,
     digests: Numbered,
 }
 
@@ -83,6 +84,13 @@ impl Ids {
                     .value_sets
                     .iter()
                     .map(|v| s.id(Kind::ValueSet, &v.name))
+                    .collect(),
+            ),
+            profiles: Numbered::new(
+                program
+                    .profiles
+                    .iter()
+                    .map(|p| s.id(Kind::ActionProfile, &p.name))
                     .collect(),
             ),
             digests: Numbered::new(program.digests.iter().map(|d| s.id(Kind::Digest, &d.name)).collect()),
@@ -164,6 +172,16 @@ impl Ids {
     /// Value set `v`'s id.
     pub fn value_set_id(&self, v: usize) -> u32 {
         self.value_sets.ids[v]
+    }
+
+    /// The action profile (or selector) with id `id`.
+    pub fn profile(&self, id: u32) -> Option<usize> {
+        self.profiles.index(id)
+    }
+
+    /// Profile `p`'s id.
+    pub fn profile_id(&self, p: usize) -> u32 {
+        self.profiles.ids[p]
     }
 
     /// The digest with id `id`.

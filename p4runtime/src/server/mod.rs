@@ -9,6 +9,7 @@ mod error;
 mod ids;
 mod meters;
 mod packet_io;
+mod profiles;
 mod replication;
 mod service;
 mod value_sets;

@@ -1,6 +1,6 @@
 // A switch that sends what its table does not know to the controller (CPU port 510, with
 // the ingress port in front), forwards what the controller sends back to the port it names,
-// ages its entries, and meters (indexed and direct) for P4Runtime to set.
+// ages its entries; meters (indexed and direct) and an action selector for P4Runtime to set.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -35,12 +35,20 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     direct_meter<bit<2>>(MeterType.bytes) per_port;
     action seen_it() { per_port.read(meta.color); }
     table seen { key = { sm.ingress_port: exact; } actions = { seen_it; NoAction; } meters = per_port; }
+    action_selector(HashAlgorithm.crc16, 16, 10) ecmp_selector;
+    table ecmp {
+        key = { hdr.ethernet.dstAddr: exact; hdr.ethernet.srcAddr: selector; }
+        actions = { to_port; }
+        implementation = ecmp_selector;
+    }
     apply {
         rate_limit.execute_meter((bit<32>)0, meta.color);
         seen.apply();
         if (hdr.packet_out.isValid()) {
             sm.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
+        } else if (hdr.ethernet.etherType == 0x9999) {
+            ecmp.apply();
         } else {
             flows.apply();
         }
