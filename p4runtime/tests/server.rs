@@ -1298,3 +1298,55 @@ async fn selector_members_groups_and_entries_that_run_them() {
     assert_eq!(read_table(&mut c, ecmp).await.len(), 2, "refused writes change nothing");
     drop(srv);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_digest_list_waits_for_the_ack_of_the_one_before() {
+    use p4rt::update::Type;
+    let (srv, dp) = lab();
+    let mut c = client(srv.endpoints[0].1).await;
+    let (tx, mut stream, _first) = arbitrate(&mut c, 3).await;
+    let info = p4info(dp.program()).expect("ids").info;
+    let digest_id = info.digests[0].preamble.as_ref().expect("preamble").id;
+    let entry = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::DigestEntry(p4rt::DigestEntry {
+            digest_id,
+            config: Some(p4rt::digest_entry::Config {
+                max_timeout_ns: 0,
+                max_list_size: 1,
+                ack_timeout_ns: 60_000_000_000,
+            }),
+        })),
+    };
+    c.write(write(3, Type::Insert, vec![entry])).await.expect("configured");
+    let mut frame = vec![0u8; 60];
+    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&[0x86, 0xdd]);
+    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
+    sim.send(3, &frame);
+    sim.send(4, &frame);
+    let list = |u: p4rt::stream_message_response::Update| match u {
+        p4rt::stream_message_response::Update::Digest(l) => l,
+        other => panic!("not a digest list: {other:?}"),
+    };
+    let first = list(next_update(&mut stream).await);
+    assert_eq!(first.data.len(), 1);
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(300), stream.next()).await;
+    assert!(
+        quiet.is_err(),
+        "a second list before the first was acknowledged: {quiet:?}"
+    );
+    tx.send(p4rt::StreamMessageRequest {
+        update: Some(p4rt::stream_message_request::Update::DigestAck(p4rt::DigestListAck {
+            digest_id,
+            list_id: first.list_id,
+        })),
+    })
+    .expect("queued");
+    let second = list(next_update(&mut stream).await);
+    assert!(second.list_id > first.list_id);
+    assert_ne!(
+        second.data, first.data,
+        "the other frame's digest (ingress port 4, not 3)"
+    );
+    drop(srv);
+}

@@ -10,6 +10,7 @@ use intlab_p4::ir;
 
 use super::CpuPort;
 use super::arbitration::Arbitration;
+use super::digests::Digests;
 use super::entries::{self, canonical, value};
 use super::error::UpdateError;
 use super::ids::Ids;
@@ -46,8 +47,8 @@ pub struct Device {
     pipeline: Mutex<Pipeline>,
     /// Controllers' streams and who is primary.
     pub arbitration: Mutex<Arbitration>,
-    /// The digests a controller asked for, by digest index, and the next list's id.
-    digests: Mutex<(BTreeMap<usize, p4rt::digest_entry::Config>, u64)>,
+    /// The digests controllers configured, with what each holds for them.
+    digests: Mutex<Digests>,
     /// The controller's end of the switch's CPU port, if it has one.
     cpu: Option<CpuPort>,
     /// What a frame to the CPU port starts with.
@@ -256,12 +257,7 @@ impl Device {
                         AfterEdit::Cell(reg, cell, v) => {
                             self.datapath.register_write(reg, cell, v);
                         }
-                        AfterEdit::Digest(d, Some(config)) => {
-                            digests.0.insert(d, config);
-                        }
-                        AfterEdit::Digest(d, None) => {
-                            digests.0.remove(&d);
-                        }
+                        AfterEdit::Digest(d, config) => digests.set(d, config),
                         AfterEdit::Meter(MeterTarget::Cell(m, i), rates) => {
                             if let Some(cell) = self.datapath.meter_cell(m, i) {
                                 meters::set(cell, &rates);
@@ -491,8 +487,7 @@ impl Device {
             self.digests
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .0
-                .contains_key(&index)
+                .contains(index)
         });
         match kind {
             Type::Insert if exists => Err(UpdateError::exists(format!("digest {} is configured", d.digest_id))),
@@ -513,46 +508,26 @@ impl Device {
         }
     }
 
-    /// The digest lists due now: what the program digested since the last call, for the
-    /// digests a controller configured, at most `max_list_size` messages a list (0: no limit).
-    /// Once one digest is configured, messages of the others are dropped, as BMv2 drops them.
+    /// The digest lists due at `now_ns` (ns since the epoch), for the primary controller (see
+    /// [`Digests::lists`]).
     pub fn digest_lists(&self, now_ns: i64) -> Vec<p4rt::DigestList> {
-        let mut state = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut digests = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
         // Until a controller asks for digests they stay for `intlab p4 cli` to read.
-        if state.0.is_empty() {
+        if digests.is_empty() {
             return Vec::new();
         }
         let (messages, _dropped) = self.datapath.take_digests();
-        let mut by_digest: BTreeMap<usize, Vec<p4rt::P4Data>> = BTreeMap::new();
-        for m in messages {
-            if state.0.contains_key(&m.digest) {
-                let members = m
-                    .values
-                    .iter()
-                    .map(|&v| p4rt::P4Data {
-                        data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
-                    })
-                    .collect();
-                by_digest.entry(m.digest).or_default().push(p4rt::P4Data {
-                    data: Some(p4rt::p4_data::Data::Struct(p4rt::P4StructLike { members })),
-                });
-            }
+        digests.lists(messages, now_ns, |d| self.ids.digest_id(d))
+    }
+
+    /// The primary acknowledged a digest list.
+    pub fn digest_ack(&self, ack: &p4rt::DigestListAck) {
+        if let Some(d) = self.ids.digest(ack.digest_id) {
+            self.digests
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .ack(d, ack.list_id);
         }
-        let mut lists = Vec::new();
-        for (d, data) in by_digest {
-            let max = usize::try_from(state.0[&d].max_list_size).unwrap_or(0);
-            let chunk = if max == 0 { data.len().max(1) } else { max };
-            for part in data.chunks(chunk) {
-                state.1 += 1;
-                lists.push(p4rt::DigestList {
-                    digest_id: self.ids.digest_id(d),
-                    list_id: state.1,
-                    data: part.to_vec(),
-                    timestamp: now_ns,
-                });
-            }
-        }
-        lists
     }
 
     /// The entries that went unhit for their idle timeout since they were hit or last

@@ -4,6 +4,7 @@
 
 mod arbitration;
 mod device;
+mod digests;
 mod entries;
 mod error;
 mod ids;

@@ -148,8 +148,17 @@ impl P4Runtime for Service {
                         )));
                         break;
                     }
-                    // Lists are sent as they come, without waiting for acks: an ack changes nothing.
-                    Some(Update::DigestAck(_)) => {}
+                    Some(Update::DigestAck(ack)) => {
+                        let primary = device
+                            .arbitration
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .is_primary(connection);
+                        // A backup's ack is not the primary's: it releases nothing.
+                        if primary {
+                            device.digest_ack(&ack);
+                        }
+                    }
                     Some(Update::Packet(out)) => {
                         let primary = device
                             .arbitration
