@@ -481,21 +481,17 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
     drop(srv);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn digests_reach_the_primary_once_configured() {
-    let (srv, dp) = lab();
-    let mut c = client(srv.endpoints[0].1).await;
-    let (_tx, mut stream, _first) = arbitrate(&mut c, 3).await;
+/// forward.p4's digest configured with `ack_timeout_ns`, one message a list; its id.
+async fn configure_digest(c: &mut P4RuntimeClient<Channel>, dp: &Datapath, ack_timeout_ns: i64) -> u32 {
     let info = p4info(dp.program()).expect("ids").info;
     let digest_id = info.digests[0].preamble.as_ref().expect("preamble").id;
-    assert_eq!(digest_id >> 24, 0x17);
     let entry = p4rt::Entity {
         entity: Some(p4rt::entity::Entity::DigestEntry(p4rt::DigestEntry {
             digest_id,
             config: Some(p4rt::digest_entry::Config {
                 max_timeout_ns: 0,
                 max_list_size: 1,
-                ack_timeout_ns: 1_000_000,
+                ack_timeout_ns,
             }),
         })),
     };
@@ -508,15 +504,29 @@ async fn digests_reach_the_primary_once_configured() {
         .await
         .expect_err("configured already");
     assert_eq!(update_errors(&again)[0].0, Code::AlreadyExists as i32);
+    digest_id
+}
 
-    // Two frames through the program: each digests its source MAC and ingress port.
+/// Sends a frame through forward.p4 on each of `ports`: each digests its source MAC and port.
+fn digest_frames(dp: &Datapath, ports: &[u16]) {
     let mut frame = vec![0u8; 60];
     frame[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
     frame[12..14].copy_from_slice(&[0x86, 0xdd]);
-    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
-    sim.send(3, &frame);
-    sim.send(4, &frame);
+    let mut sim = intlab_p4::sim::SimSwitch::new(dp);
+    for &p in ports {
+        sim.send(p, &frame);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn digests_reach_the_primary_once_configured() {
+    let (srv, dp) = lab();
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, mut stream, _first) = arbitrate(&mut c, 3).await;
+    let digest_id = configure_digest(&mut c, &dp, 1_000_000).await;
+    assert_eq!(digest_id >> 24, 0x17);
+    digest_frames(&dp, &[3, 4]);
     let mut got = Vec::new();
     while got.len() < 2 {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
@@ -1044,6 +1054,12 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
     );
     let seen = id_of(info.tables.iter().map(|t| t.preamble.as_ref()), "MyIngress.seen");
     let seen_it = id_of(info.actions.iter().map(|a| a.preamble.as_ref()), "MyIngress.seen_it");
+    let attached = info
+        .direct_meters
+        .iter()
+        .find(|m| m.preamble.as_ref().is_some_and(|p| p.id == direct))
+        .map(|m| m.direct_table_id);
+    assert_eq!(attached, Some(seen), "the direct meter is the `seen` table's");
     let mut c = client(srv.endpoints[0].1).await;
     let (_tx, _stream, _) = arbitrate(&mut c, 5).await;
     let config = |cir, pir| p4rt::MeterConfig {
@@ -1301,29 +1317,11 @@ async fn selector_members_groups_and_entries_that_run_them() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_digest_list_waits_for_the_ack_of_the_one_before() {
-    use p4rt::update::Type;
     let (srv, dp) = lab();
     let mut c = client(srv.endpoints[0].1).await;
     let (tx, mut stream, _first) = arbitrate(&mut c, 3).await;
-    let info = p4info(dp.program()).expect("ids").info;
-    let digest_id = info.digests[0].preamble.as_ref().expect("preamble").id;
-    let entry = p4rt::Entity {
-        entity: Some(p4rt::entity::Entity::DigestEntry(p4rt::DigestEntry {
-            digest_id,
-            config: Some(p4rt::digest_entry::Config {
-                max_timeout_ns: 0,
-                max_list_size: 1,
-                ack_timeout_ns: 60_000_000_000,
-            }),
-        })),
-    };
-    c.write(write(3, Type::Insert, vec![entry])).await.expect("configured");
-    let mut frame = vec![0u8; 60];
-    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    frame[12..14].copy_from_slice(&[0x86, 0xdd]);
-    let mut sim = intlab_p4::sim::SimSwitch::new(&dp);
-    sim.send(3, &frame);
-    sim.send(4, &frame);
+    let digest_id = configure_digest(&mut c, &dp, 60_000_000_000).await;
+    digest_frames(&dp, &[3, 4]);
     let list = |u: p4rt::stream_message_response::Update| match u {
         p4rt::stream_message_response::Update::Digest(l) => l,
         other => panic!("not a digest list: {other:?}"),

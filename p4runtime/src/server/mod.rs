@@ -27,6 +27,8 @@ pub use error::UpdateError;
 pub use service::API_VERSION;
 
 use crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer;
+use crate::proto::p4::v1::stream_message_response::Update;
+use crate::proto::p4::v1::{IdleTimeoutNotification, StreamMessageResponse};
 
 /// The first port of the tutorials' numbering.
 pub const FIRST_PORT: u16 = 50051;
@@ -197,32 +199,38 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
 /// How often the program's digests are gathered into lists for the primary controller.
 const DIGEST_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Sends `device`'s digest lists to its primary controller every [`DIGEST_PERIOD`]; with no
-/// primary they are dropped, as the specification allows.
+/// Sends what `make` gives to `device`'s primary controller, if it has one; with none, `make`
+/// is not called, so what it would take stays for the next primary.
+fn to_primary(device: &Device, make: impl FnOnce() -> Vec<Update>) {
+    let arbitration = device
+        .arbitration
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(outbox) = arbitration.primary_outbox() else {
+        return;
+    };
+    for update in make() {
+        let msg = StreamMessageResponse { update: Some(update) };
+        // A primary that just went away misses it, as it would on a real switch.
+        if outbox.send(Ok(msg)).is_err() {
+            break;
+        }
+    }
+}
+
+/// Sends `device`'s digest lists to its primary controller every [`DIGEST_PERIOD`].
 async fn send_digests(device: Arc<Device>) {
     let mut tick = tokio::time::interval(DIGEST_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let lists = device.digest_lists(epoch_ns());
-        if lists.is_empty() {
-            continue;
-        }
-        let arbitration = device
-            .arbitration
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(outbox) = arbitration.primary_outbox() else {
-            continue;
-        };
-        for list in lists {
-            let msg = crate::proto::p4::v1::StreamMessageResponse {
-                update: Some(crate::proto::p4::v1::stream_message_response::Update::Digest(list)),
-            };
-            if outbox.send(Ok(msg)).is_err() {
-                break;
-            }
-        }
+        to_primary(&device, || {
+            device
+                .digest_lists(epoch_ns())
+                .into_iter()
+                .map(Update::Digest)
+                .collect()
+        });
     }
 }
 
@@ -230,36 +238,22 @@ async fn send_digests(device: Arc<Device>) {
 const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Tells `device`'s primary controller which entries went idle, every [`IDLE_SWEEP`], in one
-/// notification a sweep. With no primary nothing is swept: the first primary hears of every
-/// entry idle by then.
+/// notification a sweep.
 async fn send_idle_notifications(device: Arc<Device>) {
     let mut tick = tokio::time::interval(IDLE_SWEEP);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let arbitration = device
-            .arbitration
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(outbox) = arbitration.primary_outbox() else {
-            continue;
-        };
-        let idle = device.idle_entries(intlab_runtime::clock::Clock::get().now_ns());
-        if idle.is_empty() {
-            continue;
-        }
-        let msg = crate::proto::p4::v1::StreamMessageResponse {
-            update: Some(
-                crate::proto::p4::v1::stream_message_response::Update::IdleTimeoutNotification(
-                    crate::proto::p4::v1::IdleTimeoutNotification {
-                        table_entry: idle,
-                        timestamp: epoch_ns(),
-                    },
-                ),
-            ),
-        };
-        // A primary that just went away misses it, as it would on a real switch.
-        let _gone = outbox.send(Ok(msg));
+        to_primary(&device, || {
+            let idle = device.idle_entries(intlab_runtime::clock::Clock::get().now_ns());
+            if idle.is_empty() {
+                return Vec::new();
+            }
+            vec![Update::IdleTimeoutNotification(IdleTimeoutNotification {
+                table_entry: idle,
+                timestamp: epoch_ns(),
+            })]
+        });
     }
 }
 
@@ -302,17 +296,7 @@ async fn send_packet_ins(device: Arc<Device>) {
             );
             continue;
         };
-        let arbitration = device
-            .arbitration
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(outbox) = arbitration.primary_outbox() {
-            let msg = crate::proto::p4::v1::StreamMessageResponse {
-                update: Some(crate::proto::p4::v1::stream_message_response::Update::Packet(packet)),
-            };
-            // A primary that just went away misses the packet, as it would on a real switch.
-            let _gone = outbox.send(Ok(msg));
-        }
+        to_primary(&device, || vec![Update::Packet(packet)]);
     }
 }
 
