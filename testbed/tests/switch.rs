@@ -823,6 +823,61 @@ fn a_p4_program_multicasts_and_clones_real_frames_as_bmv2_would() {
     std::fs::remove_dir_all(runtime.parent().expect("a folder")).expect("scratch folder removed");
 }
 
+/// A P4 switch's CPU port (simple_switch_grpc's `--cpu-port`): what the program sends to port
+/// 510 comes out of the controller's end with the program's packet_in header in front (after
+/// egress and the deparser); a frame written there with a packet_out header leaves by the port
+/// that header names.
+#[test]
+fn a_p4_cpu_port_carries_frames_to_and_from_the_controller() {
+    let _serial = support::serial();
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/../p4runtime/tests/programs/cpu.p4");
+    let lab = support::Lab::star("p4cpu", 2, Attach::Veth, false, |s| {
+        for (i, p) in s.ports.iter_mut().enumerate() {
+            p.p4_port = i as u16 + 1;
+        }
+        s.p4 = Some(intlab_switch::config::P4Spec {
+            program: program.into(),
+            runtime: None,
+            cli: None,
+            trace: false,
+            p4runtime: Default::default(),
+            cpu_port: Some(510),
+        });
+    });
+    let cpu = lab
+        .fabric
+        .as_ref()
+        .expect("running")
+        .cpu_ports()
+        .pop()
+        .expect("a CPU port");
+    cpu.socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    lab.h(1).neighbor(&lab.dev[0], host(2).1, host(2).0).expect("neighbour");
+    let tx = udp_in(lab.h(1), addr(1, 40000));
+    let rx = udp_in(lab.h(2), addr(2, 7000));
+    // The program's `flows` table is empty: h1's datagram goes to the controller.
+    tx.send_to(b"to the controller", addr(2, 7000)).expect("send");
+    let mut buf = [0u8; 2048];
+    let frame = (0..20)
+        .find_map(|_| {
+            let n = cpu.socket.recv(&mut buf).expect("a frame on the CPU port within 5 s");
+            let f = &buf[..n];
+            f.windows(17).any(|w| w == b"to the controller").then(|| f.to_vec())
+        })
+        .expect("h1's datagram among the first 20 frames on the CPU port");
+    // packet_in: ingress port 1 in 9 bits, 7 bits of padding; then the frame as h1 sent it.
+    assert_eq!(frame[..2], [0x00, 0x80], "packet_in header {:02x?}", &frame[..2]);
+    assert_eq!(frame[2..8], host(2).0.0, "the Ethernet frame follows it");
+    let mut out = vec![0x01, 0x00]; // packet_out: egress port 2
+    out.extend_from_slice(&frame[2..]);
+    cpu.socket.send(&out).expect("a packet-out written");
+    let (n, from) = rx.recv_from(&mut buf).expect("h2 gets the packet-out");
+    assert_eq!((&buf[..n], from), (&b"to the controller"[..], addr(1, 40000)));
+    drop(lab);
+}
+
 /// Our STF tests (`p4/tests/stf`) give the same verdict on every line through the switch on
 /// veth pairs as in memory, and every line passes: signed arithmetic, exit copy-back, register
 /// bounds, clones and recirculation, selectors, meters, unions, priorities, on real frames.

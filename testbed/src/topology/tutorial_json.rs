@@ -619,6 +619,53 @@ mod tests {
     }
 
     #[test]
+    fn kept_addresses_stay_as_written_and_a_cpu_port_becomes_the_switchs() {
+        let dir = std::env::temp_dir().join(format!("intlab-tutorial-keep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p4/forward_dscp.p4");
+        let topology = dir.join("topology.json");
+        let write = |h2: &str| {
+            let json = format!(
+                r#"{{"hosts": {{"h1": {{"ip": "10.0.1.1/24", "mac": "08:00:00:00:01:11",
+                                      "commands": ["route add default gw 10.0.1.10 dev eth0"]}},
+                              "h2": {{"ip": "{h2}", "mac": "08:00:00:00:02:22"}}}},
+                    "switches": {{"s1": {{"cpu_port": "510"}}}},
+                    "links": [["h1", "s1-p1"], ["h2", "s1-p2"]]}}"#
+            );
+            std::fs::write(&topology, json).expect("write");
+        };
+        write("10.0.2.2/24");
+        let out = dir.join("s.yaml");
+        let done = import(&topology, &program, &BTreeMap::new(), &out, None, true).expect("imports");
+        let yaml = std::fs::read_to_string(&out).expect("the scenario");
+        assert!(
+            yaml.contains("address: 10.0.1.1/24") && yaml.contains("gateway: 10.0.1.10"),
+            "{yaml}"
+        );
+        assert!(!yaml.contains("198.18."), "{yaml}");
+        let s1 = yaml.lines().find(|l| l.starts_with("  s1: ")).expect("s1");
+        assert!(s1.contains("cpu_port: 510"), "{s1}");
+        assert!(
+            !done.warnings.iter().any(|w| w.contains("cpu_port")),
+            "{:?}",
+            done.warnings
+        );
+        // Kept, an address outside the private ranges cannot be a lab's.
+        write("8.8.8.8/24");
+        let e = import(&topology, &program, &BTreeMap::new(), &out, None, true).expect_err("refused");
+        assert!(
+            e.to_string().contains("hosts.h2.ip: 8.8.8.8 is not a private address"),
+            "{e}"
+        );
+        // Moved as before without the flag.
+        write("10.0.2.2/24");
+        import(&topology, &program, &BTreeMap::new(), &out, None, false).expect("imports");
+        let yaml = std::fs::read_to_string(&out).expect("the scenario");
+        assert!(yaml.contains("address: 198.18.1.1/24"), "{yaml}");
+        std::fs::remove_dir_all(&dir).expect("temp dir removed");
+    }
+
+    #[test]
     fn a_switch_given_its_own_program_runs_it_and_the_others_run_the_default() {
         let dir = std::env::temp_dir().join(format!("intlab-tutorial-programs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
