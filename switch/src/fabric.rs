@@ -219,7 +219,13 @@ impl FabricShared {
             switch: sw.name.clone(),
             node_id: sw.node_id,
             time_ns: Clock::get().now_ns(),
-            ports: sw.published.lock().map(|p| p.clone()).unwrap_or_default(),
+            // A worker that panicked while publishing leaves the lock poisoned, not the counters
+            // wrong: each port's snapshot is written whole. `failed_workers` says it happened.
+            ports: sw
+                .published
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
             failed_workers: self.failed_workers.load(Ordering::Relaxed),
             borrowed_runs: self.borrowed_runs.load(Ordering::Relaxed),
         }

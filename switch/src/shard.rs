@@ -772,9 +772,12 @@ impl Shard {
             }
             s.counters.totals.pfc_watchdog_trips = s.queue.watchdog_trips();
             let switch = &self.fabric.switches[s.switch];
-            if let Ok(mut p) = switch.published.lock() {
-                p[s.index] = s.counters.snapshot(&s.name, s.port.io_name(), with_trace, now);
-            }
+            // Poisoned only by another worker's panic, which the counters report; go on publishing.
+            let mut p = switch
+                .published
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            p[s.index] = s.counters.snapshot(&s.name, s.port.io_name(), with_trace, now);
         }
     }
 

@@ -316,16 +316,25 @@ pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Names of the lab namespaces that exist now.
-pub fn lab_namespaces() -> Vec<String> {
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(PREFIX))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Names of the lab namespaces that exist now. No `/var/run/netns` means none (`ip netns`
+/// makes it with the first namespace); any other failure to read it is an error, so that a
+/// leak check cannot pass on a list it could not read.
+pub fn lab_namespaces() -> io::Result<Vec<String>> {
+    let dir = match std::fs::read_dir("/var/run/netns") {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("reading /var/run/netns: {e}"))),
+    };
+    let mut names = Vec::new();
+    for entry in dir {
+        let entry = entry.map_err(|e| io::Error::new(e.kind(), format!("reading /var/run/netns: {e}")))?;
+        if let Ok(name) = entry.file_name().into_string()
+            && name.starts_with(PREFIX)
+        {
+            names.push(name);
+        }
+    }
+    Ok(names)
 }
 
 /// Processes whose network namespace is `name` (as `ip netns pids` finds them: by the
@@ -383,7 +392,17 @@ pub struct Cleaned {
 /// `force`.
 pub fn clean(prefix: &str, force: bool) -> Cleaned {
     let mut out = Cleaned::default();
-    for name in lab_namespaces().into_iter().filter(|n| n.starts_with(prefix)) {
+    let names = match lab_namespaces() {
+        Ok(n) => n,
+        Err(e) => {
+            out.failed.push(CommandError {
+                command: "list /var/run/netns".into(),
+                detail: e.to_string(),
+            });
+            return out;
+        }
+    };
+    for name in names.into_iter().filter(|n| n.starts_with(prefix)) {
         if !force && is_live(&name) {
             out.live.push(name);
             continue;

@@ -130,6 +130,7 @@ fn a_second_ctrl_c_quits_at_once_and_says_how_to_clean() {
     let o = intlab().args(["clean", "--prefix", &prefix]).output().expect("clean");
     assert!(o.status.success(), "{}", text(&o));
     let left: Vec<String> = netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| n.starts_with(&prefix))
         .collect();

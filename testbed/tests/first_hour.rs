@@ -40,6 +40,7 @@ fn bare_path(tag: &str, programs: &[&str]) -> PathBuf {
 /// test's lab, or one a killed run left on the machine earlier, is none of this test's business.
 fn leaked(pid: u32) -> Vec<String> {
     netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| netns::owner(n) == Some(pid))
         .collect()

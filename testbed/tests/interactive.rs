@@ -183,12 +183,16 @@ fn an_imported_tutorial_topology_comes_up_pings_everywhere_and_goes_down_without
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(
-        netns::lab_namespaces().iter().any(|n| n.starts_with(&killed.prefix)),
+        netns::lab_namespaces()
+            .expect("the lab namespaces listed")
+            .iter()
+            .any(|n| n.starts_with(&killed.prefix)),
         "a killed lab leaves its namespaces"
     );
     ok(&["down", &names[1]]);
     for l in [&lab, &killed] {
         let left: Vec<String> = netns::lab_namespaces()
+            .expect("the lab namespaces listed")
             .into_iter()
             .filter(|n| n.starts_with(&l.prefix))
             .collect();

@@ -71,6 +71,7 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
     assert_eq!((r.summary.content_errors, r.summary.bad_icrc), (0, 0));
     assert!(setup < Duration::from_secs(30), "setup took {setup:?}");
     let left: Vec<String> = netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| n.starts_with(&prefix))
         .collect();

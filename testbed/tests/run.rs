@@ -24,6 +24,7 @@ fn run_prefix(pid: u32) -> String {
 
 fn leftovers(prefix: &str) -> Vec<String> {
     netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| n.starts_with(prefix))
         .collect()

@@ -913,6 +913,7 @@ fn stf_tests_give_the_same_verdicts_through_the_switch_as_in_memory() {
         assert_eq!((m.passed, m.failed), (v.passed, v.failed));
     }
     let leftover: Vec<String> = intlab_testbed::netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| n.contains(&format!("{}-stf", std::process::id())))
         .collect();

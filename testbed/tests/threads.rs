@@ -76,6 +76,7 @@ fn peak_threads(scenario: &Path, tag: &str, watch: Duration) -> (usize, String) 
         scenario.display()
     );
     let left: Vec<String> = netns::lab_namespaces()
+        .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| netns::owner(n) == Some(pid))
         .collect();

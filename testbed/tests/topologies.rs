@@ -128,7 +128,9 @@ fn run_file(name: &str, text: &str, extra: &[&str]) -> (bool, String) {
 
 #[test]
 fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() {
-    let before = intlab_testbed::netns::lab_namespaces().len();
+    let before = intlab_testbed::netns::lab_namespaces()
+        .expect("the lab namespaces listed")
+        .len();
     let (ok, err) = run_file("good.yaml", GOOD, &["--set", "workload.incast.size=0B"]);
     assert!(!ok && err.contains("size above zero"), "{err}");
     let (ok, err) = run_file("good.yaml", GOOD, &["--set", "name="]);
@@ -278,7 +280,9 @@ fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() 
         assert!(err.contains(what), "{name}: `{what}` not in {err}");
     }
     assert_eq!(
-        intlab_testbed::netns::lab_namespaces().len(),
+        intlab_testbed::netns::lab_namespaces()
+            .expect("the lab namespaces listed")
+            .len(),
         before,
         "a namespace was created"
     );
