@@ -314,7 +314,8 @@ impl Device {
                     return Err(UpdateError::invalid("meters are only modified"));
                 }
                 let rates = meters::rates(m.config.as_ref())?;
-                for (meter, cell) in self.meter_cells(m.meter_id, m.index.as_ref())? {
+                let meter = self.indexed_meter(m.meter_id)?;
+                for cell in self.meter_cells(meter, m.index.as_ref())? {
                     after.push(AfterEdit::Meter(MeterTarget::Cell(meter, cell), rates.clone()));
                 }
                 Ok(())
@@ -335,18 +336,20 @@ impl Device {
         }
     }
 
-    /// The cells of indexed meter `id` a MeterEntry names (no index: all of them), as
-    /// (meter, cell).
-    fn meter_cells(&self, id: u32, index: Option<&p4rt::Index>) -> Result<Vec<(usize, usize)>, UpdateError> {
-        let m = self
-            .ids
+    /// The indexed meter with id `id`.
+    fn indexed_meter(&self, id: u32) -> Result<usize, UpdateError> {
+        self.ids
             .meter(id)
             .filter(|&m| self.program().meters[m].table.is_none())
-            .ok_or_else(|| UpdateError::not_found(format!("no indexed meter has id {id}")))?;
+            .ok_or_else(|| UpdateError::not_found(format!("no indexed meter has id {id}")))
+    }
+
+    /// The cells of indexed meter `m` a MeterEntry's `index` names (none: all of them).
+    fn meter_cells(&self, m: usize, index: Option<&p4rt::Index>) -> Result<Vec<usize>, UpdateError> {
         let def = &self.program().meters[m];
         Ok(match index {
-            Some(i) => vec![(m, cell(i.index, def.size, &def.name)?)],
-            None => (0..def.size).map(|c| (m, c)).collect(),
+            Some(i) => vec![cell(i.index, def.size, &def.name)?],
+            None => (0..def.size).collect(),
         })
     }
 
@@ -674,11 +677,11 @@ impl Device {
                             .filter(|&i| program.meters[i].table.is_none())
                             .collect()
                     } else {
-                        vec![self.meter_cells(m.meter_id, None)?.first().map_or(usize::MAX, |c| c.0)]
+                        vec![self.indexed_meter(m.meter_id)?]
                     };
-                    for meter in meters.into_iter().filter(|&i| i < program.meters.len()) {
+                    for meter in meters {
                         let id = self.ids.meter_id(meter);
-                        for (_, c) in self.meter_cells(id, m.index.as_ref())? {
+                        for c in self.meter_cells(meter, m.index.as_ref())? {
                             let config = self.datapath.meter_cell(meter, c).and_then(meters::config);
                             out.push(p4rt::Entity {
                                 entity: Some(Entity::MeterEntry(p4rt::MeterEntry {

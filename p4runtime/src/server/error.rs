@@ -7,6 +7,18 @@ use tonic::{Code, Status};
 use crate::proto::google::rpc;
 use crate::proto::p4::v1 as p4rt;
 
+/// Refused when an update of `kind` does not fit whether `what` exists: an INSERT of one that
+/// does, a MODIFY or DELETE of one that does not.
+pub fn check_exists(kind: p4rt::update::Type, exists: bool, what: &str) -> Result<(), UpdateError> {
+    use p4rt::update::Type;
+    match kind {
+        Type::Insert if exists => Err(UpdateError::exists(format!("{what} exists"))),
+        Type::Modify | Type::Delete if !exists => Err(UpdateError::not_found(format!("no {what}"))),
+        Type::Unspecified => Err(UpdateError::invalid("update of no type")),
+        _ => Ok(()),
+    }
+}
+
 /// Why one update (or read of one entity) failed: a gRPC code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateError {

@@ -11,7 +11,7 @@ use crate::proto::p4::v1 as p4rt;
 
 /// The cell a meter write sets.
 pub enum MeterTarget {
-    /// Cell `1` of indexed meter `0`.
+    /// An indexed meter's cell: (meter, cell).
     Cell(usize, usize),
     /// A table entry's direct meter.
     Entry(Arc<Mutex<MeterCell>>),

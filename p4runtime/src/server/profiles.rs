@@ -8,7 +8,7 @@ use intlab_p4::exec::table::Via;
 use intlab_p4::ir;
 
 use super::entries;
-use super::error::UpdateError;
+use super::error::{UpdateError, check_exists};
 use super::ids::Ids;
 use crate::proto::p4::v1 as p4rt;
 use p4rt::update::Type;
@@ -55,24 +55,17 @@ pub fn member_update(
 ) -> Result<(), UpdateError> {
     let (p, t) = profile(ids, program, m.action_profile_id)?;
     let exists = cp.profiles[p].members.contains_key(&m.member_id);
-    match kind {
-        Type::Insert if exists => return Err(UpdateError::exists(format!("member {} exists", m.member_id))),
-        Type::Modify | Type::Delete if !exists => {
-            return Err(UpdateError::not_found(format!("no member {}", m.member_id)));
+    check_exists(kind, exists, &format!("member {}", m.member_id))?;
+    if kind == Type::Delete {
+        let in_group = cp.profiles[p].groups.values().any(|g| g.contains(&m.member_id));
+        if in_group || used_by_entries(cp, program, p, Via::Member(m.member_id)) {
+            return Err(UpdateError {
+                code: tonic::Code::FailedPrecondition,
+                message: format!("member {} is in a group or a table entry", m.member_id),
+            });
         }
-        Type::Unspecified => return Err(UpdateError::invalid("update of no type")),
-        Type::Delete => {
-            let in_group = cp.profiles[p].groups.values().any(|g| g.contains(&m.member_id));
-            if in_group || used_by_entries(cp, program, p, Via::Member(m.member_id)) {
-                return Err(UpdateError {
-                    code: tonic::Code::FailedPrecondition,
-                    message: format!("member {} is in a group or a table entry", m.member_id),
-                });
-            }
-            cp.profiles[p].members.remove(&m.member_id);
-            return Ok(());
-        }
-        _ => {}
+        cp.profiles[p].members.remove(&m.member_id);
+        return Ok(());
     }
     let a = m
         .action
@@ -106,23 +99,16 @@ pub fn group_update(
         )));
     }
     let exists = cp.profiles[p].groups.contains_key(&g.group_id);
-    match kind {
-        Type::Insert if exists => return Err(UpdateError::exists(format!("group {} exists", g.group_id))),
-        Type::Modify | Type::Delete if !exists => {
-            return Err(UpdateError::not_found(format!("no group {}", g.group_id)));
+    check_exists(kind, exists, &format!("group {}", g.group_id))?;
+    if kind == Type::Delete {
+        if used_by_entries(cp, program, p, Via::Group(g.group_id)) {
+            return Err(UpdateError {
+                code: tonic::Code::FailedPrecondition,
+                message: format!("group {} is in a table entry", g.group_id),
+            });
         }
-        Type::Unspecified => return Err(UpdateError::invalid("update of no type")),
-        Type::Delete => {
-            if used_by_entries(cp, program, p, Via::Group(g.group_id)) {
-                return Err(UpdateError {
-                    code: tonic::Code::FailedPrecondition,
-                    message: format!("group {} is in a table entry", g.group_id),
-                });
-            }
-            cp.profiles[p].groups.remove(&g.group_id);
-            return Ok(());
-        }
-        _ => {}
+        cp.profiles[p].groups.remove(&g.group_id);
+        return Ok(());
     }
     let mut members = Vec::new();
     for m in &g.members {

@@ -5,7 +5,7 @@ use intlab_p4::exec::Session;
 use intlab_p4::exec::control_plane::ControlPlane;
 
 use super::entries::{canonical, value};
-use super::error::UpdateError;
+use super::error::{UpdateError, check_exists};
 use crate::proto::p4::v1 as p4rt;
 use p4rt::entity::Entity;
 use p4rt::packet_replication_engine_entry::Type as Pre;
@@ -93,16 +93,6 @@ fn port_and_instance(r: &p4rt::Replica) -> Result<(u16, u16), UpdateError> {
     let rid =
         u16::try_from(r.instance).map_err(|_| UpdateError::invalid(format!("replica instance {}", r.instance)))?;
     Ok((port, rid))
-}
-
-/// Refused when `kind` does not fit whether the object exists.
-fn check_exists(kind: Type, exists: bool, what: &str) -> Result<(), UpdateError> {
-    match kind {
-        Type::Insert if exists => Err(UpdateError::exists(format!("{what} exists"))),
-        Type::Modify | Type::Delete if !exists => Err(UpdateError::not_found(format!("no {what}"))),
-        Type::Unspecified => Err(UpdateError::invalid("update of no type")),
-        _ => Ok(()),
-    }
 }
 
 fn multicast_update(cp: &mut ControlPlane, kind: Type, m: &p4rt::MulticastGroupEntry) -> Result<(), UpdateError> {
