@@ -141,7 +141,7 @@ impl SwitchShared {
 
 /// The shared buffer of switch `spec`, if it has one: its MMU spec, or the defaults when only
 /// PFC is on.
-fn shared_buffer(spec: &SwitchSpec) -> Option<Mmu> {
+pub fn shared_buffer(spec: &SwitchSpec) -> Option<Mmu> {
     let mmu = spec.mmu.or_else(|| spec.pfc.map(|_| MmuSpec::default()))?;
     let buffer = mmu
         .shared
@@ -159,6 +159,21 @@ fn shared_buffer(spec: &SwitchSpec) -> Option<Mmu> {
         })
         .collect();
     Some(Mmu::new(buffer, &mmu, spec.pfc, ports))
+}
+
+/// The egress queue of port `i` of switch `spec` (`has_mmu`: the switch has a shared buffer).
+pub fn egress_queue(spec: &SwitchSpec, i: usize, has_mmu: bool) -> EgressQueue {
+    let p = &spec.ports[i];
+    // A shared buffer admits frames itself, and frees space as they start.
+    let mut queue = EgressQueue::new(p.rate, p.delay, if has_mmu { u64::MAX } else { p.buffer.0 });
+    if has_mmu {
+        queue.wake_at_starts();
+    }
+    if let Some(w) = spec.pfc.and_then(|p| p.watchdog) {
+        queue.watch_for_storms(w);
+    }
+    queue.schedule(spec.priorities.scheduler, crate::frame_capacity(spec) as u64);
+    queue
 }
 
 /// An Ethernet header with a VLAN tag.
@@ -350,15 +365,7 @@ impl Fabric {
                     }
                     _ => None,
                 };
-                // A shared buffer admits frames itself, and frees space as they start.
-                let mut queue = EgressQueue::new(p.rate, p.delay, if has_mmu { u64::MAX } else { p.buffer.0 });
-                if has_mmu {
-                    queue.wake_at_starts();
-                }
-                if let Some(w) = spec.pfc.and_then(|p| p.watchdog) {
-                    queue.watch_for_storms(w);
-                }
-                queue.schedule(spec.priorities.scheduler, crate::frame_capacity(spec) as u64);
+                let queue = egress_queue(spec, i, has_mmu);
                 slots[w].push(PortSlot {
                     global,
                     switch: si,
@@ -369,9 +376,7 @@ impl Fabric {
                     egress: EgressPort::new(i, spec.node_id, p, spec.priorities.map),
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,
-                    link_rate: p.rate,
-                    ingress_free_ps: 0,
-                    link_delay_ns: p.delay.0,
+                    inbound: crate::port::InboundLink::new(p.rate, p.delay),
                 });
             }
         }

@@ -65,13 +65,8 @@ pub struct PortSlot {
     pub counters: PortCounters,
     /// Its capture, if on.
     pub capture: Option<PortCapture>,
-    /// The link's rate, which also bounds how fast frames can arrive on it.
-    pub link_rate: crate::units::Rate,
-    /// When the previous received frame finished arriving (ps): the next cannot finish sooner
-    /// than one serialization time later.
-    pub ingress_free_ps: u64,
-    /// The link's propagation delay (ns).
-    pub link_delay_ns: u64,
+    /// What a host's link delivers to it (frames from another switch come at their release).
+    pub inbound: crate::port::InboundLink,
 }
 
 impl PortSlot {
@@ -219,16 +214,9 @@ impl Shard {
                 if !frame.arrival_known {
                     frame.arrival_ns = now;
                 }
-                let slot = &mut self.slots[s];
-                // A host's link delivers at most its line rate: a burst the host's stack sent at
-                // once arrives spread out, as through a real NIC (store-and-forward: last bit in).
-                // The host emulates nothing, so the link's delay towards the switch is applied
-                // here: the frame counts as arriving that much later (the egress schedule holds
-                // it).
-                let ser = slot.link_rate.serialization_ns(frame.len as u64) * 1000;
-                let done = (frame.arrival_ns * 1000).max(slot.ingress_free_ps) + ser;
-                slot.ingress_free_ps = done;
-                frame.arrival_ns = done / 1000 + slot.link_delay_ns;
+                // The host emulates nothing: its link's rate and delay towards the switch are
+                // applied here (the egress schedule holds the frame until it has arrived).
+                frame.arrival_ns = self.slots[s].inbound.arrival_ns(frame.arrival_ns, frame.len as u64);
                 self.arrivals.push((frame.arrival_ns, s, frame));
             }
             if n < BATCH {
@@ -479,16 +467,7 @@ impl Shard {
     fn send_pfc(&mut self) {
         while let Some((sw, sig, at_ns, from)) = self.pfc_due.pop() {
             let mut frame = self.frames.get();
-            let mut quanta = [None; PRIORITIES];
-            quanta[usize::from(sig.priority) % PRIORITIES] = Some(if sig.pause { u16::MAX } else { 0 });
-            let node = self.fabric.switches[sw].node_id.to_be_bytes();
-            let port = sig.port.to_be_bytes();
-            let repr = PfcRepr {
-                // Locally administered: the switch's node ID and the port.
-                src: MacAddress([0x02, 0x1c, node[2], node[3], port[6], port[7]]),
-                quanta,
-            };
-            match repr.emit(frame.buffer_mut()) {
+            match pfc_frame(self.fabric.switches[sw].node_id, &sig).emit(frame.buffer_mut()) {
                 Ok(len) => frame.len = len,
                 Err(e) => {
                     tracing::warn!("building a PFC frame: {e}");
@@ -793,7 +772,22 @@ impl Shard {
 }
 
 /// Whether `frame` is a MAC control frame (PFC, PAUSE): it belongs to its link.
-fn is_mac_control(frame: &FrameBuf) -> bool {
+/// The PFC frame switch `node_id` sends for `sig`: the longest pause (XOFF) or none (XON) of
+/// its priority, from a MAC made of the node ID and the port.
+pub fn pfc_frame(node_id: u32, sig: &PfcSignal) -> PfcRepr {
+    let mut quanta = [None; PRIORITIES];
+    quanta[usize::from(sig.priority) % PRIORITIES] = Some(if sig.pause { u16::MAX } else { 0 });
+    let node = node_id.to_be_bytes();
+    let port = sig.port.to_be_bytes();
+    PfcRepr {
+        // Locally administered: the switch's node ID and the port.
+        src: MacAddress([0x02, 0x1c, node[2], node[3], port[6], port[7]]),
+        quanta,
+    }
+}
+
+/// True for a MAC control frame (PFC, 802.3x PAUSE).
+pub fn is_mac_control(frame: &FrameBuf) -> bool {
     EthernetFrame::new_checked(frame.bytes()).is_ok_and(|e| e.ethertype() == ethertype::MAC_CONTROL)
 }
 

@@ -9,6 +9,7 @@ pub mod content;
 pub mod endpoint;
 pub mod flow;
 mod host;
+pub use host::{HostStack, Wire};
 pub mod nic;
 pub mod packet;
 pub mod pause;

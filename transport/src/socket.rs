@@ -111,6 +111,16 @@ impl SendBatch {
         self.n += 1;
     }
 
+    /// Empties the batch, handing each datagram and its address to `f` in order (a wire that
+    /// is not a socket); returns how many there were.
+    pub fn drain(&mut self, mut f: impl FnMut(&[u8], SocketAddrV4)) -> usize {
+        let n = std::mem::take(&mut self.n);
+        for (m, dst) in self.msgs[..n].iter().zip(&self.dsts[..n]) {
+            f(m.as_ref(), *dst);
+        }
+        n
+    }
+
     /// Sends what waits on `fd` (as much as it takes) and empties the batch; returns how many
     /// went.
     pub fn send(&mut self, fd: RawFd) -> io::Result<usize> {

@@ -3,6 +3,7 @@
 //! switch's CPU port to its P4Runtime server ([`controller`]).
 
 mod controller;
+mod inbound;
 mod link;
 mod packet_socket;
 mod tap;
@@ -11,6 +12,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 pub use controller::{ControllerSocket, CpuPortEnd};
+pub use inbound::InboundLink;
 pub use intlab_runtime::sys::mmsg::BATCH;
 pub use link::{LinkEnd, link_pair};
 pub use packet_socket::PacketSocket;

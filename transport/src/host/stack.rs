@@ -1,71 +1,43 @@
-//! One host's transport as a runtime task: it owns the host's sockets and queue pairs, receives
-//! and answers in batches, sends data as a NIC would ([`Nic`]), runs each queue pair's timers,
-//! answers and sends reachability probes, and reports at the end.
+//! A host's transport without its sockets: queue pairs, the NIC, replies and probes, driven by
+//! the datagrams and pause frames given to it and the time it is told. The lab's [`super::Host`]
+//! feeds it from the kernel's sockets; the deterministic bed feeds it from memory on a virtual
+//! clock, so both run the same code.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use hdrhistogram::Histogram;
 use int_format::int::{HopRecord, source};
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
 use int_format::{Error, Layer};
-use intlab_runtime::clock::Clock;
-use intlab_runtime::{Context, Task};
 
 use crate::cc::ControllerConfig;
 use crate::classify::{Action, EchoedHops, classify};
 use crate::endpoint::{
-    Command, EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply,
-    Stall,
+    EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply, Stall,
 };
 use crate::flow::{
     Completion, FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
 };
 use crate::nic::Nic;
 use crate::packet::{self, Addressing, Extension};
-use crate::pause::PauseListener;
+use crate::pause::Pause;
 use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
 use crate::sender::{SendQp, WIRE_OVERHEAD};
-use crate::socket::{BATCH, ECT0, RawSender, RecvBatch, SendBatch, Socket};
+use crate::socket::{ECT0, RecvMeta, SendBatch};
 
-/// Batches read per socket per run, so sending is never starved.
-const RX_BATCHES_PER_RUN: usize = 4;
-/// A run this long (ns) after the worker's last poll reads the PFC socket itself before it
-/// sends: past the usual wake-up lateness, so a worker that keeps up never pays the syscall.
-const PAUSE_RECHECK_NS: u64 = 50_000;
-/// Tokens of the host's descriptors.
-const ROCE: u32 = 0;
-const INT: u32 = 1;
-const PAUSE: u32 = 2;
-
-/// A host's sockets, opened in its namespace.
-pub(crate) struct Sockets {
-    roce: Socket,
-    int: Socket,
-    raw: RawSender,
-    /// PFC frames, when the host honours them.
-    pause: Option<PauseListener>,
-}
-
-impl Sockets {
-    /// Opens them in the calling thread's namespace.
-    pub(crate) fn open(ip: Ipv4Addr, int_port: u16, dscp: u8, pfc: bool) -> io::Result<Sockets> {
-        Ok(Sockets {
-            roce: Socket::bind(SocketAddrV4::new(ip, ROCEV2_PORT), dscp)?,
-            int: Socket::bind(SocketAddrV4::new(ip, int_port), dscp)?,
-            raw: RawSender::open()?,
-            pause: if pfc {
-                Some(PauseListener::open().map_err(|e| io::Error::new(e.kind(), format!("PFC socket: {e}")))?)
-            } else {
-                None
-            },
-        })
-    }
+/// Where a host's datagrams go: the kernel's sockets in a lab, the bed's links in tests.
+pub trait Wire {
+    /// Sends the queued replies (ACKs, NAKs): UDP payloads from the host's RoCE port, each to
+    /// its address; returns how many went.
+    fn send_replies(&mut self, batch: &mut SendBatch) -> io::Result<usize>;
+    /// Sends the queued IPv4 packets (data, CNPs, probes: headers written by the transport);
+    /// returns how many went.
+    fn send_packets(&mut self, batch: &mut SendBatch) -> io::Result<usize>;
 }
 
 struct Sending {
@@ -86,18 +58,14 @@ struct PendingProbe {
     reply: Sender<ProbeReply>,
 }
 
-/// The host task.
-pub(crate) struct Host {
+/// A host's transport, sending through `W`.
+pub struct HostStack<W> {
     cfg: EndpointConfig,
-    sockets: Sockets,
-    commands: Receiver<Command>,
+    wire: W,
     finished: Arc<AtomicUsize>,
-    report: Sender<io::Result<EndpointReport>>,
-    clock: &'static Clock,
     tos: u8,
     control: SendBatch,
     data: SendBatch,
-    rx: RecvBatch,
     /// Sending queue pairs by slot; a finished one leaves its slot free.
     senders: Vec<Option<Sending>>,
     free_slots: Vec<usize>,
@@ -120,29 +88,21 @@ pub(crate) struct Host {
     error: Option<io::Error>,
 }
 
-impl Host {
-    pub(crate) fn new(
-        cfg: EndpointConfig,
-        sockets: Sockets,
-        commands: Receiver<Command>,
-        finished: Arc<AtomicUsize>,
-        report: Sender<io::Result<EndpointReport>>,
-    ) -> io::Result<Host> {
+impl<W: Wire> HostStack<W> {
+    /// A host of `cfg` with no queue pairs, sending through `wire`; `finished` counts the flows
+    /// it completes (sent and fully acknowledged, or received whole).
+    pub fn new(cfg: EndpointConfig, wire: W, finished: Arc<AtomicUsize>) -> io::Result<HostStack<W>> {
         let policy = ReceiverPolicy {
             ack_every: cfg.ack_every.max(1),
             cnp_interval_ns: cfg.cnp_interval_ns,
         };
-        Ok(Host {
+        Ok(HostStack {
             tos: (cfg.dscp << 2) | ECT0,
             cfg,
-            sockets,
-            commands,
+            wire,
             finished,
-            report,
-            clock: Clock::get(),
             control: SendBatch::default(),
             data: SendBatch::default(),
-            rx: RecvBatch::default(),
             senders: Vec::new(),
             free_slots: Vec::new(),
             sender_of: HashMap::new(),
@@ -161,7 +121,33 @@ impl Host {
         })
     }
 
-    fn fail(&mut self, e: io::Error) {
+    /// Its configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    /// Where it sends.
+    pub fn wire(&self) -> &W {
+        &self.wire
+    }
+
+    /// Where it sends, to read from.
+    pub fn wire_mut(&mut self) -> &mut W {
+        &mut self.wire
+    }
+
+    /// The first error that stopped part of its work, taken.
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.error.take()
+    }
+
+    /// Lateness of runs due before lab time `t` (ns) is not counted.
+    pub fn measure_from(&mut self, t: u64) {
+        self.measure_from = t;
+    }
+
+    /// Records a failure: kept (the first), and logged.
+    pub fn fail(&mut self, e: io::Error) {
         tracing::warn!(host = %self.cfg.name, "{e}");
         self.error.get_or_insert(e);
     }
@@ -175,7 +161,7 @@ impl Host {
 
     /// This run came `late_ns` after what called for it (due at `at_ns`): counted, and a stall
     /// when late enough; the queue pairs then mark their next packet (see `Ack::after_stall`).
-    fn note_lateness(&mut self, at_ns: u64, late_ns: u64) {
+    pub fn note_lateness(&mut self, at_ns: u64, late_ns: u64) {
         if at_ns < self.measure_from {
             return;
         }
@@ -193,7 +179,8 @@ impl Host {
         }
     }
 
-    fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig, route: FlowPath) -> io::Result<()> {
+    /// Starts sending `flow` at `now` under controller `cc` along `route`.
+    pub fn add_sender(&mut self, flow: FlowSpec, cc: &ControllerConfig, route: FlowPath, now: u64) -> io::Result<()> {
         let path = self.cfg.path_info(route);
         let controller = cc
             .build(path)
@@ -237,7 +224,6 @@ impl Host {
             }
         };
         self.sender_of.insert(flow.id, Some(slot));
-        let now = self.clock.now_ns();
         self.schedule(slot, now);
         Ok(())
     }
@@ -279,55 +265,24 @@ impl Host {
         self.free_slots.push(i);
     }
 
-    /// Reads the PFC frames that arrived; one for the host's data priority pauses (or resumes)
-    /// its NIC from when it arrived.
-    fn receive_pauses(&mut self) {
-        let priority = usize::from(self.cfg.priority);
-        let Some(listener) = &mut self.sockets.pause else {
-            return;
-        };
-        match listener.read(priority, self.cfg.line_rate_bps, self.clock) {
-            Ok((frames, last)) => {
-                self.counters.pfc_rx += frames as u64;
-                if let Some(p) = last {
-                    self.nic.pause(p.at_ns, p.until_ns);
-                }
-            }
-            Err(e) => self.fail(io::Error::new(e.kind(), format!("reading PFC frames: {e}"))),
+    /// Expects `flow`: its data is received, acknowledged and counted.
+    pub fn expect(&mut self, flow: FlowSpec) {
+        self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
+    }
+
+    /// `frames` PFC frames arrived; `last` is the last word on the host's data priority among
+    /// them, which pauses (or resumes) its NIC from when it arrived.
+    pub fn pauses(&mut self, frames: usize, last: Option<Pause>) {
+        self.counters.pfc_rx += frames as u64;
+        if let Some(p) = last {
+            self.nic.pause(p.at_ns, p.until_ns);
         }
     }
 
-    fn receive(&mut self, via_int: bool) {
-        for _ in 0..RX_BATCHES_PER_RUN {
-            let sock = if via_int { &self.sockets.int } else { &self.sockets.roce };
-            let n = match sock.recv_batch(&mut self.rx) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.fail(io::Error::new(e.kind(), format!("receive: {e}")));
-                    return;
-                }
-            };
-            let now = self.clock.now_ns();
-            if n > 0 {
-                let map = self.clock.realtime_map();
-                if let Some(t) = self.rx.get(0).1.realtime_ns {
-                    let arrived = map.lab_ns(t);
-                    self.note_lateness(arrived, now.saturating_sub(arrived));
-                }
-            }
-            for i in 0..n {
-                self.handle(i, via_int, now);
-            }
-            if n < BATCH {
-                break;
-            }
-        }
-    }
-
-    /// Handles datagram `i` of the receive batch.
-    fn handle(&mut self, i: usize, via_int: bool, now: u64) {
+    /// Handles a datagram received at `now` on the RoCE port (on the INT port if `via_int`),
+    /// as the socket reported it.
+    pub fn datagram(&mut self, bytes: &[u8], meta: RecvMeta, via_int: bool, now: u64) {
         self.counters.rx_datagrams += 1;
-        let (bytes, meta) = self.rx.get(i);
         let a = Addressing {
             src: *meta.from.ip(),
             dst: self.cfg.ip,
@@ -501,15 +456,16 @@ impl Host {
         }
     }
 
-    fn flush_control(&mut self) {
+    /// Sends the replies queued so far.
+    pub fn flush_control(&mut self) {
         let queued = self.control.len();
-        let sent = self.sockets.roce.send_batch(&mut self.control);
+        let sent = self.wire.send_replies(&mut self.control);
         self.count_sent(queued, sent, "sending replies");
     }
 
     fn flush_data(&mut self) {
         let queued = self.data.len();
-        let sent = self.sockets.raw.send_batch(&mut self.data);
+        let sent = self.wire.send_packets(&mut self.data);
         self.count_sent(queued, sent, "sending data");
     }
 
@@ -527,8 +483,9 @@ impl Host {
         }
     }
 
-    /// Sends a probe from its flow's source port, with INT (every field the switches know).
-    fn send_probe(&mut self, p: Probe) {
+    /// Sends a probe at `now` from its flow's source port, with INT (every field the switches
+    /// know).
+    pub fn send_probe(&mut self, p: Probe, now: u64) {
         let psn = self.next_probe_psn & 0x00ff_ffff;
         self.next_probe_psn = self.next_probe_psn.wrapping_add(1);
         let int = source::SourceConfig {
@@ -563,7 +520,7 @@ impl Host {
             psn,
             PendingProbe {
                 tag: p.tag,
-                sent_ns: self.clock.now_ns(),
+                sent_ns: now,
                 reply: p.reply,
             },
         );
@@ -643,7 +600,8 @@ impl Host {
         }
     }
 
-    fn build_report(&mut self) -> EndpointReport {
+    /// What it did up to `now`: every flow's record and samples, its counters.
+    pub fn report(&mut self, now: u64) -> EndpointReport {
         let mut sent = Vec::new();
         let mut series = Vec::new();
         let active = self.senders.drain(..).flatten().map(|s| s.qp.finish());
@@ -664,7 +622,7 @@ impl Host {
             counters: EndpointCounters {
                 wake_late_p50_ns: self.wake_late.value_at_quantile(0.5),
                 wake_late_p99_ns: self.wake_late.value_at_quantile(0.99),
-                pfc_paused_ns: self.nic.paused_ns(self.clock.now_ns()),
+                pfc_paused_ns: self.nic.paused_ns(now),
                 ..self.counters.clone()
             },
             stalls: std::mem::take(&mut self.stalls),
@@ -672,52 +630,11 @@ impl Host {
     }
 }
 
-impl Task for Host {
-    fn name(&self) -> &str {
-        &self.cfg.name
-    }
-
-    fn sources(&self) -> Vec<(RawFd, u32)> {
-        let mut fds = vec![(self.sockets.roce.fd(), ROCE), (self.sockets.int.fd(), INT)];
-        if let Some(p) = &self.sockets.pause {
-            fds.push((p.fd(), PAUSE));
-        }
-        fds
-    }
-
-    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
-        if let Some(d) = cx.deadline {
-            let late = cx.now().saturating_sub(d);
-            self.note_lateness(d, late);
-        }
-        while let Ok(cmd) = self.commands.try_recv() {
-            match cmd {
-                Command::Send(flow, cc, path) => {
-                    if let Err(e) = self.add_sender(flow, &cc, path) {
-                        self.fail(e);
-                    }
-                }
-                Command::Expect(flow) => {
-                    self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
-                }
-                Command::Probe(p) => self.send_probe(p),
-                Command::MeasureFrom(t) => self.measure_from = t,
-            }
-        }
-        for &token in cx.ready {
-            match token {
-                PAUSE => self.receive_pauses(),
-                _ => self.receive(token == INT),
-            }
-        }
+impl<W: Wire> HostStack<W> {
+    /// Does what is due at `now` once the inputs are in: replies out, timers, data the NIC may
+    /// send; returns when it next needs running.
+    pub fn step(&mut self, now: u64) -> Option<u64> {
         self.flush_control();
-        let now = cx.now();
-        // A pause that came since the worker last polled (it lost its core, or other tasks
-        // ran long) must stop the frames this run is about to send, as a NIC obeys a pause
-        // when it arrives, not when its driver gets round to it.
-        if now.saturating_sub(cx.polled_ns) > PAUSE_RECHECK_NS && !cx.ready.contains(&PAUSE) {
-            self.receive_pauses();
-        }
         self.timers(now);
         self.send_data(now);
         if !self.data.is_empty() {
@@ -727,14 +644,5 @@ impl Task for Host {
         self.nic
             .prune(|i, g| !matches!(senders.get(i), Some(Some(s)) if s.generation == g));
         self.nic.next_deadline()
-    }
-
-    fn stop(&mut self) {
-        let report = match self.error.take() {
-            Some(e) => Err(e),
-            None => Ok(self.build_report()),
-        };
-        // The owner may have gone; then nobody needs the report.
-        let _unheard = self.report.send(report);
     }
 }

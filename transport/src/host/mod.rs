@@ -1,0 +1,196 @@
+//! One host's transport as a runtime task: its [`HostStack`] fed from the host's sockets. It
+//! receives in batches, reads PFC frames as a NIC obeys them, takes the endpoint's commands and
+//! reports at the end.
+
+mod stack;
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use crossbeam_channel::{Receiver, Sender};
+use int_format::roce::ROCEV2_PORT;
+use intlab_runtime::clock::Clock;
+use intlab_runtime::{Context, Task};
+
+pub use stack::{HostStack, Wire};
+
+use crate::endpoint::{Command, EndpointConfig, EndpointReport};
+use crate::pause::PauseListener;
+use crate::socket::{BATCH, RawSender, RecvBatch, SendBatch, Socket};
+
+/// Batches read per socket per run, so sending is never starved.
+const RX_BATCHES_PER_RUN: usize = 4;
+/// A run this long (ns) after the worker's last poll reads the PFC socket itself before it
+/// sends: past the usual wake-up lateness, so a worker that keeps up never pays the syscall.
+const PAUSE_RECHECK_NS: u64 = 50_000;
+/// Tokens of the host's descriptors.
+const ROCE: u32 = 0;
+const INT: u32 = 1;
+const PAUSE: u32 = 2;
+
+/// A host's sockets, opened in its namespace.
+pub(crate) struct Sockets {
+    roce: Socket,
+    int: Socket,
+    raw: RawSender,
+    /// PFC frames, when the host honours them.
+    pause: Option<PauseListener>,
+}
+
+impl Sockets {
+    /// Opens them in the calling thread's namespace.
+    pub(crate) fn open(ip: Ipv4Addr, int_port: u16, dscp: u8, pfc: bool) -> io::Result<Sockets> {
+        Ok(Sockets {
+            roce: Socket::bind(SocketAddrV4::new(ip, ROCEV2_PORT), dscp)?,
+            int: Socket::bind(SocketAddrV4::new(ip, int_port), dscp)?,
+            raw: RawSender::open()?,
+            pause: if pfc {
+                Some(PauseListener::open().map_err(|e| io::Error::new(e.kind(), format!("PFC socket: {e}")))?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+impl Wire for Sockets {
+    fn send_replies(&mut self, batch: &mut SendBatch) -> io::Result<usize> {
+        self.roce.send_batch(batch)
+    }
+
+    fn send_packets(&mut self, batch: &mut SendBatch) -> io::Result<usize> {
+        self.raw.send_batch(batch)
+    }
+}
+
+/// The host task.
+pub(crate) struct Host {
+    stack: HostStack<Sockets>,
+    commands: Receiver<Command>,
+    report: Sender<io::Result<EndpointReport>>,
+    clock: &'static Clock,
+    rx: RecvBatch,
+}
+
+impl Host {
+    pub(crate) fn new(
+        cfg: EndpointConfig,
+        sockets: Sockets,
+        commands: Receiver<Command>,
+        finished: Arc<AtomicUsize>,
+        report: Sender<io::Result<EndpointReport>>,
+    ) -> io::Result<Host> {
+        Ok(Host {
+            stack: HostStack::new(cfg, sockets, finished)?,
+            commands,
+            report,
+            clock: Clock::get(),
+            rx: RecvBatch::default(),
+        })
+    }
+
+    /// Reads the PFC frames that arrived; one for the host's data priority pauses (or resumes)
+    /// its NIC from when it arrived.
+    fn receive_pauses(&mut self) {
+        let priority = usize::from(self.stack.config().priority);
+        let rate = self.stack.config().line_rate_bps;
+        let Some(listener) = &mut self.stack.wire_mut().pause else {
+            return;
+        };
+        match listener.read(priority, rate, self.clock) {
+            Ok((frames, last)) => self.stack.pauses(frames, last),
+            Err(e) => self
+                .stack
+                .fail(io::Error::new(e.kind(), format!("reading PFC frames: {e}"))),
+        }
+    }
+
+    fn receive(&mut self, via_int: bool) {
+        for _ in 0..RX_BATCHES_PER_RUN {
+            let sockets = self.stack.wire();
+            let sock = if via_int { &sockets.int } else { &sockets.roce };
+            let n = match sock.recv_batch(&mut self.rx) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.stack.fail(io::Error::new(e.kind(), format!("receive: {e}")));
+                    return;
+                }
+            };
+            let now = self.clock.now_ns();
+            if n > 0 {
+                let map = self.clock.realtime_map();
+                if let Some(t) = self.rx.get(0).1.realtime_ns {
+                    let arrived = map.lab_ns(t);
+                    self.stack.note_lateness(arrived, now.saturating_sub(arrived));
+                }
+            }
+            for i in 0..n {
+                let (bytes, meta) = self.rx.get(i);
+                self.stack.datagram(bytes, meta, via_int, now);
+            }
+            if n < BATCH {
+                break;
+            }
+        }
+    }
+}
+
+impl Task for Host {
+    fn name(&self) -> &str {
+        &self.stack.config().name
+    }
+
+    fn sources(&self) -> Vec<(RawFd, u32)> {
+        let sockets = self.stack.wire();
+        let mut fds = vec![(sockets.roce.fd(), ROCE), (sockets.int.fd(), INT)];
+        if let Some(p) = &sockets.pause {
+            fds.push((p.fd(), PAUSE));
+        }
+        fds
+    }
+
+    fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+        if let Some(d) = cx.deadline {
+            let late = cx.now().saturating_sub(d);
+            self.stack.note_lateness(d, late);
+        }
+        while let Ok(cmd) = self.commands.try_recv() {
+            let now = self.clock.now_ns();
+            match cmd {
+                Command::Send(flow, cc, path) => {
+                    if let Err(e) = self.stack.add_sender(flow, &cc, path, now) {
+                        self.stack.fail(e);
+                    }
+                }
+                Command::Expect(flow) => self.stack.expect(flow),
+                Command::Probe(p) => self.stack.send_probe(p, now),
+                Command::MeasureFrom(t) => self.stack.measure_from(t),
+            }
+        }
+        for &token in cx.ready {
+            match token {
+                PAUSE => self.receive_pauses(),
+                _ => self.receive(token == INT),
+            }
+        }
+        // A pause that came since the worker last polled (it lost its core, or other tasks
+        // ran long) must stop the frames this run is about to send, as a NIC obeys a pause
+        // when it arrives, not when its driver gets round to it.
+        if cx.now().saturating_sub(cx.polled_ns) > PAUSE_RECHECK_NS && !cx.ready.contains(&PAUSE) {
+            self.receive_pauses();
+        }
+        self.stack.step(cx.now())
+    }
+
+    fn stop(&mut self) {
+        let report = match self.stack.take_error() {
+            Some(e) => Err(e),
+            None => Ok(self.stack.report(self.clock.now_ns())),
+        };
+        // The owner may have gone; then nobody needs the report.
+        let _unheard = self.report.send(report);
+    }
+}
