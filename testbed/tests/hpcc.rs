@@ -173,3 +173,71 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
         goodput(&runs[1])
     );
 }
+
+/// The packet-level reference (htsim's HPCC: η 0.95, maxStage 5, W_AI one MSS) on
+/// `topologies/incast-4to1-dc.yaml` (issue 34): goodput 93 %, FCT p50 13.7 ms.
+const REFERENCE_GOODPUT: f64 = 0.93;
+const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
+
+/// The shipped 4-to-1 under `--cc hpcc` (the file's HPCC parameters, the reference's): goodput
+/// within 3 points and FCT p50 within 10 % of the reference (issue 34), and within 2 points and
+/// 3 % of what the deterministic bed computes for the same incast (the lab carries what the
+/// model predicts; what is left is the host overhead the bed does not have). Measured in five
+/// runs on 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the bed 91.2 %, 13.98 ms.
+/// The reference carries no INT on the wire; here INT costs 3.2 % of a full packet, most of
+/// the remaining difference. Runs at dilation 50 (what `auto` picks here), retried at 100.
+#[test]
+fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
+    support::require_root();
+    let _serial = support::serial();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/incast-4to1-dc.yaml");
+    let overrides = Overrides {
+        controller: Some("hpcc".into()),
+        ..Overrides::default()
+    };
+    let s = Scenario::load(&file, &overrides).unwrap_or_else(|e| panic!("{e}"));
+    let r = support::run_kept_up(
+        "h41",
+        &s,
+        &[50.0, 50.0, 100.0],
+        MAX_STEAL,
+        std::time::Duration::from_secs(5),
+    );
+    for f in &r.flows {
+        assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
+    }
+    let p50 = r.summary.fct_ns.as_ref().expect("FCTs").p50;
+    let goodput = r.summary.normalized_goodput;
+
+    let mut star = intlab_bed::star::Star::new(5);
+    star.ecn = Some(intlab_switch::config::EcnSpec {
+        kmin: 40_000,
+        kmax: 160_000,
+        pmax: 0.2,
+    });
+    let bed = star
+        .incast(&s.controller, 4_000_000, 1_000_000_000, |c| c.cnp_interval_ns = 0)
+        .expect("the bed completes the incast");
+    let bed_p50 = bed.fct_p50_ns() as f64;
+    eprintln!(
+        "lab: goodput {goodput:.3}, FCT p50 {p50:.0} ns; bed: {:.3}, {bed_p50:.0} ns; reference {REFERENCE_GOODPUT}, {REFERENCE_FCT_P50_NS} ns",
+        bed.goodput
+    );
+    assert!(
+        (goodput - REFERENCE_GOODPUT).abs() <= 0.03,
+        "goodput {goodput:.3}, the reference {REFERENCE_GOODPUT}"
+    );
+    assert!(
+        (p50 - REFERENCE_FCT_P50_NS).abs() <= 0.1 * REFERENCE_FCT_P50_NS,
+        "FCT p50 {p50:.0} ns, the reference {REFERENCE_FCT_P50_NS} ns"
+    );
+    assert!(
+        (goodput - bed.goodput).abs() <= 0.02,
+        "goodput {goodput:.3}, the bed {:.3}",
+        bed.goodput
+    );
+    assert!(
+        (p50 - bed_p50).abs() <= 0.03 * bed_p50,
+        "FCT p50 {p50:.0} ns, the bed {bed_p50:.0} ns"
+    );
+}

@@ -210,6 +210,17 @@ impl Checker<'_> {
     }
 
     fn scenario(&self, text: String, topology: Topology, run: RawRun) -> Result<Scenario, LoadError> {
+        let mut names = Vec::new();
+        for c in &run.controllers {
+            let name = c.value.name();
+            if names.contains(&name) {
+                return Err(self.err(&c.referenced, format!("controllers: `{name}` is listed twice")));
+            }
+            names.push(name);
+            c.value
+                .check()
+                .map_err(|m| self.err(&c.referenced, format!("controllers ({name}): {m}")))?;
+        }
         let mut controller = ControllerConfig::Hpcc(HpccConfig::default());
         if let Some(c) = run.controller {
             controller = c.value;
@@ -695,6 +706,13 @@ links:
         assert!(e.message.contains("etta"), "{e}");
         let e = error(&format!("{w}duration: 0s\n"));
         assert!(e.message.contains("duration: expected a time above zero"), "{e}");
+        let e = error(&format!(
+            "{w}controllers:\n  - {{ name: dcqcn }}\n  - {{ name: dcqcn }}\n"
+        ));
+        assert!(e.message.contains("controllers: `dcqcn` is listed twice"), "{e}");
+        assert_eq!(e.line, 17);
+        let e = error(&format!("{w}controllers:\n  - {{ name: hpcc, eta: 2 }}\n"));
+        assert!(e.message.contains("controllers (hpcc): eta"), "{e}");
         let apps = "workload:\n  applications:\n    - { name: a, ranks: [h1, h2], message: 1KB, iterations: 2";
         let e = error(&format!("{apps}, delay_sensitivity: -1 }}\n"));
         assert!(

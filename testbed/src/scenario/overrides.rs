@@ -8,7 +8,8 @@ use crate::topology::first_line;
 /// What the command line changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
-    /// Run this controller (with its defaults, unless the file already names it).
+    /// Run this controller: with the file's parameters for it (`controller:`, or its entry in
+    /// `controllers:`), else its defaults.
     pub controller: Option<String>,
     /// `key.path=value` assignments, in order; the value is YAML (`100Mbps`, `[h1, h2]`).
     pub set: Vec<String>,
@@ -44,9 +45,18 @@ impl Overrides {
                 .and_then(Value::as_str)
                 .is_some_and(|n| n == cc);
             if !same {
-                let mut c = Map::new();
-                c.insert("name".into(), Value::String(cc.clone()));
-                root.insert("controller".into(), Value::Object(c));
+                // The file's parameters for it under `controllers:`, else its defaults.
+                let listed = root
+                    .get("controllers")
+                    .and_then(Value::as_array)
+                    .and_then(|l| l.iter().find(|c| c.get("name").and_then(Value::as_str) == Some(cc)))
+                    .cloned();
+                let c = listed.unwrap_or_else(|| {
+                    let mut c = Map::new();
+                    c.insert("name".into(), Value::String(cc.clone()));
+                    Value::Object(c)
+                });
+                root.insert("controller".into(), c);
             }
         }
         for s in &self.set {
@@ -147,7 +157,7 @@ fn set(doc: &mut Value, path: &str, value: Value) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const DOC: &str = "name: t\nnodes:\n  s1: { kind: switch }\n  h2: { kind: host }\n  h1: { kind: host }\nlinks:\n  - endpoints: [\"s1:e1\", \"h1:e0\"]\n    rate: 1Gbps\ncontroller: { name: hpcc, eta: 0.9 }\n";
+    const DOC: &str = "name: t\nnodes:\n  s1: { kind: switch }\n  h2: { kind: host }\n  h1: { kind: host }\nlinks:\n  - endpoints: [\"s1:e1\", \"h1:e0\"]\n    rate: 1Gbps\ncontroller: { name: hpcc, eta: 0.9 }\ncontrollers:\n  - { name: dcqcn, g: 0.01 }\n";
 
     fn apply(cc: Option<&str>, set: &[&str]) -> Result<Value, String> {
         let o = Overrides {
@@ -176,6 +186,19 @@ mod tests {
             serde_json::json!({"name": "hpcc++"})
         );
         assert_eq!(apply(Some("hpcc"), &[]).unwrap()["controller"]["eta"], 0.9);
+    }
+
+    #[test]
+    fn cc_takes_the_files_parameters_for_the_controller_it_picks() {
+        assert_eq!(
+            apply(Some("dcqcn"), &[]).unwrap()["controller"],
+            serde_json::json!({"name": "dcqcn", "g": 0.01})
+        );
+        assert_eq!(
+            apply(Some("dcqcn"), &["controller.g=0.02"]).unwrap()["controller"]["g"],
+            0.02,
+            "--set applies after"
+        );
     }
 
     #[test]

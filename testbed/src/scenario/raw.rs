@@ -13,6 +13,8 @@ use crate::workload::{Exchange, Format};
 #[derive(Debug, Default)]
 pub(crate) struct RawRun {
     pub controller: Option<Spanned<ControllerConfig>>,
+    /// Parameters of other controllers, for `--cc` to pick.
+    pub controllers: Vec<Spanned<ControllerConfig>>,
     pub workload: Option<Spanned<RawWorkload>>,
     pub duration: Option<Spanned<Nanos>>,
     pub seed: Option<u64>,

@@ -69,6 +69,8 @@ struct RawTopology {
     #[serde(default)]
     controller: Option<Spanned<ControllerConfig>>,
     #[serde(default)]
+    controllers: Vec<Spanned<ControllerConfig>>,
+    #[serde(default)]
     workload: Option<Spanned<RawWorkload>>,
     #[serde(default)]
     duration: Option<Spanned<Nanos>>,
@@ -482,6 +484,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
     }
     let run = RawRun {
         controller: raw.controller,
+        controllers: raw.controllers,
         workload: raw.workload,
         duration: raw.duration,
         seed: raw.seed,
