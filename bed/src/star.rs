@@ -5,11 +5,13 @@ use std::path::PathBuf;
 
 use intlab_switch::SwitchSpec;
 use intlab_switch::config::{ArpMode, EcnSpec, NextHop, PacketIo, PortIo, PortSpec, Route};
+use intlab_switch::counters::PortTotals;
+use intlab_switch::queue_trace::QueuePoint;
 use intlab_switch::tm::{MmuSpec, PfcSpec, PrioritySpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::{EndpointConfig, EndpointReport};
-use intlab_transport::flow::{FlowPath, FlowSpec, MessageKind, source_port};
+use intlab_transport::flow::{FlowPath, FlowRecord, FlowSpec, MessageKind, Sample, source_port};
 use intlab_transport::sender::WIRE_OVERHEAD;
 
 use crate::{Bed, BedError, HostId, SwitchId};
@@ -41,6 +43,8 @@ pub struct Star {
     pub mtu: u64,
     /// Seed of the switch's ECN and loss draws.
     pub seed: u64,
+    /// Interval of the ports' queue traces (ns; 0: none).
+    pub queue_trace_every_ns: u64,
 }
 
 impl Star {
@@ -57,6 +61,7 @@ impl Star {
             mmu: None,
             mtu: 1024,
             seed: 1,
+            queue_trace_every_ns: 1_000,
         }
     }
 
@@ -119,7 +124,7 @@ impl Star {
             seed: self.seed,
             poll: Default::default(),
             packet_io: PacketIo::Syscalls,
-            queue_trace_every: Nanos(0),
+            queue_trace_every: Nanos(self.queue_trace_every_ns),
             p4: None,
             mmu: self.mmu,
             pfc: self.pfc,
@@ -152,23 +157,38 @@ impl Star {
     }
 }
 
-/// What an incast on a [`Star`] gave.
+/// A flow of a run on a [`Star`].
 #[derive(Debug, Clone)]
-pub struct Incast {
-    /// Each sender's flow completion time (ns), in sender order.
-    pub fct_ns: Vec<u64>,
-    /// Payload delivered over the time from the first start to the last completion, as a
-    /// fraction of the receiver's line rate (the lab summary's `normalized_goodput`).
-    pub goodput: f64,
-    /// Bytes the receiver's port sent over the same time, as a fraction of its line rate.
-    pub busy: f64,
-    /// The receiver's port: its counters.
-    pub port: intlab_switch::counters::PortTotals,
-    /// The senders' reports, in sender order.
-    pub senders: Vec<EndpointReport>,
+pub struct StarFlow {
+    /// Sending host (from 1).
+    pub src: usize,
+    /// Receiving host (from 1).
+    pub dst: usize,
+    /// Bytes.
+    pub size: u64,
+    /// When it starts (ns).
+    pub start_ns: u64,
+    /// Its controller.
+    pub cc: ControllerConfig,
 }
 
-impl Incast {
+/// What a run on a [`Star`] gave.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Each flow's completion time (ns), in the order given.
+    pub fct_ns: Vec<u64>,
+    /// Each flow's sender-side record and time series (every ACK), in the order given.
+    pub flows: Vec<(FlowRecord, Vec<Sample>)>,
+    /// Each switch port's counters and its queue over time (largest occupancy per trace
+    /// interval).
+    pub ports: Vec<(PortTotals, Vec<QueuePoint>)>,
+    /// The senders' reports, by host (from 1; hosts that sent nothing have none).
+    pub reports: Vec<Option<EndpointReport>>,
+    /// When the first flow started and the last completed (ns).
+    pub span_ns: (u64, u64),
+}
+
+impl Outcome {
     /// The median FCT (ns; the mean of the middle two for an even count).
     pub fn fct_p50_ns(&self) -> u64 {
         let mut v = self.fct_ns.clone();
@@ -179,11 +199,37 @@ impl Incast {
             n => (v[n / 2 - 1] + v[n / 2]) / 2,
         }
     }
+
+    /// Payload bytes delivered to host `dst` over the run's span, as a fraction of `rate_bps`
+    /// (the lab summary's normalized goodput when `dst` is the only receiver).
+    pub fn goodput(&self, flows: &[StarFlow], dst: usize, rate_bps: u64) -> f64 {
+        let bytes: u64 = flows.iter().filter(|f| f.dst == dst).map(|f| f.size).sum();
+        bytes as f64 * 8.0 / self.span_secs() / rate_bps as f64
+    }
+
+    /// Bytes switch port `port` sent over the run's span, as a fraction of `rate_bps`.
+    pub fn busy(&self, port: usize, rate_bps: u64) -> f64 {
+        self.ports[port].0.tx_bytes as f64 * 8.0 / self.span_secs() / rate_bps as f64
+    }
+
+    fn span_secs(&self) -> f64 {
+        (self.span_ns.1.saturating_sub(self.span_ns.0)).max(1) as f64 * 1e-9
+    }
+
+    /// Port `port`'s largest queue per trace interval from `from_ns` to `to_ns` (bytes).
+    pub fn queue(&self, port: usize, from_ns: u64, to_ns: u64) -> Vec<u64> {
+        self.ports[port]
+            .1
+            .iter()
+            .filter(|p| (from_ns..to_ns).contains(&p.t_ns))
+            .map(|p| p.max_bytes)
+            .collect()
+    }
 }
 
-/// Why an incast gave no figures.
+/// Why a run gave no figures.
 #[derive(Debug, thiserror::Error)]
-pub enum IncastError {
+pub enum RunError {
     /// The bed could not be built.
     #[error(transparent)]
     Bed(#[from] BedError),
@@ -203,56 +249,85 @@ pub enum IncastError {
 }
 
 impl Star {
-    /// Hosts 1..`senders` each send `size` bytes to the last host at time 0 under `cc` (hosts
-    /// set up by `configure`), run until every flow completed or `limit_ns`.
-    pub fn incast(
+    /// Runs `flows` (hosts set up by `configure`; every ACK sampled, every port's queue traced
+    /// every `queue_trace_every_ns`) until every flow completed or `limit_ns`.
+    pub fn run(
         &self,
-        cc: &ControllerConfig,
-        size: u64,
+        flows: &[StarFlow],
         limit_ns: u64,
         configure: impl Fn(&mut EndpointConfig),
-    ) -> Result<Incast, IncastError> {
-        let senders = self.hosts - 1;
-        let (mut bed, s, hosts) = self.build(configure)?;
-        let receiver = hosts[senders];
-        for (i, &h) in hosts[..senders].iter().enumerate() {
+    ) -> Result<Outcome, RunError> {
+        let (mut bed, s, hosts) = self.build(|c| {
+            c.timing.sample_every_ns = 1;
+            configure(c)
+        })?;
+        let mut sent_by = vec![0usize; self.hosts + 1];
+        for (i, f) in flows.iter().enumerate() {
             let flow = FlowSpec {
                 id: i as u32 + 1,
-                src: Star::ip(i + 1),
-                dst: Star::ip(self.hosts),
-                size,
-                start_ns: 0,
+                src: Star::ip(f.src),
+                dst: Star::ip(f.dst),
+                size: f.size,
+                start_ns: f.start_ns,
                 kind: MessageKind::Write,
-                src_port: source_port(i),
+                src_port: source_port(sent_by[f.src]),
             };
-            bed.expect(receiver, flow);
-            bed.send(h, flow, cc.clone(), self.path());
+            sent_by[f.src] += 1;
+            bed.expect(hosts[f.dst - 1], flow);
+            bed.send(hosts[f.src - 1], flow, f.cc.clone(), self.path());
         }
-        if !bed.run_until_finished(2 * senders, limit_ns) {
-            return Err(IncastError::Unfinished {
+        if !bed.run_until_finished(2 * flows.len(), limit_ns) {
+            return Err(RunError::Unfinished {
                 finished: bed.finished(),
-                flows: 2 * senders,
+                flows: 2 * flows.len(),
                 limit_ns,
             });
         }
-        let senders: Vec<EndpointReport> = hosts[..senders]
-            .iter()
-            .map(|&h| bed.report(h))
-            .collect::<Result<_, _>>()?;
-        let fct_ns: Vec<u64> = senders
-            .iter()
-            .flat_map(|r| r.sent.iter().filter_map(|f| f.fct_ns()))
+        let mut reports = vec![None];
+        for (i, &h) in hosts.iter().enumerate() {
+            reports.push(if sent_by[i + 1] > 0 { Some(bed.report(h)?) } else { None });
+        }
+        let mut records: Vec<(FlowRecord, Vec<Sample>)> = Vec::new();
+        for r in reports.iter_mut().flatten() {
+            let mut series = std::mem::take(&mut r.series);
+            for rec in &r.sent {
+                let samples = series
+                    .iter()
+                    .position(|(id, _)| *id == rec.id)
+                    .map(|k| series.swap_remove(k).1)
+                    .unwrap_or_default();
+                records.push((rec.clone(), samples));
+            }
+        }
+        records.sort_by_key(|(r, _)| r.id);
+        let fct_ns: Vec<u64> = records.iter().filter_map(|(r, _)| r.fct_ns()).collect();
+        let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+        let last = records.iter().filter_map(|(r, _)| r.end_ns).max().unwrap_or(first);
+        let ports = (0..self.hosts)
+            .map(|p| {
+                let c = bed.port_counters(s, p);
+                (c.totals, c.snapshot("", "", true, bed.now_ns()).queue_trace)
+            })
             .collect();
-        let last = fct_ns.iter().copied().max().unwrap_or(0).max(1) as f64;
-        let port = bed.port_counters(s, self.hosts - 1).totals;
-        let line = self.rate_bps as f64 * 1e-9;
-        let delivered = size as f64 * senders.len() as f64;
-        Ok(Incast {
-            goodput: delivered * 8.0 / last / line,
-            busy: port.tx_bytes as f64 * 8.0 / last / line,
+        Ok(Outcome {
             fct_ns,
-            port,
-            senders,
+            flows: records,
+            ports,
+            reports,
+            span_ns: (first, last),
         })
+    }
+
+    /// Hosts 1..N−1 each send `size` bytes to host N at time 0 under `cc`.
+    pub fn incast_flows(&self, cc: &ControllerConfig, size: u64) -> Vec<StarFlow> {
+        (1..self.hosts)
+            .map(|src| StarFlow {
+                src,
+                dst: self.hosts,
+                size,
+                start_ns: 0,
+                cc: cc.clone(),
+            })
+            .collect()
     }
 }
