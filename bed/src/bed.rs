@@ -168,6 +168,21 @@ impl Bed {
             .add(flow.start_ns.max(self.now), Event::Start(h.0, flow, cc, path));
     }
 
+    /// Hands `frame` to host `h` at `at_ns`, as if it came off its link (a test's PFC frame).
+    pub fn inject(&mut self, h: HostId, frame: Vec<u8>, at_ns: u64) {
+        self.agenda.add(at_ns.max(self.now), Event::Deliver(h.0, frame));
+    }
+
+    /// Keeps, from now on, when host `h` put each frame on its link and its length.
+    pub fn log_link(&mut self, h: HostId) {
+        self.hosts[h.0].link_log.get_or_insert_with(Vec::new);
+    }
+
+    /// What host `h` put on its link since [`Bed::log_link`]: (when, bytes) per frame.
+    pub fn link_log(&self, h: HostId) -> &[(u64, usize)] {
+        self.hosts[h.0].link_log.as_deref().unwrap_or(&[])
+    }
+
     /// Flows completed so far (sent and acknowledged, or received whole), counted by the hosts.
     pub fn finished(&self) -> usize {
         self.finished.load(Ordering::Relaxed)
@@ -245,6 +260,9 @@ impl Bed {
         let now = self.now;
         let next = self.hosts[h].stack.step(now);
         let frames = self.hosts[h].take_frames();
+        if let Some(log) = &mut self.hosts[h].link_log {
+            log.extend(frames.iter().map(|f| (now, f.len())));
+        }
         if let Some((s, port)) = self.hosts[h].attached {
             let sw = &mut self.switches[s];
             for bytes in frames {

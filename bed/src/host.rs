@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use int_format::checksum::checksum;
 use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
 use int_format::ipv4::{Ipv4Packet, PROTOCOL_UDP};
-use int_format::pfc::{PfcFrame, pause_ps};
+use int_format::pfc::PfcFrame;
 use int_format::roce::ROCEV2_PORT;
 use int_format::udp::UdpPacket;
 use intlab_transport::pause::Pause;
@@ -76,6 +76,8 @@ pub(crate) struct BedHost {
     pub(crate) attached: Option<(usize, usize)>,
     /// When it next needs running, as last asked for.
     pub(crate) armed: Option<u64>,
+    /// (when, bytes) of every frame it put on its link, when asked to keep them.
+    pub(crate) link_log: Option<Vec<(u64, usize)>>,
 }
 
 impl BedHost {
@@ -85,6 +87,7 @@ impl BedHost {
             stack,
             attached: None,
             armed: None,
+            link_log: None,
         }
     }
 
@@ -130,10 +133,9 @@ impl BedHost {
                     return;
                 };
                 let cfg = self.stack.config();
-                let pause = pfc.quanta(usize::from(cfg.priority)).map(|quanta| Pause {
-                    at_ns: now,
-                    until_ns: now + pause_ps(quanta, cfg.line_rate_bps) / 1000,
-                });
+                let pause = pfc
+                    .quanta(usize::from(cfg.priority))
+                    .map(|quanta| Pause::of(now, quanta, cfg.line_rate_bps));
                 self.stack.pauses(1, pause);
             }
             ethertype::IPV4 => {

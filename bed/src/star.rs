@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use intlab_switch::SwitchSpec;
 use intlab_switch::config::{ArpMode, EcnSpec, NextHop, PacketIo, PortIo, PortSpec, Route};
-use intlab_switch::counters::PortTotals;
-use intlab_switch::queue_trace::QueuePoint;
+use intlab_switch::counters::PortSnapshot;
 use intlab_switch::tm::{MmuSpec, PfcSpec, PrioritySpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
@@ -97,7 +96,7 @@ impl Star {
             rate: Rate(self.rate_bps),
             delay: Nanos(self.delay_ns),
             buffer: Bytes(self.buffer),
-            mtu: 9000,
+            mtu: 1500,
             ecn: self.ecn,
             int: true,
             loss: 0.0,
@@ -179,9 +178,9 @@ pub struct Outcome {
     pub fct_ns: Vec<u64>,
     /// Each flow's sender-side record and time series (every ACK), in the order given.
     pub flows: Vec<(FlowRecord, Vec<Sample>)>,
-    /// Each switch port's counters and its queue over time (largest occupancy per trace
-    /// interval).
-    pub ports: Vec<(PortTotals, Vec<QueuePoint>)>,
+    /// Each switch port's counters, drops by cause and queue over time (largest occupancy per
+    /// trace interval).
+    pub ports: Vec<PortSnapshot>,
     /// The senders' reports, by host (from 1; hosts that sent nothing have none).
     pub reports: Vec<Option<EndpointReport>>,
     /// When the first flow started and the last completed (ns).
@@ -209,7 +208,7 @@ impl Outcome {
 
     /// Bytes switch port `port` sent over the run's span, as a fraction of `rate_bps`.
     pub fn busy(&self, port: usize, rate_bps: u64) -> f64 {
-        self.ports[port].0.tx_bytes as f64 * 8.0 / self.span_secs() / rate_bps as f64
+        self.ports[port].totals.tx_bytes as f64 * 8.0 / self.span_secs() / rate_bps as f64
     }
 
     fn span_secs(&self) -> f64 {
@@ -219,7 +218,7 @@ impl Outcome {
     /// Port `port`'s largest queue per trace interval from `from_ns` to `to_ns` (bytes).
     pub fn queue(&self, port: usize, from_ns: u64, to_ns: u64) -> Vec<u64> {
         self.ports[port]
-            .1
+            .queue_trace
             .iter()
             .filter(|p| (from_ns..to_ns).contains(&p.t_ns))
             .map(|p| p.max_bytes)
@@ -305,8 +304,8 @@ impl Star {
         let last = records.iter().filter_map(|(r, _)| r.end_ns).max().unwrap_or(first);
         let ports = (0..self.hosts)
             .map(|p| {
-                let c = bed.port_counters(s, p);
-                (c.totals, c.snapshot("", "", true, bed.now_ns()).queue_trace)
+                bed.port_counters(s, p)
+                    .snapshot(&format!("eth{}", p + 1), "bed", true, bed.now_ns())
             })
             .collect();
         Ok(Outcome {

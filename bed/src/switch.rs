@@ -160,7 +160,7 @@ impl BedSwitch {
         match admission {
             Some(Admission::Admit(Some(sig))) => self.pfc_due.push((sig, at)),
             Some(Admission::Drop) => return self.drop_at(s, frame, DropReason::BufferFull),
-            Some(Admission::Overrun) => self.ports[s].counters.totals.pfc_overruns += 1,
+            Some(Admission::Overrun) => self.ports[s].counters.overrun(at),
             Some(Admission::Admit(None)) | None => {}
         }
         if let Err(Rejected::BufferFull(frame)) = self.ports[s].queue.enqueue(frame, priority) {

@@ -94,54 +94,83 @@ fn the_test_program_lists_its_pipeline_tables_and_actions() {
 
 #[test]
 fn refusals_name_file_line_column_and_what_was_expected() {
-    let cases: &[(&str, &str, &str)] = &[
+    // (what is replaced, by what, the message, the text on the line the error must name when
+    // not the replacement's last line)
+    let cases: &[(&str, &str, &str, Option<&str>)] = &[
         (
             "hdr.ipv4.dst: lpm;",
             "hdr.ipv4.dst: longest;",
             "match kind `longest` is not one v1model has",
+            None,
         ),
         (
             "default_action = drop();",
             "default_action = follow_route();",
             "action `follow_route` is not one of the table's",
+            None,
         ),
         (
             "default_action = drop();",
             "default_action = forward(1);",
             "takes 2 control-plane argument(s), 1 given",
+            None,
         ),
-        ("(_, 17, _): NoAction();", "(_, 17): NoAction();", "2 values for 3 keys"),
-        ("1: parse_ipv4;", "1: nowhere;", "state `nowhere` is not declared"),
+        (
+            "(_, 17, _): NoAction();",
+            "(_, 17): NoAction();",
+            "2 values for 3 keys",
+            None,
+        ),
+        ("1: parse_ipv4;", "1: nowhere;", "state `nowhere` is not declared", None),
         (
             "meta.hits = meta.hits |+| 1;",
             "meta.hits = meta.hits |+| 8w1;",
             "`|+|` on bit<32> and bit<8>: cast one to the other's type",
+            None,
         ),
         (
             "#define MAX_HOPS 4",
             "#define MAX(a, b) a\n#define MAX_HOPS MAX(4)",
             "macro `MAX` takes 2 argument(s), 1 given",
+            // Where the macro is used, not defined.
+            Some("srcroute_t[MAX_HOPS]"),
         ),
-        ("ForwardDeparser()) main;", "ForwardDeparser()) other;", "no `main`"),
+        (
+            "ForwardDeparser()) main;",
+            "ForwardDeparser()) other;",
+            "no `main`",
+            // The package instantiation begins a line earlier.
+            Some("V1Switch("),
+        ),
         (
             "ForwardEgress(), ForwardCompute()",
             "ForwardCompute(), ForwardEgress()",
             "ForwardCompute",
+            None,
         ),
         (
             "hdr.ipv4.protocol: exact;",
             "hdr.ipv4.proto: exact;",
             "`ipv4_t` has no field `proto`",
+            None,
         ),
     ];
-    for (from, to, message) in cases {
-        let e = match intlab_p4::load_text("forward.p4", &edited(from, to)) {
+    for &(from, to, message, line_with) in cases {
+        let text = edited(from, to);
+        let marker = line_with.unwrap_or_else(|| to.lines().last().expect("a replacement"));
+        let line = text
+            .lines()
+            .position(|l| l.contains(marker))
+            .expect("the marker is in the program")
+            + 1;
+        let e = match intlab_p4::load_text("forward.p4", &text) {
             Ok(_) => panic!("`{to}` accepted"),
             Err(e) => e,
         };
         let first = e.first();
         assert!(first.at.starts_with("forward.p4:"), "`{to}`: {e}");
-        assert!(first.pos.line > 0, "`{to}`: {e}");
+        assert_eq!(first.pos.line as usize, line, "`{to}`: {e}");
+        assert!(first.pos.column > 0, "`{to}`: {e}");
         assert!(e.to_string().contains(message), "`{to}`: {e}");
     }
 }

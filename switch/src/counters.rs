@@ -138,7 +138,7 @@ pub struct PortTotals {
     #[serde(default)]
     pub pfc_watchdog_trips: u64,
     /// Frames queued here that reached their lossless ingress past its headroom: their sender
-    /// heard the pause late, because the emulation fell behind (see `Admission::Overrun`).
+    /// went on longer after a pause than the headroom allows (see `Admission::Overrun`).
     #[serde(default)]
     pub pfc_overruns: u64,
     /// Frames a P4 program's egress sent back to the switch's ingress (`recirculate`).
@@ -158,7 +158,12 @@ pub struct PortCounters {
     late: Histogram<u64>,
     /// Per priority: since when this port has held its upstream in XOFF (ns).
     xoff_since: [Option<u64>; PRIORITIES],
+    /// When the first overruns happened (ns), up to [`OVERRUNS_KEPT`].
+    overruns_at: Vec<u64>,
 }
+
+/// Overruns a port keeps the times of (the count goes on): enough to say what explains them.
+pub const OVERRUNS_KEPT: usize = 10_000;
 
 impl Default for PortCounters {
     fn default() -> Self {
@@ -172,6 +177,7 @@ impl Default for PortCounters {
             // Lateness up to about 18 minutes at 2 significant digits.
             late: Histogram::new_with_max(1 << 40, 2).unwrap_or_else(|_| Histogram::new(2).expect("2 digits is valid")),
             xoff_since: [None; PRIORITIES],
+            overruns_at: Vec::new(),
         }
     }
 }
@@ -180,6 +186,14 @@ impl PortCounters {
     /// Counts a drop.
     pub fn drop(&mut self, why: DropReason) {
         self.drops[why.index()] += 1;
+    }
+
+    /// Counts an overrun: a frame that arrived at `at_ns` past its lossless ingress's headroom.
+    pub fn overrun(&mut self, at_ns: u64) {
+        self.totals.pfc_overruns += 1;
+        if self.overruns_at.len() < OVERRUNS_KEPT {
+            self.overruns_at.push(at_ns);
+        }
     }
 
     /// Counts `n` frames dropped for `why` at once (as the kernel reports them).
@@ -262,6 +276,7 @@ impl PortCounters {
                 Vec::new()
             },
             queue_trace: if with_trace { self.trace.points() } else { Vec::new() },
+            overruns_at: self.overruns_at.clone(),
         }
     }
 }
@@ -300,6 +315,9 @@ pub struct PortSnapshot {
     /// The queue over time, in the final counters of a switch that keeps it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_trace: Vec<QueuePoint>,
+    /// When frames overran their ingress's headroom (ns; the first [`OVERRUNS_KEPT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overruns_at: Vec<u64>,
 }
 
 impl PortSnapshot {

@@ -453,7 +453,7 @@ impl Shard {
                 self.drop_at(s, frame, DropReason::BufferFull, true);
                 return self.rearm(s, before);
             }
-            Some(Admission::Overrun) => self.slots[s].counters.totals.pfc_overruns += 1,
+            Some(Admission::Overrun) => self.slots[s].counters.overrun(at),
             Some(Admission::Admit(None)) | None => {}
         }
         if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame, priority) {

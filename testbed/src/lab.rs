@@ -546,7 +546,7 @@ impl Lab {
 /// lateness, at their usual p99 on the reference machine (tens of us each). A 4-to-1 incast
 /// with PFC measured up to 9 frames after an XOFF on a 100 Mb/s link of 200 us, about 320 us
 /// more than the wire's round trip. Headroom covers it, so that PFC stays lossless.
-const HOST_PFC_RESPONSE_NS: u64 = 400_000;
+pub(crate) const HOST_PFC_RESPONSE_NS: u64 = 400_000;
 
 /// The smallest RTO at dilation 1 (ns): at emulation rates a few tens of KB queued are
 /// milliseconds (EndpointConfig::new).

@@ -22,10 +22,8 @@ use intlab_testbed::scenario::{Overrides, Scenario};
 /// twelfth of an RTT. (At dilation 1 one such pause cost the incast one window of Jain 0.93.)
 const DILATIONS: [f64; 3] = [8.0, 8.0, 16.0];
 
-/// Share of the CPU time the hypervisor may take (steal) during a run that judges the
-/// controller: above it, threads stall for milliseconds at random and the run measures the
-/// machine. The lab's own summary reports it.
-const MAX_STEAL: f64 = 0.03;
+/// See [`support::MAX_STEAL`].
+const MAX_STEAL: f64 = support::MAX_STEAL;
 
 /// Runs `s` until the machine keeps up with it (see [`DILATIONS`] and [`MAX_STEAL`]).
 fn run_kept_up(tag: &str, s: &Scenario) -> Results {

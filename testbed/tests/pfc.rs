@@ -61,8 +61,8 @@ fn incast(fabric: &str) -> String {
 /// elsewhere.
 const DILATIONS: [f64; 4] = [10.0, 20.0, 20.0, 20.0];
 
-/// Largest share of CPU time the hypervisor may take in a run that counts.
-const MAX_STEAL: f64 = 0.05;
+/// See [`support::MAX_STEAL`].
+const MAX_STEAL: f64 = support::MAX_STEAL;
 
 #[test]
 fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
@@ -233,53 +233,6 @@ fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
     );
 }
 
-/// The shipped 4-to-1 incast at datacenter scale (10 Gb/s, 2 us, RED for DCQCN), with a
-/// 400 KB shared buffer and PFC.
-fn dc_incast_with_pfc(controller: &str) -> Scenario {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/incast-4to1-dc.yaml");
-    let text = std::fs::read_to_string(&root).expect("the shipped scenario");
-    let text = format!("{text}\nmmu: {{ shared: 400KB }}\npfc: {{}}\n");
-    let overrides = Overrides {
-        controller: Some(controller.into()),
-        ..Overrides::default()
-    };
-    Scenario::from_text(&text, &root, &overrides).expect("valid")
-}
-
-#[test]
-fn hpcc_pauses_at_most_half_as_long_as_dcqcn_on_the_same_incast() {
-    support::require_root();
-    let _serial = support::serial();
-    let set = [dc_incast_with_pfc("hpcc"), dc_incast_with_pfc("dcqcn")];
-    let runs = support::run_all_kept_up("hvd", &set, &[100.0, 150.0, 200.0], MAX_STEAL, Duration::from_secs(2));
-    let figures = |r: &intlab_testbed::results::Results| {
-        assert_eq!(r.summary.drops, 0, "{}: lossless", r.summary.controller);
-        for f in &r.flows {
-            assert_eq!(
-                f.bytes_received, f.size,
-                "{}: flow {} intact",
-                r.summary.controller, f.id
-            );
-        }
-        r.summary.pfc.expect("PFC figures")
-    };
-    let (hpcc, dcqcn) = (figures(&runs[0]), figures(&runs[1]));
-    eprintln!(
-        "upstream held in XOFF: HPCC {:.3} ms ({} pause frames), DCQCN {:.3} ms ({} pause frames)",
-        hpcc.xoff_ns as f64 / 1e6,
-        hpcc.frames,
-        dcqcn.xoff_ns as f64 / 1e6,
-        dcqcn.frames
-    );
-    assert!(dcqcn.xoff_ns > 0, "DCQCN's incast pauses its senders");
-    assert!(
-        hpcc.xoff_ns * 2 <= dcqcn.xoff_ns,
-        "HPCC paused {} us, DCQCN {} us",
-        hpcc.xoff_ns / 1000,
-        dcqcn.xoff_ns / 1000
-    );
-}
-
 #[test]
 fn a_16_to_1_incast_with_pfc_loses_nothing_under_any_controller() {
     support::require_root();
@@ -293,8 +246,8 @@ fn a_16_to_1_incast_with_pfc_loses_nothing_under_any_controller() {
             ..Overrides::default()
         };
         let s = Scenario::from_text(&text, &root, &overrides).expect("valid");
-        // A run whose pauses reached a sender too late for the headroom (overruns) is void:
-        // its hosts or the switch lost their CPU for longer than the headroom covers.
+        // A run where a stall let a sender miss a pause (an overrun the summary explains by
+        // it) is void; an overrun nothing explains fails the test in any attempt.
         let r = support::run_all_counting_in_dirs(
             "i16",
             std::slice::from_ref(&s),

@@ -25,6 +25,17 @@ pub struct Pause {
     pub until_ns: u64,
 }
 
+impl Pause {
+    /// The pause a frame of `quanta` (512 bit times each at `rate_bps`) that arrived at
+    /// `at_ns` asks for; 0 quanta (XON) ends a pause at once.
+    pub fn of(at_ns: u64, quanta: u16, rate_bps: u64) -> Pause {
+        Pause {
+            at_ns,
+            until_ns: at_ns + pause_ps(quanta, rate_bps) / 1000,
+        }
+    }
+}
+
 /// The host's reader of PFC frames.
 #[derive(Debug)]
 pub struct PauseListener {
@@ -65,10 +76,7 @@ impl PauseListener {
                     continue;
                 };
                 let at_ns = meta.realtime_ns.map_or_else(|| clock.now_ns(), |t| map.lab_ns(t));
-                last = Some(Pause {
-                    at_ns,
-                    until_ns: at_ns + pause_ps(quanta, rate_bps) / 1000,
-                });
+                last = Some(Pause::of(at_ns, quanta, rate_bps));
             }
             if n < BATCH {
                 return Ok((frames, last));

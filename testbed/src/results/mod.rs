@@ -263,10 +263,13 @@ pub struct PfcSummary {
     pub watchdog_trips: u64,
     /// Frames the watchdogs dropped.
     pub watchdog_drops: u64,
-    /// Frames that reached a lossless ingress past its headroom (kept, up to twice the
-    /// headroom again): their senders heard a pause late because the machine fell behind. Any
-    /// is a timing failure.
+    /// Frames that reached a lossless ingress past its headroom (kept while the buffer has
+    /// room): their senders went on longer after a pause than the headroom allows.
     pub overruns: u64,
+    /// Of those, the ones no lateness of the lab explains: no host stall or worker hiccup ran
+    /// into the time before them that the headroom covers. Nothing but a fault of the lab's
+    /// MMU or PFC path makes these; the others are a timing failure (raise `dilation`).
+    pub overruns_unexplained: u64,
 }
 
 /// The numbers of the summary table.
@@ -582,10 +585,28 @@ impl Results {
                 }
             }
         }
+        // A worker's hiccup held up every host and port it owns, whether or not a host had a
+        // wake-up due then: listed with the hosts' stalls, so whoever reads the run can leave
+        // those moments out. The summary's stall figures stay the hosts' own.
+        let hiccups: Vec<HostStall> = report
+            .workers
+            .iter()
+            .flat_map(|w| {
+                w.hiccups
+                    .iter()
+                    .filter(|&&(at, _)| at >= time.t0_ns)
+                    .map(move |&(at, late)| HostStall {
+                        host: format!("worker{}", w.worker),
+                        at_ns: time.at(at),
+                        late_ns: time.span(late),
+                    })
+            })
+            .collect();
         let measured = Measured {
             flows: &flows,
             series: &series,
             stalls: &stalls,
+            hiccups: &hiccups,
             switches: &switches,
             hosts: &hosts,
             content_errors,
@@ -613,21 +634,7 @@ impl Results {
             &report.port_worker,
             time,
         );
-        // A worker's hiccup held up every host and port it owns, whether or not a host had a
-        // wake-up due then: listed with the hosts' stalls, so whoever reads the run can leave
-        // those moments out. The summary's stall figures stay the hosts' own.
-        for w in &report.workers {
-            stalls.extend(
-                w.hiccups
-                    .iter()
-                    .filter(|&&(at, _)| at >= time.t0_ns)
-                    .map(|&(at, late)| HostStall {
-                        host: format!("worker{}", w.worker),
-                        at_ns: time.at(at),
-                        late_ns: time.span(late),
-                    }),
-            );
-        }
+        stalls.extend(hiccups);
         stalls.sort_by_key(|x| x.at_ns);
         Results {
             flows,
@@ -646,6 +653,8 @@ struct Measured<'a> {
     flows: &'a [FlowResult],
     series: &'a [SeriesPoint],
     stalls: &'a [HostStall],
+    /// The workers' hiccups, in the same form.
+    hiccups: &'a [HostStall],
     switches: &'a [SwitchSnapshot],
     hosts: &'a [HostCounters],
     content_errors: u64,
@@ -731,6 +740,22 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         .flat_map(|sw| &sw.ports)
         .map(|p| p.totals.pfc_overruns)
         .sum();
+    let overruns_at: Vec<u64> = switches
+        .iter()
+        .flat_map(|sw| &sw.ports)
+        .flat_map(|p| p.overruns_at.iter().map(|&t| time.at(t)))
+        .collect();
+    // Overruns past the kept times count as explained only if the kept ones all were.
+    let unexplained_kept = unexplained_overruns(
+        &overruns_at,
+        m.stalls.iter().chain(m.hiccups),
+        rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
+    );
+    let overruns_unexplained = if unexplained_kept == 0 {
+        0
+    } else {
+        unexplained_kept + pfc_overruns.saturating_sub(overruns_at.len() as u64)
+    };
     Summary {
         scenario: t.name.clone(),
         controller: s.controller.name().to_owned(),
@@ -780,6 +805,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                     .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
                     .sum(),
                 overruns: pfc_overruns,
+                overruns_unexplained,
             }
         }),
         ecn_marks: switches
@@ -818,13 +844,26 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         cpu_steal: None,
         timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
             || host_stall_fraction > STALL_FRACTION_LIMIT
-            || pfc_overruns > 0,
+            || pfc_overruns > overruns_unexplained,
         applications: outcomes(s.workload.applications(), flows),
         controller_params: serde_json::Value::Null,
         host_overhead_ns: None,
         diagnosis: None,
         workers: Vec::new(),
     }
+}
+
+/// How many of the overruns at `overruns_at` (scenario ns) no lateness explains. The headroom
+/// covers what arrives within `window_ns` of a pause being due (the path's round trip plus the
+/// hosts' response allowance): an overrun is the lab's lateness when a stall or hiccup began
+/// before it and ended less than `window_ns` before it; the sender or the switch was then not
+/// running when the pause had to be sent or obeyed.
+fn unexplained_overruns<'a>(overruns_at: &[u64], lateness: impl Iterator<Item = &'a HostStall>, window_ns: u64) -> u64 {
+    let late: Vec<(u64, u64)> = lateness.map(|s| (s.at_ns, s.at_ns + s.late_ns + window_ns)).collect();
+    overruns_at
+        .iter()
+        .filter(|&&t| !late.iter().any(|&(from, to)| from <= t && t <= to))
+        .count() as u64
 }
 
 /// The controller's parameters as a flow on `path` ran them, times in scenario units.
@@ -899,6 +938,7 @@ mod tests {
             flows: &flows,
             series: &[],
             stalls: &stalls,
+            hiccups: &[],
             switches: &[],
             hosts: &hosts,
             content_errors: 0,
@@ -935,6 +975,7 @@ mod tests {
             flows: &flows,
             series: &[],
             stalls: &[],
+            hiccups: &[],
             switches: &[],
             hosts: &[],
             content_errors: 0,
@@ -975,5 +1016,27 @@ mod tests {
         let b = slowdown_by_size(&flows);
         let got: Vec<(&str, usize, f64)> = b.iter().map(|b| (b.label.as_str(), b.flows, b.slowdown.max)).collect();
         assert_eq!(got, [("<10KB", 2, 4.0), ("10KB-100KB", 1, 1.5), ("1MB-10MB", 1, 1.1)]);
+    }
+
+    #[test]
+    fn an_overrun_is_the_labs_lateness_only_when_a_stall_ran_into_its_window() {
+        let late = |host: &str, at_ns, late_ns| HostStall {
+            host: host.into(),
+            at_ns,
+            late_ns,
+        };
+        let stalls = [late("h1", 1_000_000, 500_000), late("worker0", 5_000_000, 100_000)];
+        // A window of 200 us after each: 1.0-1.7 ms and 5.0-5.3 ms.
+        let at = [1_000_000, 1_650_000, 1_750_000, 5_300_000, 900_000];
+        assert_eq!(
+            unexplained_overruns(&at, stalls.iter(), 200_000),
+            2,
+            "1.75 ms and 0.9 ms"
+        );
+        assert_eq!(
+            unexplained_overruns(&at, [].iter(), 200_000),
+            5,
+            "nothing late: all of them"
+        );
     }
 }

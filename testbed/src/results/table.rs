@@ -161,12 +161,20 @@ pub fn summary_table(s: &Summary) -> String {
             time(p.host_paused_ns as f64),
             time(p.switch_paused_ns as f64)
         );
-        if p.overruns > 0 {
+        let late = p.overruns - p.overruns_unexplained;
+        if late > 0 {
             let _ = writeln!(
                 out,
-                "  PFC OVERRUN: {} frames reached a paused ingress past its headroom (kept): their senders heard \
-                 the pause late because the machine fell behind",
-                p.overruns
+                "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): a host stall or \
+                 worker hiccup kept their senders from hearing the pause in time (stalls.csv)"
+            );
+        }
+        if p.overruns_unexplained > 0 {
+            let _ = writeln!(
+                out,
+                "  PFC FAULT: {} frames reached a paused ingress past its headroom with nothing late in the lab \
+                 to explain it: a fault of intlab's MMU or PFC path, please report it",
+                p.overruns_unexplained
             );
         }
         if p.watchdog_trips > 0 {

@@ -488,17 +488,24 @@ pub fn kept_up(r: &intlab_testbed::results::Results, max_steal: f64) -> bool {
     !r.summary.timing_warning && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
 }
 
+/// Share of CPU time the hypervisor may take (steal) during a run a test judges: above it,
+/// threads lose their vCPU for milliseconds at random and the run measures the machine. The
+/// HPCC acceptance runs failed only under 4-8 % steal (right after a CI build) and never at
+/// 3 % or less (`hpcc.rs`); every test judges by this one bound.
+pub const MAX_STEAL: f64 = 0.03;
+
 /// What a test needs of the machine for a run to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
     /// Everything on time ([`kept_up`]): what a comparison of controllers needs.
     KeptUp,
-    /// PFC's pauses stopped their senders within the headroom (no overrun) and the hypervisor
-    /// took at most the steal allowed, whatever else came late: what a check that a lossless
-    /// fabric loses nothing needs. A virtual machine that takes a vCPU away for milliseconds
-    /// now and then (0.6-0.8 % of the time, up to 11 ms, measured with two bare spinning
-    /// threads on the reference VM) delays some frames past a tenth of an RTT in most runs at
-    /// low dilation; a pause it delays past the headroom is counted, and only that run is void.
+    /// No frame overran a PFC headroom because the lab was late, whatever else came late: what
+    /// a check that a lossless fabric loses nothing needs. A virtual machine that takes a vCPU
+    /// away for milliseconds now and then (0.6-0.8 % of the time, up to 11 ms, measured with
+    /// two bare spinning threads on the reference VM) delays some frames past a tenth of an RTT
+    /// in most runs at low dilation; a run where such a stall let a sender miss a pause (the
+    /// summary says which overruns a stall explains) is void. An overrun nothing explains is a
+    /// fault of the lab and fails the test in any run ([`run_all_counting_in_dirs`]).
     PausesInTime,
 }
 
@@ -507,7 +514,8 @@ pub fn counts(r: &intlab_testbed::results::Results, max_steal: f64, need: Need) 
     match need {
         Need::KeptUp => kept_up(r, max_steal),
         Need::PausesInTime => {
-            r.summary.pfc.is_none_or(|p| p.overruns == 0) && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
+            r.summary.pfc.is_none_or(|p| p.overruns == p.overruns_unexplained)
+                && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
         }
     }
 }
@@ -590,6 +598,15 @@ pub fn run_all_counting_in_dirs(
                 (out, r)
             })
             .collect();
+        for (_, r) in &runs {
+            // Never void: nothing the machine does explains it.
+            let unexplained = r.summary.pfc.map_or(0, |p| p.overruns_unexplained);
+            assert_eq!(
+                unexplained, 0,
+                "{} at dilation {dilation}: {unexplained} PFC overruns with nothing late in the lab",
+                r.summary.controller
+            );
+        }
         let all = runs.iter().all(|(_, r)| counts(r, max_steal, need));
         for (_, r) in &runs {
             let line = format!("attempt {attempt}: {}", timing_figures(r));
