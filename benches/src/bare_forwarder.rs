@@ -149,13 +149,8 @@ fn forward(mut ports: [BarePort; 2], stop: &AtomicBool) -> io::Result<u64> {
         }
         forwarded += moved as u64;
         if moved == 0 {
-            let mut fds = ports.each_ref().map(|p| libc::pollfd {
-                fd: p.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            // SAFETY: a live array of two pollfds; a 50 ms timeout so that `stop` is seen.
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, 50) };
+            // A 50 ms timeout so that `stop` is seen.
+            intlab_runtime::sys::poll::readable(&ports.each_ref().map(|p| p.fd()), 50)?;
         }
     }
     Ok(forwarded)

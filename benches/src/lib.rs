@@ -1,3 +1,5 @@
 //! Benchmarks live in `benches/`; this library holds what they share.
 
+#![forbid(unsafe_code)]
+
 pub mod bare_forwarder;

@@ -6,6 +6,7 @@
 //! tests and [`sim`] is a switch in memory that runs a program as BMv2's simple_switch does.
 //! A stage imports only from the stages before it.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod control;

@@ -4,6 +4,8 @@
 //! fluid model of a shared bottleneck, distillation, and the Table VI explanation. The
 //! controller that runs a policy on real sockets is `intlab_transport::cc::RlCc`.
 
+#![forbid(unsafe_code)]
+
 pub mod bottleneck;
 pub mod checkpoint;
 pub mod distill;

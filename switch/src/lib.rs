@@ -1,12 +1,16 @@
 //! intlab's software switch.
 //!
-//! Frames come in on [`port`]s (TAP devices, AF_PACKET sockets on veth ends, in-process links),
-//! go through the ingress [`pipeline`] (parse, exact-MAC and longest-prefix tables, ECMP), wait
-//! in the traffic manager's per-port [`tm::EgressQueue`] on an exact virtual line-rate schedule,
-//! and leave through the [`egress`] stage, which marks ECN and pushes the INT transit hop from
-//! that schedule. A [`Fabric`] places the ports of one or many switches on the workers of an
-//! `intlab_runtime::Runtime`; each worker's ports form one [`shard`]. See `docs/switch.md`.
+//! Frames come in on [`port`]s (TAP devices, veth ends through AF_XDP, packet rings or
+//! AF_PACKET sockets, in-process links, a P4 switch's CPU port), go through the ingress
+//! [`pipeline`] (the built-in tables, exact MAC, longest prefix and ECMP, or a P4 program), are
+//! admitted by the shared buffer ([`tm::Mmu`], with PFC), wait in the traffic manager's per-port
+//! [`tm::EgressQueue`] (eight priorities) on an exact virtual line-rate schedule, and leave
+//! through the [`egress`] stage, which marks ECN and pushes the INT transit hop from that
+//! schedule (or runs the P4 program's egress). A [`Fabric`] places the ports of one or many
+//! switches on the workers of an `intlab_runtime::Runtime`; each worker's ports form one
+//! [`shard`]. See `docs/switch.md`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod capture;

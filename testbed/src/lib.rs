@@ -1,7 +1,14 @@
-//! intlab's testbed: the `intlab` command and what it drives.
-//!
-//! Today this is the capture inspector; the topology model, lab orchestration, workloads and
-//! metrics arrive here as they are built (see `docs/`).
+//! intlab's testbed: everything the `intlab` command does. A scenario file ([`scenario`]: the
+//! run's keys; [`topology`]: nodes, links, routes) becomes a running lab ([`lab`]: namespaces,
+//! veths, the switch fabric and the hosts on the runtime's workers, placed by [`placement`]),
+//! which [`run`] drives through a workload ([`workload`]) into results ([`results`]: files,
+//! plots, the summary and its timing judgement). Around that: comparing controllers
+//! ([`compare`]), sweeping parameters ([`sweep`]), checking the machine ([`doctor`]), labs left
+//! up ([`standing_lab`]), P4 tools ([`p4_offline`], [`p4_on_switch`], [`p4_control`],
+//! [`p4runtime`]), RL-CC ([`rlcc`]) and the capture inspector ([`inspect`]). See
+//! `docs/architecture.md`.
+
+#![forbid(unsafe_code)]
 
 pub mod base_rtt;
 pub mod capture;

@@ -305,15 +305,7 @@ pub fn process_runs(pid: u32) -> bool {
 
 /// Sends `sig` to process `pid`; a process already gone is no error.
 pub fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
-    // SAFETY: kill(2) has no memory effects.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            return Err(e);
-        }
-    }
-    Ok(())
+    intlab_runtime::sys::process::signal(pid, sig)
 }
 
 /// Names of the lab namespaces that exist now. No `/var/run/netns` means none (`ip netns`

@@ -1,6 +1,7 @@
 //! intlab's transport: RoCEv2-style reliable-connection queue pairs over kernel UDP sockets,
 //! with the congestion controller as the only variable.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cc;

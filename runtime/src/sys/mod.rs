@@ -2,7 +2,7 @@
 //! namespace, interface offloads (the ethtool ioctl, so no `ethtool` program is needed),
 //! per-namespace sysctls, timer slack, the lab's sockets and their batched I/O (system calls,
 //! mapped packet rings, or AF_XDP sockets with the small XDP program that feeds them), eventfd
-//! and epoll, and the open-file limit.
+//! and epoll, poll, signals to processes, and the open-file limit.
 
 pub mod bpf;
 pub mod epoll;
@@ -11,6 +11,8 @@ pub mod mmsg;
 pub mod netns;
 pub mod offload;
 pub mod packet_ring;
+pub mod poll;
+pub mod process;
 pub mod rlimit;
 pub mod socket;
 pub mod sysctl;
