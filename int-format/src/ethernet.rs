@@ -44,6 +44,16 @@ pub mod ethertype {
     pub const MAC_CONTROL: u16 = 0x8808;
 }
 
+/// Byte ranges of the Ethernet II header's fields.
+mod field {
+    use crate::field::{Field, Rest};
+
+    pub(super) const DESTINATION: Field = 0..6;
+    pub(super) const SOURCE: Field = 6..12;
+    pub(super) const ETHERTYPE: Field = 12..14;
+    pub(super) const PAYLOAD: Rest = 14..;
+}
+
 /// A read/write view of an Ethernet II frame.
 #[derive(Debug, Clone)]
 pub struct EthernetFrame<T: AsRef<[u8]>> {
@@ -79,42 +89,42 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Destination address.
     pub fn dst_addr(&self) -> MacAddress {
         let mut a = [0; 6];
-        a.copy_from_slice(&self.buffer.as_ref()[0..6]);
+        a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
         MacAddress(a)
     }
 
     /// Source address.
     pub fn src_addr(&self) -> MacAddress {
         let mut a = [0; 6];
-        a.copy_from_slice(&self.buffer.as_ref()[6..12]);
+        a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
         MacAddress(a)
     }
 
     /// EtherType.
     pub fn ethertype(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 12)
+        u16_at(self.buffer.as_ref(), field::ETHERTYPE.start)
     }
 
     /// Everything after the header.
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[Self::HEADER_LEN..]
+        &self.buffer.as_ref()[field::PAYLOAD]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     /// Sets the destination address.
     pub fn set_dst_addr(&mut self, a: MacAddress) {
-        self.buffer.as_mut()[0..6].copy_from_slice(&a.0);
+        self.buffer.as_mut()[field::DESTINATION].copy_from_slice(&a.0);
     }
 
     /// Sets the source address.
     pub fn set_src_addr(&mut self, a: MacAddress) {
-        self.buffer.as_mut()[6..12].copy_from_slice(&a.0);
+        self.buffer.as_mut()[field::SOURCE].copy_from_slice(&a.0);
     }
 
     /// Sets the EtherType.
     pub fn set_ethertype(&mut self, t: u16) {
-        set_u16(self.buffer.as_mut(), 12, t);
+        set_u16(self.buffer.as_mut(), field::ETHERTYPE.start, t);
     }
 
     /// Everything after the header, writable.

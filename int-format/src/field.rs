@@ -1,6 +1,12 @@
 //! Big-endian field access shared by every header view.
 //!
-//! Callers have checked the length beforehand (`check_len`), so these index directly.
+//! Callers have checked the length beforehand (`check_len`), so these index directly. Each
+//! header's file names its fields' byte ranges in a `mod field` of its own, as smoltcp does.
+
+/// The bytes of one field in its header.
+pub(crate) type Field = core::ops::Range<usize>;
+/// Everything from an offset on (a payload).
+pub(crate) type Rest = core::ops::RangeFrom<usize>;
 
 #[inline]
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {

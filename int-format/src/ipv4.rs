@@ -49,6 +49,22 @@ impl Ecn {
     }
 }
 
+/// Byte offsets and ranges of the IPv4 header's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const VER_IHL: usize = 0;
+    pub(super) const DSCP_ECN: usize = 1;
+    pub(super) const LENGTH: Field = 2..4;
+    pub(super) const IDENT: Field = 4..6;
+    pub(super) const FLG_OFF: Field = 6..8;
+    pub(super) const TTL: usize = 8;
+    pub(super) const PROTOCOL: usize = 9;
+    pub(super) const CHECKSUM: Field = 10..12;
+    pub(super) const SRC_ADDR: Field = 12..16;
+    pub(super) const DST_ADDR: Field = 16..20;
+}
+
 /// A read/write view of an IPv4 packet.
 #[derive(Debug, Clone)]
 pub struct Ipv4Packet<T: AsRef<[u8]>> {
@@ -108,74 +124,74 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Version field (4).
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[0] >> 4
+        self.buffer.as_ref()[field::VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL × 4).
     pub fn header_len(&self) -> usize {
-        usize::from(self.buffer.as_ref()[0] & 0x0f) * 4
+        usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
 
     /// DSCP, the high six bits of TOS.
     pub fn dscp(&self) -> u8 {
-        self.buffer.as_ref()[1] >> 2
+        self.buffer.as_ref()[field::DSCP_ECN] >> 2
     }
 
     /// ECN codepoint.
     pub fn ecn(&self) -> Ecn {
-        Ecn::from_bits(self.buffer.as_ref()[1])
+        Ecn::from_bits(self.buffer.as_ref()[field::DSCP_ECN])
     }
 
     /// Total length (header and payload) in bytes.
     pub fn total_len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 2)
+        u16_at(self.buffer.as_ref(), field::LENGTH.start)
     }
 
     /// Identification.
     pub fn ident(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 4)
+        u16_at(self.buffer.as_ref(), field::IDENT.start)
     }
 
     /// Don't-fragment flag.
     pub fn dont_frag(&self) -> bool {
-        self.buffer.as_ref()[6] & 0x40 != 0
+        self.buffer.as_ref()[field::FLG_OFF.start] & 0x40 != 0
     }
 
     /// More-fragments flag.
     pub fn more_frags(&self) -> bool {
-        self.buffer.as_ref()[6] & 0x20 != 0
+        self.buffer.as_ref()[field::FLG_OFF.start] & 0x20 != 0
     }
 
     /// Fragment offset in 8-byte units.
     pub fn frag_offset(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 6) & 0x1fff
+        u16_at(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff
     }
 
     /// Time to live.
     pub fn ttl(&self) -> u8 {
-        self.buffer.as_ref()[8]
+        self.buffer.as_ref()[field::TTL]
     }
 
     /// Protocol of the payload.
     pub fn protocol(&self) -> u8 {
-        self.buffer.as_ref()[9]
+        self.buffer.as_ref()[field::PROTOCOL]
     }
 
     /// Header checksum as on the wire.
     pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 10)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// Source address.
     pub fn src_addr(&self) -> Ipv4Addr {
-        let b = self.buffer.as_ref();
-        Ipv4Addr::new(b[12], b[13], b[14], b[15])
+        let b = &self.buffer.as_ref()[field::SRC_ADDR];
+        Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
 
     /// Destination address.
     pub fn dst_addr(&self) -> Ipv4Addr {
-        let b = self.buffer.as_ref();
-        Ipv4Addr::new(b[16], b[17], b[18], b[19])
+        let b = &self.buffer.as_ref()[field::DST_ADDR];
+        Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
 
     /// True when the header checksum is right.
@@ -197,63 +213,63 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets version 4 and the header length in bytes (a multiple of 4).
     pub fn set_version_and_header_len(&mut self, header_len: usize) {
-        self.buffer.as_mut()[0] = 0x40 | ((header_len / 4) as u8 & 0x0f);
+        self.buffer.as_mut()[field::VER_IHL] = 0x40 | ((header_len / 4) as u8 & 0x0f);
     }
 
     /// Sets DSCP, keeping ECN.
     pub fn set_dscp(&mut self, dscp: u8) {
-        let b = &mut self.buffer.as_mut()[1];
+        let b = &mut self.buffer.as_mut()[field::DSCP_ECN];
         *b = (dscp << 2) | (*b & 3);
     }
 
     /// Sets the ECN codepoint, keeping DSCP. The header checksum is not updated.
     pub fn set_ecn(&mut self, ecn: Ecn) {
-        let b = &mut self.buffer.as_mut()[1];
+        let b = &mut self.buffer.as_mut()[field::DSCP_ECN];
         *b = (*b & !3) | ecn.bits();
     }
 
     /// Sets the total length. The header checksum is not updated.
     pub fn set_total_len(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 2, v);
+        set_u16(self.buffer.as_mut(), field::LENGTH.start, v);
     }
 
     /// Sets the identification.
     pub fn set_ident(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 4, v);
+        set_u16(self.buffer.as_mut(), field::IDENT.start, v);
     }
 
     /// Sets flags (DF, MF) and a zero fragment offset.
     pub fn set_flags(&mut self, dont_frag: bool, more_frags: bool) {
         let v = (u16::from(dont_frag) << 14) | (u16::from(more_frags) << 13);
-        set_u16(self.buffer.as_mut(), 6, v);
+        set_u16(self.buffer.as_mut(), field::FLG_OFF.start, v);
     }
 
     /// Sets the time to live.
     pub fn set_ttl(&mut self, v: u8) {
-        self.buffer.as_mut()[8] = v;
+        self.buffer.as_mut()[field::TTL] = v;
     }
 
     /// Sets the payload protocol.
     pub fn set_protocol(&mut self, v: u8) {
-        self.buffer.as_mut()[9] = v;
+        self.buffer.as_mut()[field::PROTOCOL] = v;
     }
 
     /// Sets the source address.
     pub fn set_src_addr(&mut self, a: Ipv4Addr) {
-        self.buffer.as_mut()[12..16].copy_from_slice(&a.octets());
+        self.buffer.as_mut()[field::SRC_ADDR].copy_from_slice(&a.octets());
     }
 
     /// Sets the destination address.
     pub fn set_dst_addr(&mut self, a: Ipv4Addr) {
-        self.buffer.as_mut()[16..20].copy_from_slice(&a.octets());
+        self.buffer.as_mut()[field::DST_ADDR].copy_from_slice(&a.octets());
     }
 
     /// Recomputes the header checksum.
     pub fn fill_checksum(&mut self) {
         let hl = self.header_len();
-        set_u16(self.buffer.as_mut(), 10, 0);
+        set_u16(self.buffer.as_mut(), field::CHECKSUM.start, 0);
         let c = checksum::checksum(&self.buffer.as_ref()[..hl]);
-        set_u16(self.buffer.as_mut(), 10, c);
+        set_u16(self.buffer.as_mut(), field::CHECKSUM.start, c);
     }
 
     /// The payload, writable.
@@ -329,7 +345,7 @@ impl Ipv4Repr {
             what: "total length over 65535",
         })?;
         p.set_version_and_header_len(20);
-        p.buffer.as_mut()[1] = (self.dscp << 2) | self.ecn.bits();
+        p.buffer.as_mut()[field::DSCP_ECN] = (self.dscp << 2) | self.ecn.bits();
         p.set_total_len(total);
         p.set_ident(self.ident);
         p.set_flags(self.dont_frag, false);

@@ -6,6 +6,16 @@ use crate::checksum;
 use crate::error::{Error, Layer, Result, need};
 use crate::field::{set_u16, u16_at};
 
+/// Byte ranges of the UDP header's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const SRC_PORT: Field = 0..2;
+    pub(super) const DST_PORT: Field = 2..4;
+    pub(super) const LENGTH: Field = 4..6;
+    pub(super) const CHECKSUM: Field = 6..8;
+}
+
 /// A read/write view of a UDP datagram.
 #[derive(Debug, Clone)]
 pub struct UdpPacket<T: AsRef<[u8]>> {
@@ -49,17 +59,17 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 0)
+        u16_at(self.buffer.as_ref(), field::SRC_PORT.start)
     }
 
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 2)
+        u16_at(self.buffer.as_ref(), field::DST_PORT.start)
     }
 
     /// Length field: header and payload in bytes.
     pub fn len(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 4)
+        u16_at(self.buffer.as_ref(), field::LENGTH.start)
     }
 
     /// True when the length field says there is no payload.
@@ -69,7 +79,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// Checksum as on the wire; zero means none was computed.
     pub fn checksum(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 6)
+        u16_at(self.buffer.as_ref(), field::CHECKSUM.start)
     }
 
     /// True when the checksum is zero (none) or right for these addresses.
@@ -94,22 +104,22 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     /// Sets the source port.
     pub fn set_src_port(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 0, v);
+        set_u16(self.buffer.as_mut(), field::SRC_PORT.start, v);
     }
 
     /// Sets the destination port.
     pub fn set_dst_port(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 2, v);
+        set_u16(self.buffer.as_mut(), field::DST_PORT.start, v);
     }
 
     /// Sets the length field.
     pub fn set_len(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 4, v);
+        set_u16(self.buffer.as_mut(), field::LENGTH.start, v);
     }
 
     /// Sets the checksum field as is.
     pub fn set_checksum(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 6, v);
+        set_u16(self.buffer.as_mut(), field::CHECKSUM.start, v);
     }
 
     /// Computes and writes the checksum over the pseudo-header and datagram.

@@ -5,6 +5,19 @@ use crate::field::{set_u16, u16_at};
 
 use super::Instructions;
 
+/// Byte offsets and ranges of the INT-MD metadata header's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const VER_FLAGS: usize = 0;
+    pub(super) const HOP_ML: usize = 2;
+    pub(super) const REMAINING: usize = 3;
+    pub(super) const INSTRUCTIONS: Field = 4..6;
+    pub(super) const DS_INSTRUCTIONS: Field = 6..8;
+    pub(super) const DS_ID: Field = 8..10;
+    pub(super) const DS_FLAGS: Field = 10..12;
+}
+
 /// A read/write view of an INT-MD header.
 #[derive(Debug, Clone)]
 pub struct IntMdHeader<T: AsRef<[u8]>> {
@@ -34,22 +47,22 @@ impl<T: AsRef<[u8]>> IntMdHeader<T> {
 
     /// Version (2).
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[0] >> 4
+        self.buffer.as_ref()[field::VER_FLAGS] >> 4
     }
 
     /// D: the sink discards the packet after taking the metadata.
     pub fn discard(&self) -> bool {
-        self.buffer.as_ref()[0] & 0x08 != 0
+        self.buffer.as_ref()[field::VER_FLAGS] & 0x08 != 0
     }
 
     /// E: a node could not add metadata because the remaining hop count was zero.
     pub fn hop_limit_exceeded(&self) -> bool {
-        self.buffer.as_ref()[0] & 0x04 != 0
+        self.buffer.as_ref()[field::VER_FLAGS] & 0x04 != 0
     }
 
     /// M: a node could not add metadata because the MTU would have been exceeded.
     pub fn mtu_exceeded(&self) -> bool {
-        self.buffer.as_ref()[0] & 0x02 != 0
+        self.buffer.as_ref()[field::VER_FLAGS] & 0x02 != 0
     }
 
     /// The 12 reserved bits (bits 24:13).
@@ -60,32 +73,32 @@ impl<T: AsRef<[u8]>> IntMdHeader<T> {
 
     /// Hop ML: per-hop metadata length in words.
     pub fn hop_ml(&self) -> u8 {
-        self.buffer.as_ref()[2] & 0x1f
+        self.buffer.as_ref()[field::HOP_ML] & 0x1f
     }
 
     /// Remaining hop count.
     pub fn remaining_hops(&self) -> u8 {
-        self.buffer.as_ref()[3]
+        self.buffer.as_ref()[field::REMAINING]
     }
 
     /// Instruction bitmap.
     pub fn instruction_bitmap(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 4)
+        u16_at(self.buffer.as_ref(), field::INSTRUCTIONS.start)
     }
 
     /// Domain-specific ID.
     pub fn domain_id(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 6)
+        u16_at(self.buffer.as_ref(), field::DS_INSTRUCTIONS.start)
     }
 
     /// Domain-specific instructions.
     pub fn ds_instructions(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 8)
+        u16_at(self.buffer.as_ref(), field::DS_ID.start)
     }
 
     /// Domain-specific flags.
     pub fn ds_flags(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 10)
+        u16_at(self.buffer.as_ref(), field::DS_FLAGS.start)
     }
 
     /// Bitmap, domain ID and DS instructions together.
@@ -109,43 +122,43 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IntMdHeader<T> {
 
     /// Sets the E flag.
     pub fn set_hop_limit_exceeded(&mut self) {
-        self.buffer.as_mut()[0] |= 0x04;
+        self.buffer.as_mut()[field::VER_FLAGS] |= 0x04;
     }
 
     /// Sets the M flag.
     pub fn set_mtu_exceeded(&mut self) {
-        self.buffer.as_mut()[0] |= 0x02;
+        self.buffer.as_mut()[field::VER_FLAGS] |= 0x02;
     }
 
     /// Sets Hop ML (five bits).
     pub fn set_hop_ml(&mut self, v: u8) {
-        let b = &mut self.buffer.as_mut()[2];
+        let b = &mut self.buffer.as_mut()[field::HOP_ML];
         *b = (*b & 0xe0) | (v & 0x1f);
     }
 
     /// Sets the remaining hop count.
     pub fn set_remaining_hops(&mut self, v: u8) {
-        self.buffer.as_mut()[3] = v;
+        self.buffer.as_mut()[field::REMAINING] = v;
     }
 
     /// Sets the instruction bitmap.
     pub fn set_instruction_bitmap(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 4, v);
+        set_u16(self.buffer.as_mut(), field::INSTRUCTIONS.start, v);
     }
 
     /// Sets the domain-specific ID.
     pub fn set_domain_id(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 6, v);
+        set_u16(self.buffer.as_mut(), field::DS_INSTRUCTIONS.start, v);
     }
 
     /// Sets the DS instructions.
     pub fn set_ds_instructions(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 8, v);
+        set_u16(self.buffer.as_mut(), field::DS_ID.start, v);
     }
 
     /// Sets the DS flags.
     pub fn set_ds_flags(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 10, v);
+        set_u16(self.buffer.as_mut(), field::DS_FLAGS.start, v);
     }
 }
 

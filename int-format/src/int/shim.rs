@@ -38,6 +38,15 @@ impl IntType {
     }
 }
 
+/// Byte offsets and ranges of the INT shim header's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const TYPE_NPT: usize = 0;
+    pub(super) const LENGTH: usize = 1;
+    pub(super) const NEXT: Field = 2..4;
+}
+
 /// A read/write view of an INT shim.
 #[derive(Debug, Clone)]
 pub struct IntShim<T: AsRef<[u8]>> {
@@ -67,44 +76,44 @@ impl<T: AsRef<[u8]>> IntShim<T> {
 
     /// INT type.
     pub fn int_type(&self) -> IntType {
-        IntType::from_bits(self.buffer.as_ref()[0] >> 4)
+        IntType::from_bits(self.buffer.as_ref()[field::TYPE_NPT] >> 4)
     }
 
     /// Next protocol type: 0, 1 (original UDP port kept) or 2.
     pub fn npt(&self) -> u8 {
-        (self.buffer.as_ref()[0] >> 2) & 3
+        (self.buffer.as_ref()[field::TYPE_NPT] >> 2) & 3
     }
 
     /// The two reserved bits of byte 0.
     pub fn reserved(&self) -> u8 {
-        self.buffer.as_ref()[0] & 3
+        self.buffer.as_ref()[field::TYPE_NPT] & 3
     }
 
     /// Length of the MD header and hop stack in 4-byte words (the shim is not counted).
     pub fn length_words(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.buffer.as_ref()[field::LENGTH]
     }
 
     /// Bytes 2-3: with NPT=1, the original UDP destination port.
     pub fn next_field(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 2)
+        u16_at(self.buffer.as_ref(), field::NEXT.start)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> IntShim<T> {
     /// Sets type and NPT (reserved bits cleared).
     pub fn set_type_npt(&mut self, t: IntType, npt: u8) {
-        self.buffer.as_mut()[0] = (t.bits() << 4) | ((npt & 3) << 2);
+        self.buffer.as_mut()[field::TYPE_NPT] = (t.bits() << 4) | ((npt & 3) << 2);
     }
 
     /// Sets the length in words.
     pub fn set_length_words(&mut self, v: u8) {
-        self.buffer.as_mut()[1] = v;
+        self.buffer.as_mut()[field::LENGTH] = v;
     }
 
     /// Sets bytes 2-3.
     pub fn set_next_field(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 2, v);
+        set_u16(self.buffer.as_mut(), field::NEXT.start, v);
     }
 }
 

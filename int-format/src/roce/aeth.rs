@@ -81,6 +81,14 @@ impl Syndrome {
     }
 }
 
+/// Byte offsets and ranges of the AETH's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const SYNDROME: usize = 0;
+    pub(super) const MSN: Field = 1..4;
+}
+
 /// A read/write view of an AETH.
 #[derive(Debug, Clone)]
 pub struct Aeth<T: AsRef<[u8]>> {
@@ -110,7 +118,7 @@ impl<T: AsRef<[u8]>> Aeth<T> {
 
     /// The raw syndrome byte.
     pub fn syndrome_byte(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[field::SYNDROME]
     }
 
     /// The decoded syndrome.
@@ -120,19 +128,19 @@ impl<T: AsRef<[u8]>> Aeth<T> {
 
     /// Message sequence number (24 bits).
     pub fn msn(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), 1)
+        u24_at(self.buffer.as_ref(), field::MSN.start)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Aeth<T> {
     /// Sets the syndrome.
     pub fn set_syndrome(&mut self, s: Syndrome) {
-        self.buffer.as_mut()[0] = s.to_u8();
+        self.buffer.as_mut()[field::SYNDROME] = s.to_u8();
     }
 
     /// Sets the MSN (low 24 bits).
     pub fn set_msn(&mut self, v: u32) {
-        set_u24(self.buffer.as_mut(), 1, v);
+        set_u24(self.buffer.as_mut(), field::MSN.start, v);
     }
 }
 

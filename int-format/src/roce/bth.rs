@@ -5,6 +5,19 @@ use crate::field::{set_u16, set_u24, u16_at, u24_at};
 
 use super::Opcode;
 
+/// Byte offsets and ranges of the BTH's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const OPCODE: usize = 0;
+    pub(super) const FLAGS: usize = 1;
+    pub(super) const PKEY: Field = 2..4;
+    pub(super) const FECN_BECN: usize = 4;
+    pub(super) const DEST_QP: Field = 5..8;
+    pub(super) const ACK_REQ: usize = 8;
+    pub(super) const PSN: Field = 9..12;
+}
+
 /// A read/write view of a BTH at the front of a buffer.
 #[derive(Debug, Clone)]
 pub struct Bth<T: AsRef<[u8]>> {
@@ -39,95 +52,95 @@ impl<T: AsRef<[u8]>> Bth<T> {
 
     /// Opcode.
     pub fn opcode(&self) -> Opcode {
-        Opcode::from_u8(self.buffer.as_ref()[0])
+        Opcode::from_u8(self.buffer.as_ref()[field::OPCODE])
     }
 
     /// Solicited event.
     pub fn solicited(&self) -> bool {
-        self.buffer.as_ref()[1] & 0x80 != 0
+        self.buffer.as_ref()[field::FLAGS] & 0x80 != 0
     }
 
     /// Migration request (M).
     pub fn migreq(&self) -> bool {
-        self.buffer.as_ref()[1] & 0x40 != 0
+        self.buffer.as_ref()[field::FLAGS] & 0x40 != 0
     }
 
     /// Pad count: bytes of padding before the ICRC (0 to 3).
     pub fn pad_count(&self) -> u8 {
-        (self.buffer.as_ref()[1] >> 4) & 3
+        (self.buffer.as_ref()[field::FLAGS] >> 4) & 3
     }
 
     /// Transport header version (0).
     pub fn tver(&self) -> u8 {
-        self.buffer.as_ref()[1] & 0x0f
+        self.buffer.as_ref()[field::FLAGS] & 0x0f
     }
 
     /// Partition key.
     pub fn pkey(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), 2)
+        u16_at(self.buffer.as_ref(), field::PKEY.start)
     }
 
     /// Forward explicit congestion notification.
     pub fn fecn(&self) -> bool {
-        self.buffer.as_ref()[4] & 0x80 != 0
+        self.buffer.as_ref()[field::FECN_BECN] & 0x80 != 0
     }
 
     /// Backward explicit congestion notification (set in CNPs).
     pub fn becn(&self) -> bool {
-        self.buffer.as_ref()[4] & 0x40 != 0
+        self.buffer.as_ref()[field::FECN_BECN] & 0x40 != 0
     }
 
     /// Destination queue pair number (24 bits).
     pub fn dest_qp(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), 5)
+        u24_at(self.buffer.as_ref(), field::DEST_QP.start)
     }
 
     /// Acknowledge request.
     pub fn ack_req(&self) -> bool {
-        self.buffer.as_ref()[8] & 0x80 != 0
+        self.buffer.as_ref()[field::ACK_REQ] & 0x80 != 0
     }
 
     /// Packet sequence number (24 bits).
     pub fn psn(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), 9)
+        u24_at(self.buffer.as_ref(), field::PSN.start)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
     /// Sets the opcode.
     pub fn set_opcode(&mut self, op: Opcode) {
-        self.buffer.as_mut()[0] = op.to_u8();
+        self.buffer.as_mut()[field::OPCODE] = op.to_u8();
     }
 
     /// Sets SE, M, PadCnt and TVer together (byte 1).
     pub fn set_flags(&mut self, solicited: bool, migreq: bool, pad_count: u8, tver: u8) {
-        self.buffer.as_mut()[1] =
+        self.buffer.as_mut()[field::FLAGS] =
             (u8::from(solicited) << 7) | (u8::from(migreq) << 6) | ((pad_count & 3) << 4) | (tver & 0x0f);
     }
 
     /// Sets the partition key.
     pub fn set_pkey(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), 2, v);
+        set_u16(self.buffer.as_mut(), field::PKEY.start, v);
     }
 
     /// Sets FECN and BECN (the reserved bits of byte 4 are cleared).
     pub fn set_ecn_bits(&mut self, fecn: bool, becn: bool) {
-        self.buffer.as_mut()[4] = (u8::from(fecn) << 7) | (u8::from(becn) << 6);
+        self.buffer.as_mut()[field::FECN_BECN] = (u8::from(fecn) << 7) | (u8::from(becn) << 6);
     }
 
     /// Sets the destination QP (low 24 bits of `v`).
     pub fn set_dest_qp(&mut self, v: u32) {
-        set_u24(self.buffer.as_mut(), 5, v);
+        set_u24(self.buffer.as_mut(), field::DEST_QP.start, v);
     }
 
     /// Sets AckReq (the seven reserved bits are cleared).
     pub fn set_ack_req(&mut self, v: bool) {
-        self.buffer.as_mut()[8] = u8::from(v) << 7;
+        self.buffer.as_mut()[field::ACK_REQ] = u8::from(v) << 7;
     }
 
     /// Sets the PSN (low 24 bits of `v`).
     pub fn set_psn(&mut self, v: u32) {
-        set_u24(self.buffer.as_mut(), 9, v);
+        set_u24(self.buffer.as_mut(), field::PSN.start, v);
     }
 }
 

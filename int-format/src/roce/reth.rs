@@ -3,6 +3,15 @@
 use crate::error::{Layer, Result, need};
 use crate::field::{set_u32, set_u64, u32_at, u64_at};
 
+/// Byte ranges of the RETH's fields.
+mod field {
+    use crate::field::Field;
+
+    pub(super) const VIRTUAL_ADDRESS: Field = 0..8;
+    pub(super) const R_KEY: Field = 8..12;
+    pub(super) const DMA_LENGTH: Field = 12..16;
+}
+
 /// A read/write view of a RETH.
 #[derive(Debug, Clone)]
 pub struct Reth<T: AsRef<[u8]>> {
@@ -32,34 +41,34 @@ impl<T: AsRef<[u8]>> Reth<T> {
 
     /// Remote virtual address.
     pub fn virtual_addr(&self) -> u64 {
-        u64_at(self.buffer.as_ref(), 0)
+        u64_at(self.buffer.as_ref(), field::VIRTUAL_ADDRESS.start)
     }
 
     /// Remote key.
     pub fn rkey(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), 8)
+        u32_at(self.buffer.as_ref(), field::R_KEY.start)
     }
 
     /// Length of the whole RDMA operation in bytes.
     pub fn dma_len(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), 12)
+        u32_at(self.buffer.as_ref(), field::DMA_LENGTH.start)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Reth<T> {
     /// Sets the remote virtual address.
     pub fn set_virtual_addr(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), 0, v);
+        set_u64(self.buffer.as_mut(), field::VIRTUAL_ADDRESS.start, v);
     }
 
     /// Sets the remote key.
     pub fn set_rkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), 8, v);
+        set_u32(self.buffer.as_mut(), field::R_KEY.start, v);
     }
 
     /// Sets the DMA length.
     pub fn set_dma_len(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), 12, v);
+        set_u32(self.buffer.as_mut(), field::DMA_LENGTH.start, v);
     }
 }
 
