@@ -85,3 +85,16 @@ fn a_run_gives_the_same_numbers_every_time() {
     assert_eq!(a.ports, b.ports);
     assert_eq!(a.flows, b.flows, "every ACK's sample");
 }
+
+/// A host reports each flow's controller as it ran, resolved on the flow's path (what the
+/// lab's summary prints as "as run"), not the file's unresolved parameters.
+#[test]
+fn a_host_reports_the_controller_each_flow_ran() {
+    let star = star();
+    let cc = ControllerConfig::Swift(Default::default());
+    let (r, _, _) = four_to_one(&cc);
+    let report = r.reports[1].as_ref().expect("h1 sent");
+    let path = star.host_config(1).path_info(star.path());
+    assert_eq!(report.controllers, [(1, cc.resolve(&path))]);
+    assert_ne!(report.controllers[0].1, cc, "resolved: the target follows the path");
+}

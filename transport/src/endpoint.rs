@@ -199,6 +199,9 @@ pub struct EndpointReport {
     pub counters: EndpointCounters,
     /// Its stalls, in time order.
     pub stalls: Vec<Stall>,
+    /// Each sent flow's controller as it ran: its parameters resolved on the flow's path (in
+    /// the lab's time, dilated like everything else).
+    pub controllers: Vec<(u32, crate::cc::ControllerConfig)>,
 }
 
 /// The answer to a reachability probe.

@@ -25,7 +25,6 @@ use std::collections::HashMap;
 
 use int_format::roce::{Bth, Reth};
 use intlab_switch::{PortSnapshot, SwitchSnapshot};
-use intlab_transport::cc::PathInfo;
 use intlab_transport::endpoint::{EndpointCounters, IntMode};
 use intlab_transport::flow::FlowPath;
 use intlab_transport::sender::WIRE_OVERHEAD;
@@ -504,6 +503,13 @@ impl Results {
         let mut series = Vec::new();
         let mut hosts = Vec::new();
         let mut stalls = Vec::new();
+        // The first flow's controller as its host ran it, for the summary.
+        let ran = report
+            .hosts
+            .iter()
+            .flat_map(|h| h.controllers.iter())
+            .min_by_key(|(id, _)| *id)
+            .map(|(_, c)| c.dilated(1.0 / time.dilation));
         for h in report.hosts {
             stalls.extend(h.stalls.iter().map(|s| HostStall {
                 host: h.name.clone(),
@@ -618,7 +624,9 @@ impl Results {
             hop_bytes,
         };
         let mut summary = summarize(s, &measured, time, ending);
-        summary.controller_params = controller_params(s, measured_paths.paths.first(), time);
+        summary.controller_params = ran
+            .and_then(|c| serde_json::to_value(c).ok())
+            .unwrap_or(serde_json::Value::Null);
         summary.host_overhead_ns = Quantiles::of(
             measured_paths
                 .host_overhead_ns
@@ -864,27 +872,6 @@ fn unexplained_overruns<'a>(overruns_at: &[u64], lateness: impl Iterator<Item = 
         .iter()
         .filter(|&&t| !late.iter().any(|&(from, to)| from <= t && t <= to))
         .count() as u64
-}
-
-/// The controller's parameters as a flow on `path` ran them, times in scenario units.
-fn controller_params(s: &Scenario, path: Option<&FlowPath>, time: Timebase) -> serde_json::Value {
-    let Some(path) = path else {
-        return serde_json::Value::Null;
-    };
-    let info = PathInfo {
-        line_rate_bps: 1,
-        base_rtt_ns: path.base_rtt_ns,
-        fabric_rtt_ns: path.fabric_rtt_ns,
-        hops: path.hops,
-        mtu_wire_bytes: 1,
-        mtu_bytes: s.transport.mtu,
-    };
-    let resolved = s
-        .controller
-        .dilated(time.dilation)
-        .resolve(&info)
-        .dilated(1.0 / time.dilation);
-    serde_json::to_value(&resolved).unwrap_or(serde_json::Value::Null)
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub struct HostStack<W> {
     measure_from: u64,
     /// The first error that stopped part of the host's work.
     error: Option<io::Error>,
+    /// Each sent flow's controller, resolved on its path.
+    controllers: Vec<(u32, ControllerConfig)>,
 }
 
 impl<W: Wire> HostStack<W> {
@@ -118,6 +120,7 @@ impl<W: Wire> HostStack<W> {
             wake_late: Histogram::new_with_max(1_000_000_000, 2).map_err(io::Error::other)?,
             measure_from: 0,
             error: None,
+            controllers: Vec::new(),
         })
     }
 
@@ -185,6 +188,7 @@ impl<W: Wire> HostStack<W> {
         let controller = cc
             .build(path)
             .map_err(|e| io::Error::other(format!("flow {}: {e}", flow.id)))?;
+        self.controllers.push((flow.id, cc.resolve(&path)));
         let instructions = match self.cfg.int_mode {
             IntMode::Auto => controller.int_instructions(),
             IntMode::On => Some(
@@ -626,6 +630,7 @@ impl<W: Wire> HostStack<W> {
                 ..self.counters.clone()
             },
             stalls: std::mem::take(&mut self.stalls),
+            controllers: std::mem::take(&mut self.controllers),
         }
     }
 }
