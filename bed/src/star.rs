@@ -16,8 +16,8 @@ use intlab_transport::sender::WIRE_OVERHEAD;
 use crate::{Bed, BedError, HostId, SwitchId};
 
 /// Bytes a data packet carries besides its payload: Ethernet, IPv4 and UDP, BTH and ICRC, and
-/// INT's headers with one hop (HPCC's instructions).
-const DATA_OVERHEAD: u64 = WIRE_OVERHEAD + 16 + 12 + 8;
+/// INT's shim and metadata headers with one hop of HPCC's instructions (24 bytes).
+const DATA_OVERHEAD: u64 = WIRE_OVERHEAD + 16 + 12 + 24;
 /// An ACK's bytes: the same, with an AETH instead of a payload.
 const ACK_BYTES: u64 = DATA_OVERHEAD + 4;
 

@@ -51,8 +51,11 @@ const BED_SEEDS: u64 = 5;
 /// dilation 100, every controller within 1 point of it.
 const GOODPUT_TOLERANCE: f64 = 0.03;
 
-/// The bed's range of goodput over [`BED_SEEDS`] seeds for the incast under `s`'s controller.
-fn bed_goodput(s: &Scenario) -> (f64, f64) {
+/// The bed's range of goodput over [`BED_SEEDS`] seeds for the incast under the controller the
+/// lab's hosts ran in `r` (its parameters resolved on the lab's measured paths).
+fn bed_goodput(r: &Results) -> (f64, f64) {
+    let ran: intlab_transport::cc::ControllerConfig =
+        serde_json::from_value(r.summary.controller_params.clone()).expect("the parameters the hosts ran");
     let runs: Vec<f64> = (1..=BED_SEEDS)
         .map(|seed| {
             let mut star = Star::new(5);
@@ -62,7 +65,7 @@ fn bed_goodput(s: &Scenario) -> (f64, f64) {
                 kmax: 160_000,
                 pmax: 0.2,
             });
-            let flows = star.incast_flows(&s.controller, 4_000_000);
+            let flows = star.incast_flows(&ran, 4_000_000);
             let r = star
                 .run(&flows, 2_000_000_000, |c| c.cnp_interval_ns = 0)
                 .expect("the bed completes the incast");
@@ -88,9 +91,9 @@ fn every_controller_completes_the_incast_and_carries_what_the_bed_predicts() {
         .collect();
     let runs = support::run_all_kept_up("cc", &set, &INCAST_DILATIONS, MAX_STEAL, Duration::from_secs(2));
     let mut off = Vec::new();
-    for ((cc, s), r) in names.iter().zip(&set).zip(&runs) {
+    for (cc, r) in names.iter().zip(&runs) {
         assert_intact(cc, r, 4);
-        let (lo, hi) = bed_goodput(s);
+        let (lo, hi) = bed_goodput(r);
         let goodput = r.summary.normalized_goodput;
         eprintln!(
             "{cc}: lab goodput {goodput:.3} at dilation {}, bed {lo:.3}-{hi:.3}",

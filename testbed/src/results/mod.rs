@@ -406,8 +406,13 @@ pub struct Results {
 /// BTH and ICRC, the RETH of a WRITE's first packet, and INT with one hop per switch.
 fn wire_bytes(size: u64, mtu: u64, int_hop_bytes: Option<u64>, switches: u64) -> u64 {
     let packets = size.div_ceil(mtu).max(1);
-    let per_packet = WIRE_OVERHEAD + Bth::<&[u8]>::LEN as u64 + 4 + int_hop_bytes.map_or(0, |h| 12 + h * switches);
-    size + packets * per_packet + Reth::<&[u8]>::LEN as u64
+    size + packets * (data_packet_bytes(0, int_hop_bytes, switches)) + Reth::<&[u8]>::LEN as u64
+}
+
+/// Bytes on the wire (Ethernet header to ICRC) of a data packet carrying `payload` bytes, with
+/// `int_hop_bytes` of INT per switch over `switches` switches when data carries INT.
+pub(crate) fn data_packet_bytes(payload: u64, int_hop_bytes: Option<u64>, switches: u64) -> u64 {
+    payload + WIRE_OVERHEAD + Bth::<&[u8]>::LEN as u64 + 4 + int_hop_bytes.map_or(0, |h| 12 + h * switches)
 }
 
 /// FCT of a flow alone on the network (ns): its wire bytes at the slowest rate on its path,
