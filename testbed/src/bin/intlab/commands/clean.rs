@@ -1,0 +1,39 @@
+//! `intlab clean`: what runs that were killed left behind.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+/// Removes the namespaces under `prefix` whose process is gone (all of them with `force`) and
+/// forgets labs whose process no longer runs.
+pub(crate) fn clean(prefix: &str, force: bool) -> Result<ExitCode> {
+    anyhow::ensure!(
+        prefix.starts_with(intlab_testbed::netns::PREFIX),
+        "--prefix must start with `{}`: intlab only removes what it created",
+        intlab_testbed::netns::PREFIX
+    );
+    let c = intlab_testbed::netns::clean(prefix, force);
+    for name in intlab_testbed::standing_lab::forget_dead()? {
+        println!("forgot lab {name}: its process no longer runs");
+    }
+    for n in &c.removed {
+        println!("removed namespace {n}");
+    }
+    for n in &c.live {
+        println!("kept namespace {n}: its intlab process still runs (--force removes it)");
+    }
+    for e in &c.failed {
+        eprintln!("intlab: {e}");
+    }
+    println!(
+        "{} namespaces removed, {} of running labs kept, {} failures",
+        c.removed.len(),
+        c.live.len(),
+        c.failed.len()
+    );
+    Ok(if c.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,149 @@
+//! `intlab up`, `exec` and `down`: labs left up to work in by hand.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use intlab_testbed::scenario::Scenario;
+use intlab_testbed::standing_lab::{self, StandingLab};
+
+use super::signals::stop_on_signals_saying;
+
+/// `intlab up`: checks the scenario and the name, then holds the lab here (`--foreground`) or
+/// in a background copy of this command, returning once that copy has recorded the lab.
+pub(crate) fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<ExitCode> {
+    let (topology, runtime) = Scenario::load_lab(scenario)?;
+    let name = name.unwrap_or_else(|| topology.name.clone());
+    intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
+    StandingLab::claim(&name)?;
+    if foreground {
+        return hold_lab(scenario, &topology, runtime, &name);
+    }
+    std::fs::create_dir_all(standing_lab::STATE_DIR)
+        .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
+    let log_path = StandingLab::log_path(&name);
+    let log = std::fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("finding the intlab executable")?;
+    // Its own process group: a Ctrl-C meant for this terminal does not reach the lab.
+    let mut child = std::process::Command::new(exe)
+        .arg("up")
+        .arg(scenario)
+        .args(["--name", &name, "--foreground"])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().context("opening the lab's log")?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting the lab's background process")?;
+    eprintln!("intlab: building lab {name} (log: {})", log_path.display());
+    loop {
+        if let Some(status) = child.try_wait().context("watching the lab's process")? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            anyhow::bail!("lab {name} did not come up ({status}); its log:\n{}", log.trim_end());
+        }
+        if let Some(lab) = StandingLab::read(&name)?
+            && lab.pid == child.id()
+        {
+            println!("lab {name} is up (process {}, log {})", lab.pid, log_path.display());
+            for (host, h) in &lab.hosts {
+                println!("  {host}  {}", h.address);
+            }
+            for p in &lab.p4runtime {
+                println!("  {}  P4Runtime on {} (device id {})", p.switch, p.address, p.device_id);
+            }
+            println!("run commands in a host with `intlab exec HOST -- CMD`; stop with `intlab down {name}`");
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Builds the lab, records it, and keeps it up until SIGINT or SIGTERM.
+pub(crate) fn hold_lab(
+    scenario: &Path,
+    topology: &intlab_testbed::topology::Topology,
+    runtime: intlab_testbed::scenario::RuntimeSettings,
+    name: &str,
+) -> Result<ExitCode> {
+    let stop = stop_on_signals_saying("tearing the lab down")?;
+    let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
+    let mut cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
+    cfg.workers = runtime.workers;
+    cfg.poll = runtime.poll;
+    cfg.packet_io = runtime.packet_io;
+    let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
+    let socket = StandingLab::socket_path(name);
+    let datapaths = lab.p4_datapaths();
+    intlab_testbed::p4_control::serve(&socket, datapaths.clone())
+        .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
+    let endpoints = intlab_testbed::p4runtime::endpoints(topology, datapaths, lab.cpu_ports())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p4runtime = intlab_p4runtime::server::start(endpoints)?;
+    let record = StandingLab {
+        name: name.to_owned(),
+        pid: std::process::id(),
+        scenario: scenario.canonicalize().unwrap_or_else(|_| scenario.to_owned()),
+        prefix: cfg.prefix.clone(),
+        hosts: topology
+            .hosts()
+            .map(|h| {
+                let node = &topology.nodes[h];
+                let record = standing_lab::HostRecord {
+                    namespace: lab.namespace(h).name().to_owned(),
+                    address: node.address.expect("hosts have addresses"),
+                };
+                (node.name.clone(), record)
+            })
+            .collect(),
+        p4runtime: p4runtime
+            .endpoints
+            .iter()
+            .map(
+                |(switch, address, device_id)| intlab_testbed::p4runtime::P4RuntimeRecord {
+                    switch: switch.clone(),
+                    address: *address,
+                    device_id: *device_id,
+                },
+            )
+            .collect(),
+    };
+    record.write()?;
+    eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ended = record.end_host_processes()?;
+    if ended > 0 {
+        eprintln!("intlab: ended {ended} process(es) still running in the hosts");
+    }
+    drop(p4runtime);
+    drop(lab);
+    StandingLab::forget(name)?;
+    eprintln!("intlab: lab {name} is down");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `intlab exec`: enters the host's namespace and becomes the command.
+pub(crate) fn run_exec(node: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
+    let lab = StandingLab::find(lab)?;
+    let host = lab.host(node)?;
+    let (program, args) = command.split_first().context("no command given after `--`")?;
+    intlab_runtime::sys::netns::enter(&Path::new("/var/run/netns").join(&host.namespace))
+        .with_context(|| format!("entering host {node} of lab {}", lab.name))?;
+    let e = std::process::Command::new(program).args(args).exec();
+    Err(anyhow::anyhow!("running `{program}` in host {node}: {e}"))
+}
+
+/// `intlab down`: takes lab `name` (or the only one up) down.
+pub(crate) fn down(name: Option<String>) -> Result<ExitCode> {
+    let lab = match name {
+        Some(n) => StandingLab::read(&n)?.ok_or_else(|| anyhow::anyhow!("no lab named `{n}` is up"))?,
+        None => StandingLab::find(None)?,
+    };
+    lab.stop(Duration::from_secs(60))?;
+    println!("lab {} is down", lab.name);
+    Ok(ExitCode::SUCCESS)
+}
