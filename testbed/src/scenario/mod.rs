@@ -23,7 +23,7 @@ use intlab_transport::cc::{ControllerConfig, HpccConfig};
 use serde_saphyr::{Location, Spanned};
 
 use crate::lab::TransportSettings;
-use crate::topology::{LoadError, NodeKind, Topology, load_document};
+use crate::topology::{LoadError, NodeKind, Topology, load_document, parse_yaml};
 use crate::workload::{Application, PlannedFlow, SizeCdf, Workload, cdf};
 use intlab_runtime::PollMode;
 use raw::{DilationWord, RawApplication, RawDilation, RawPoisson, RawRun, RawWorkload};
@@ -104,7 +104,8 @@ impl Scenario {
     /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
     /// (`intlab up`): the run keys (workload, controller, ...) are not required.
     pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings), LoadError> {
-        let (topology, run) = load_document(&read(file)?, file)?;
+        let text = read(file)?;
+        let (topology, run) = (load_document(&text, file)?, parse_yaml::<RawRun>(&text, file)?);
         let runtime = Checker { file }.runtime(run.runtime.as_ref())?;
         Ok((topology, runtime))
     }
@@ -147,7 +148,8 @@ impl Scenario {
             }
             e
         };
-        let (topology, run) = load_document(&text, &file).map_err(quote)?;
+        let topology = load_document(&text, &file).map_err(quote)?;
+        let run: RawRun = parse_yaml(&text, &file).map_err(quote)?;
         Checker { file: &file }
             .scenario(text.clone(), topology, run)
             .map_err(quote)

@@ -5,24 +5,54 @@ use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::IntMode;
 use intlab_transport::flow::MessageKind;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
 use crate::workload::{Exchange, Format};
 
-/// Everything in a scenario file that is not topology.
-#[derive(Debug, Default)]
+/// Everything in a scenario file that is not topology, as written (the topology's keys are
+/// `crate::topology`'s, read from the same document).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RawRun {
+    #[serde(default)]
     pub controller: Option<Spanned<ControllerConfig>>,
     /// Parameters of other controllers, for `--cc` to pick.
+    #[serde(default)]
     pub controllers: Vec<Spanned<ControllerConfig>>,
+    #[serde(default)]
     pub workload: Option<Spanned<RawWorkload>>,
+    #[serde(default)]
     pub duration: Option<Spanned<Nanos>>,
+    #[serde(default)]
     pub seed: Option<u64>,
+    #[serde(default)]
     pub capture: Option<bool>,
+    #[serde(default)]
     pub dilation: Option<Spanned<RawDilation>>,
+    #[serde(default)]
     pub transport: Option<Spanned<RawTransport>>,
+    #[serde(default)]
     pub runtime: Option<Spanned<RawRuntime>>,
+    #[serde(default)]
     pub sweep: Vec<RawAxis>,
+    // The topology's keys.
+    #[serde(default, rename = "name")]
+    _name: Option<IgnoredAny>,
+    #[serde(default, rename = "defaults")]
+    _defaults: Option<IgnoredAny>,
+    #[serde(default, rename = "nodes")]
+    _nodes: Option<IgnoredAny>,
+    #[serde(default, rename = "links")]
+    _links: Option<IgnoredAny>,
+    #[serde(default, rename = "routes")]
+    _routes: Option<IgnoredAny>,
+    #[serde(default, rename = "mmu")]
+    _mmu: Option<IgnoredAny>,
+    #[serde(default, rename = "pfc")]
+    _pfc: Option<IgnoredAny>,
+    #[serde(default, rename = "priorities")]
+    _priorities: Option<IgnoredAny>,
 }
 
 /// `dilation:` a factor, or `auto`.

@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 use int_format::ethernet::MacAddress;
 use intlab_switch::config::{EcnYaml, MmuYaml, PfcYaml, PrioritiesYaml};
 use intlab_switch::units::{Bytes, Nanos, Rate};
-use intlab_transport::cc::ControllerConfig;
 use serde::Deserialize;
-
-use crate::scenario::raw::{RawAxis, RawRun, RawRuntime, RawTransport, RawWorkload};
+use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
 use super::{
@@ -65,27 +63,27 @@ struct RawTopology {
     pfc: Option<Spanned<PfcYaml>>,
     #[serde(default)]
     priorities: Option<Spanned<PrioritiesYaml>>,
-    // The run's keys, checked by `crate::scenario`.
-    #[serde(default)]
-    controller: Option<Spanned<ControllerConfig>>,
-    #[serde(default)]
-    controllers: Vec<Spanned<ControllerConfig>>,
-    #[serde(default)]
-    workload: Option<Spanned<RawWorkload>>,
-    #[serde(default)]
-    duration: Option<Spanned<Nanos>>,
-    #[serde(default)]
-    seed: Option<u64>,
-    #[serde(default)]
-    capture: Option<bool>,
-    #[serde(default)]
-    dilation: Option<Spanned<crate::scenario::raw::RawDilation>>,
-    #[serde(default)]
-    transport: Option<Spanned<RawTransport>>,
-    #[serde(default)]
-    runtime: Option<Spanned<RawRuntime>>,
-    #[serde(default)]
-    sweep: Vec<RawAxis>,
+    // The run's keys: `crate::scenario` reads them from the same document.
+    #[serde(default, rename = "controller")]
+    _controller: Option<IgnoredAny>,
+    #[serde(default, rename = "controllers")]
+    _controllers: Option<IgnoredAny>,
+    #[serde(default, rename = "workload")]
+    _workload: Option<IgnoredAny>,
+    #[serde(default, rename = "duration")]
+    _duration: Option<IgnoredAny>,
+    #[serde(default, rename = "seed")]
+    _seed: Option<IgnoredAny>,
+    #[serde(default, rename = "capture")]
+    _capture: Option<IgnoredAny>,
+    #[serde(default, rename = "dilation")]
+    _dilation: Option<IgnoredAny>,
+    #[serde(default, rename = "transport")]
+    _transport: Option<IgnoredAny>,
+    #[serde(default, rename = "runtime")]
+    _runtime: Option<IgnoredAny>,
+    #[serde(default, rename = "sweep")]
+    _sweep: Option<IgnoredAny>,
 }
 
 /// A route that replaces the computed next hops of one switch towards one host.
@@ -175,22 +173,12 @@ struct RawLink {
 /// Parses and checks a topology; `file` is only used in errors. A scenario's run keys
 /// (controller, workload, ...) are parsed but not checked here.
 pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
-    load_document(text, file).map(|(t, _)| t)
+    load_document(text, file)
 }
 
-/// Parses a whole scenario file: the checked topology and the run's keys as written.
-pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun), LoadError> {
-    let raw: RawTopology = serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
-        LoadError {
-            file: file.to_owned(),
-            line,
-            column,
-            message: with_hint(first_line(&e.to_string())),
-        }
-    })?;
+/// Reads a whole scenario file's topology, checked (its run keys are `crate::scenario`'s).
+pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadError> {
+    let raw: RawTopology = parse_yaml(text, file)?;
     let err = |at: &serde_saphyr::Location, message: String| LoadError {
         file: file.to_owned(),
         line: at.line() as usize,
@@ -482,18 +470,6 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
             ),
         ));
     }
-    let run = RawRun {
-        controller: raw.controller,
-        controllers: raw.controllers,
-        workload: raw.workload,
-        duration: raw.duration,
-        seed: raw.seed,
-        capture: raw.capture,
-        dilation: raw.dilation,
-        transport: raw.transport,
-        runtime: raw.runtime,
-        sweep: raw.sweep,
-    };
     let tm = fabric_keys("", &raw.mmu, &raw.pfc, &raw.priorities).map_err(|(at, m)| err(at, m))?;
     let topology = Topology {
         name: raw.name.value,
@@ -504,7 +480,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<(Topology, RawRun
         pfc: tm.pfc.flatten(),
         priorities: tm.priorities.unwrap_or_default(),
     };
-    Ok((topology, run))
+    Ok(topology)
 }
 
 /// A switch node's own `mmu`, `pfc` and `priorities`; a host may have none.
@@ -662,6 +638,21 @@ fn lab_host_address(ip: Ipv4Addr) -> Result<(), String> {
 }
 
 /// Adds what the YAML parser's own words leave unsaid, and drops what speaks to its callers.
+/// Deserializes `text` (YAML from `file`), with the error's line, column and a hint.
+pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str, file: &Path) -> Result<T, LoadError> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
+        LoadError {
+            file: file.to_owned(),
+            line,
+            column,
+            message: with_hint(first_line(&e.to_string())),
+        }
+    })
+}
+
 fn with_hint(m: String) -> String {
     if m.contains("block mapping") || m.contains("block sequence") || m.contains("mapping values") {
         format!("{m} (expected the indentation of the lines above)")

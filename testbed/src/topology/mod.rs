@@ -7,7 +7,7 @@ mod routing;
 pub mod tutorial_json;
 
 pub use load::{LoadError, load_str};
-pub(crate) use load::{first_line, load_document};
+pub(crate) use load::{first_line, load_document, parse_yaml};
 
 /// Checks a name the lab uses in file and namespace names (letters, digits, `-`, `_`, `.`).
 pub fn check_name(name: &str) -> Result<(), String> {
