@@ -1,7 +1,7 @@
 //! The switch's configuration: the YAML users write for `intlab switch`, and the resolved
 //! [`SwitchSpec`] the runtime is built from (the lab builds a `SwitchSpec` directly).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -291,29 +291,13 @@ struct RawSwitch {
     #[serde(default)]
     queue_trace_every: Nanos,
     #[serde(default)]
-    p4: Option<RawP4>,
+    p4: Option<Spanned<P4Yaml>>,
     #[serde(default)]
     mmu: Option<Spanned<MmuYaml>>,
     #[serde(default)]
     pfc: Option<Spanned<PfcYaml>>,
     #[serde(default)]
     priorities: Option<Spanned<PrioritiesYaml>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawP4 {
-    program: PathBuf,
-    #[serde(default)]
-    runtime: Option<PathBuf>,
-    #[serde(default)]
-    cli: Option<PathBuf>,
-    #[serde(default)]
-    trace: bool,
-    #[serde(default)]
-    p4runtime: P4RuntimeKey,
-    #[serde(default)]
-    cpu_port: Option<Spanned<u16>>,
 }
 
 /// A switch's INT node id when its file gives none: the first.
@@ -388,6 +372,50 @@ fn default_mtu() -> u16 {
 
 fn yes() -> bool {
     true
+}
+
+/// `p4:` as written, shared by the switch's own file and the lab's switch nodes: the program
+/// and its files (relative to the file that names them), its P4 port numbers by interface (a
+/// lab's switch node; the switch's own file numbers each port with its `p4_port`), and its
+/// control plane.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Yaml {
+    /// The P4_16 program.
+    pub program: PathBuf,
+    /// Its runtime file (the tutorials' JSON).
+    #[serde(default)]
+    pub runtime: Option<PathBuf>,
+    /// A `simple_switch_CLI` command file.
+    #[serde(default)]
+    pub cli: Option<PathBuf>,
+    /// Interface name → P4 port number.
+    #[serde(default)]
+    pub ports: BTreeMap<String, u16>,
+    /// Log each packet's way through the program.
+    #[serde(default)]
+    pub trace: bool,
+    /// Where it serves P4Runtime.
+    #[serde(default)]
+    pub p4runtime: P4RuntimeKey,
+    /// The P4 port number of its CPU port.
+    #[serde(default)]
+    pub cpu_port: Option<Spanned<u16>>,
+}
+
+impl P4Yaml {
+    /// The spec it resolves to, its files found relative to `file` (the one that names them).
+    pub fn spec(&self, file: &Path) -> P4Spec {
+        let rel = |p: &Path| crate::pipeline::relative_to(file, p);
+        P4Spec {
+            program: rel(&self.program),
+            runtime: self.runtime.as_deref().map(rel),
+            cli: self.cli.as_deref().map(rel),
+            trace: self.trace,
+            p4runtime: self.p4runtime.clone(),
+            cpu_port: self.cpu_port.as_ref().map(|c| c.value),
+        }
+    }
 }
 
 /// ECN thresholds as written in YAML (`{ kmin: 20KB, kmax: 80KB, pmax: 0.2 }`), shared by the
@@ -907,11 +935,19 @@ impl Resolver<'_> {
             Some(p) => p.value.resolve().map_err(|e| self.err(p, "priorities".into(), e))?,
             None => crate::tm::PrioritySpec::default(),
         };
-        if let Some(p4) = &raw.p4
-            && let Some(cpu) = &p4.cpu_port
-        {
-            let taken: Vec<(&str, u16)> = ports.iter().map(|p| (p.name.as_str(), p.p4_port)).collect();
-            crate::pipeline::check_cpu_port(cpu.value, &taken).map_err(|m| self.err(cpu, "p4.cpu_port".into(), m))?;
+        if let Some(p4) = &raw.p4 {
+            if !p4.value.ports.is_empty() {
+                return Err(self.err(
+                    p4,
+                    "p4.ports".into(),
+                    "a switch's own file numbers each port with its `p4_port`".into(),
+                ));
+            }
+            if let Some(cpu) = &p4.value.cpu_port {
+                let taken: Vec<(&str, u16)> = ports.iter().map(|p| (p.name.as_str(), p.p4_port)).collect();
+                crate::pipeline::check_cpu_port(cpu.value, &taken)
+                    .map_err(|m| self.err(cpu, "p4.cpu_port".into(), m))?;
+            }
         }
         Ok(SwitchSpec {
             name: raw.name,
@@ -929,14 +965,7 @@ impl Resolver<'_> {
             poll: raw.poll,
             packet_io: raw.packet_io,
             queue_trace_every: raw.queue_trace_every,
-            p4: raw.p4.map(|p| P4Spec {
-                program: crate::pipeline::relative_to(self.path, &p.program),
-                runtime: p.runtime.map(|r| crate::pipeline::relative_to(self.path, &r)),
-                cli: p.cli.map(|c| crate::pipeline::relative_to(self.path, &c)),
-                trace: p.trace,
-                p4runtime: p.p4runtime,
-                cpu_port: p.cpu_port.map(|c| c.value),
-            }),
+            p4: raw.p4.map(|p| p.value.spec(self.path)),
             mmu,
             pfc,
             priorities,

@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use int_format::ethernet::MacAddress;
-use intlab_switch::config::{EcnYaml, MmuYaml, PfcYaml, PrioritiesYaml};
+use intlab_switch::config::{EcnYaml, MmuYaml, P4Yaml, PfcYaml, PrioritiesYaml};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -122,33 +122,13 @@ struct RawNode {
     #[serde(default)]
     arp: Option<Spanned<BTreeMap<String, String>>>,
     #[serde(default)]
-    p4: Option<Spanned<RawP4>>,
+    p4: Option<Spanned<P4Yaml>>,
     #[serde(default)]
     mmu: Option<Spanned<MmuYaml>>,
     #[serde(default)]
     pfc: Option<Spanned<PfcYaml>>,
     #[serde(default)]
     priorities: Option<Spanned<PrioritiesYaml>>,
-}
-
-/// `p4:` of a switch node.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawP4 {
-    /// Relative to the scenario's folder.
-    program: String,
-    #[serde(default)]
-    runtime: Option<String>,
-    #[serde(default)]
-    cli: Option<String>,
-    #[serde(default)]
-    ports: BTreeMap<String, u16>,
-    #[serde(default)]
-    trace: bool,
-    #[serde(default)]
-    p4runtime: intlab_switch::config::P4RuntimeKey,
-    #[serde(default)]
-    cpu_port: Option<u16>,
 }
 
 /// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
@@ -260,19 +240,11 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
                 ));
             }
             Some(p) => {
-                let rel = |s: &str| intlab_switch::pipeline::relative_to(file, Path::new(s));
-                let spec = intlab_switch::config::P4Spec {
-                    program: rel(&p.value.program),
-                    runtime: p.value.runtime.as_deref().map(rel),
-                    cli: p.value.cli.as_deref().map(rel),
-                    trace: p.value.trace,
-                    p4runtime: p.value.p4runtime.clone(),
-                    cpu_port: p.value.cpu_port,
-                };
-                if let Some(cpu) = spec.cpu_port {
+                let spec = p.value.spec(file);
+                if let Some(cpu) = &p.value.cpu_port {
                     let taken: Vec<(&str, u16)> = p.value.ports.iter().map(|(i, n)| (i.as_str(), *n)).collect();
-                    if let Err(e) = intlab_switch::pipeline::check_cpu_port(cpu, &taken) {
-                        return Err(err(&p.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
+                    if let Err(e) = intlab_switch::pipeline::check_cpu_port(cpu.value, &taken) {
+                        return Err(err(&cpu.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
                     }
                 }
                 if let Err(e) = spec.p4runtime.resolve(0) {
