@@ -441,7 +441,7 @@ fn sorted(mut v: Vec<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::P4RuntimeKey;
+    use crate::config::{EcnSpec, P4RuntimeKey};
 
     #[test]
     fn p4runtime_defaults_to_the_tutorials_numbering_and_listens_on_loopback_only() {
