@@ -22,6 +22,7 @@ use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe};
 use intlab_transport::flow::FlowEvent;
 
+use crate::dilation::Dilation;
 use crate::netns::{self, CommandError, Namespace};
 use crate::placement::{Placement, PlannedLoad};
 use crate::topology::{NodeKind, Topology, distances, routes};
@@ -69,7 +70,7 @@ pub struct LabConfig {
     pub host_overhead_ns: u64,
     /// The time dilation the topology was built with: the network's own time constants that
     /// the lab adds (the RTO floor) scale with it, as the topology's delays did.
-    pub dilation: f64,
+    pub dilation: Dilation,
     /// Folder for per-port captures, if wanted.
     pub capture: Option<PathBuf>,
     /// Seed of the switches' ECN and loss draws (switch k uses seed + k).
@@ -135,7 +136,7 @@ impl LabConfig {
             poll: PollMode::default(),
             packet_io: intlab_switch::config::PacketIo::Syscalls,
             host_overhead_ns: 400_000,
-            dilation: 1.0,
+            dilation: Dilation::new(1.0),
             capture: None,
             seed: 0,
             queue_trace_every_ns: 0,
@@ -401,7 +402,7 @@ impl Lab {
             ec.timing.sample_every_ns = tr.sample_every_ns;
             // A full buffer is no loss: the RTO outlasts the longest queue a port can hold. Its
             // floor is emulated time, so it dilates with the network.
-            let floor = (MIN_RTO_NS as f64 * cfg.dilation.max(1.0)) as u64;
+            let floor = cfg.dilation.lab_ns(MIN_RTO_NS);
             let rto = ec.timing.rto_ns.max(2 * drain).max(floor);
             if rto != ec.timing.rto_ns {
                 ec.timing.rto_ns = rto;

@@ -14,6 +14,7 @@ pub mod base_rtt;
 pub mod capture;
 pub mod compare;
 pub mod datapath;
+pub mod dilation;
 pub mod doctor;
 pub mod inspect;
 pub mod lab;

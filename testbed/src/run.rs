@@ -7,15 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use intlab_runtime::clock::Clock;
-use intlab_switch::units::{Nanos, Rate};
 use intlab_transport::flow::{FlowEvent, FlowPath, FlowSpec, Stuck};
 
 use crate::base_rtt;
 use crate::datapath::{self, DataPathError, ProbeTarget};
+use crate::dilation::Dilation;
 use crate::lab::{self, Lab, LabConfig, LabError};
 use crate::results::{self, Ending, Results, Timebase, WriteError};
 use crate::scenario::Scenario;
-use crate::topology::Topology;
 use crate::workload::Iterations;
 
 /// Where and how to run.
@@ -106,28 +105,6 @@ const START_MARGIN_NS: u64 = 20_000_000;
 /// How long the data path check waits for every flow's probes at least (real time).
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
-/// The topology as the lab runs it under dilation `d`: rates / d, delays and the PFC
-/// watchdog's times × d.
-pub fn dilate(t: &Topology, d: f64) -> Topology {
-    let mut t = t.clone();
-    let stretch = |ns: u64| (ns as f64 * d).round() as u64;
-    for l in &mut t.links {
-        l.props.rate = Rate(((l.props.rate.bps() as f64 / d).round() as u64).max(1));
-        l.props.delay = Nanos(stretch(l.props.delay.0));
-    }
-    let own = t
-        .nodes
-        .iter_mut()
-        .filter_map(|n| n.tm.pfc.as_mut().and_then(Option::as_mut));
-    for p in t.pfc.iter_mut().chain(own) {
-        if let Some(w) = p.watchdog.as_mut() {
-            w.detect_ns = stretch(w.detect_ns);
-            w.restore_ns = stretch(w.restore_ns);
-        }
-    }
-    t
-}
-
 /// CPU time stolen by the hypervisor and all CPU time so far, from /proc/stat (jiffies).
 fn cpu_steal_and_total() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -211,8 +188,8 @@ fn run_once(
 ) -> Result<Results, RunError> {
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
-    let d = s.dilation;
-    let topology = dilate(&s.topology, d);
+    let d = Dilation::new(s.dilation);
+    let topology = d.topology(&s.topology);
     let mut cfg = LabConfig::new(&opts.tag);
     cfg.seed = s.seed;
     cfg.workers = s.runtime.workers;
@@ -228,7 +205,7 @@ fn run_once(
         cfg.capture = Some(dir);
     }
     cfg.transport = s.transport;
-    cfg.transport.cnp_interval_ns = (s.transport.cnp_interval_ns as f64 * d).round() as u64;
+    cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
     let plan = s.flows();
     cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
     let base_rtt = lab::base_rtt_ns(&topology, &cfg);
@@ -243,7 +220,7 @@ fn run_once(
     ));
     let lab = Lab::build(&topology, &cfg)?;
     let apps = s.workload.applications();
-    let controller = s.controller.dilated(d);
+    let controller = d.controller(&s.controller);
     let src_ports = crate::workload::source_ports(&plan);
     let spec = |k: usize, start_ns: u64| {
         let f = &plan[k];
@@ -322,11 +299,11 @@ fn run_once(
             .map_err(|e| host_failed(f.dst, e))?;
     }
     for (k, f) in plan.iter().enumerate().filter(|(_, f)| !Iterations::is_deferred(f)) {
-        send(k, t0 + (f.start_ns as f64 * d).round() as u64).map_err(|e| host_failed(f.src, e))?;
+        send(k, t0 + d.lab_ns(f.start_ns)).map_err(|e| host_failed(f.src, e))?;
     }
     let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
-    let deadline = t0 + (s.duration.0 as f64 * d).round() as u64;
+    let deadline = t0 + d.lab_ns(s.duration.0);
     let cpu_before = cpu_steal_and_total();
     progress.begin(plan.len() as u64);
     let mut stuck: Option<Stuck> = None;
@@ -478,37 +455,5 @@ pub fn run_series(
             out.push(r);
         }
         return Ok(out);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dilation_slows_the_links_and_stretches_delays_and_the_watchdog() {
-        let text = "\
-name: d
-pfc: { watchdog: { detect: 2ms, restore: 3ms } }
-nodes:
-  s1: { kind: switch }
-  s2: { kind: switch, pfc: { watchdog: { detect: 5ms } } }
-  h1: { kind: host }
-links:
-  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
-    rate: 10Gbps
-    delay: 2us
-  - endpoints: [\"s1:eth2\", \"s2:eth1\"]
-    rate: 10Gbps
-    delay: 2us
-";
-        let t = crate::topology::load_str(text, std::path::Path::new("d.yaml")).expect("valid");
-        let d = dilate(&t, 10.0);
-        assert_eq!(d.links[0].props.rate, Rate(1_000_000_000));
-        assert_eq!(d.links[0].props.delay, Nanos(20_000));
-        let w = d.pfc.and_then(|p| p.watchdog).expect("the watchdog");
-        assert_eq!((w.detect_ns, w.restore_ns), (20_000_000, 30_000_000));
-        let own = d.pfc_of(1).and_then(|p| p.watchdog).expect("s2's own watchdog");
-        assert_eq!(own.detect_ns, 50_000_000, "a switch's own watchdog dilates too");
     }
 }

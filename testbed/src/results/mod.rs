@@ -30,6 +30,7 @@ use intlab_transport::flow::FlowPath;
 use intlab_transport::sender::WIRE_OVERHEAD;
 use serde::Serialize;
 
+use crate::dilation::Dilation;
 use crate::lab::LabReport;
 use crate::scenario::Scenario;
 use crate::topology::{Topology, routes};
@@ -459,8 +460,8 @@ pub struct Timebase {
     pub t0_ns: u64,
     /// Lab clock reading of the run's end (ns): when it completed, timed out or was stopped.
     pub end_ns: u64,
-    /// Time dilation factor.
-    pub dilation: f64,
+    /// The run's time dilation.
+    pub dilation: Dilation,
 }
 
 impl Timebase {
@@ -471,12 +472,12 @@ impl Timebase {
 
     /// A lab duration as scenario time.
     pub fn span(&self, lab_ns: u64) -> u64 {
-        (lab_ns as f64 / self.dilation).round() as u64
+        self.dilation.scenario_ns(lab_ns)
     }
 
     /// A lab rate as a scenario rate.
     pub fn rate(&self, lab_bps: u64) -> u64 {
-        (lab_bps as f64 * self.dilation).round() as u64
+        self.dilation.scenario_bps(lab_bps)
     }
 }
 
@@ -514,7 +515,7 @@ impl Results {
             .iter()
             .flat_map(|h| h.controllers.iter())
             .min_by_key(|(id, _)| *id)
-            .map(|(_, c)| c.dilated(1.0 / time.dilation));
+            .map(|(_, c)| time.dilation.scenario_controller(c));
         for h in report.hosts {
             stalls.extend(h.stalls.iter().map(|s| HostStall {
                 host: h.name.clone(),
@@ -940,7 +941,7 @@ mod tests {
         let time = Timebase {
             t0_ns: 5_000_000,
             end_ns: 15_000_000,
-            dilation: 1.0,
+            dilation: Dilation::new(1.0),
         };
         let sum = summarize(&s, &m, time, Ending::TimedOut);
         assert_eq!(sum.completed, 0);
@@ -977,7 +978,7 @@ mod tests {
         let time = Timebase {
             t0_ns: 0,
             end_ns: 20_000_000,
-            dilation: 1.0,
+            dilation: Dilation::new(1.0),
         };
         // 1.5 MB in the 20 ms the run lasted, not in the 10 ms to the one completion.
         let sum = summarize(&s, &m, time, Ending::TimedOut);

@@ -131,7 +131,7 @@ mod tests {
         let time = Timebase {
             t0_ns: 0,
             end_ns: 0,
-            dilation: 2.0,
+            dilation: crate::dilation::Dilation::new(2.0),
         };
         let f = per_worker(&workers, &switches, &hosts, &hw, &pw, time);
         assert_eq!((f[0].hosts, f[0].ports, f[1].hosts, f[1].ports), (1, 1, 2, 2));
@@ -182,7 +182,7 @@ mod tests {
         let time = Timebase {
             t0_ns: 0,
             end_ns: 0,
-            dilation: 1.0,
+            dilation: crate::dilation::Dilation::new(1.0),
         };
         let f = per_worker(&workers, &switches, &[], &HashMap::new(), &pw, time);
         assert_eq!(f[0].release_late_p99_ns, 50_000, "pooled, not the worst port's 60,000");

@@ -326,7 +326,7 @@ impl Checker<'_> {
                 .links
                 .iter()
                 .enumerate()
-                .find(|(_, l)| (l.props.rate.bps() as f64 / dilation) < 1000.0)
+                .find(|(_, l)| crate::dilation::Dilation::new(dilation).lab_bps(l.props.rate.bps()) < 1000)
         {
             return Err(self.err(
                 &d.referenced,

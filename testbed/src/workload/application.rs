@@ -9,6 +9,7 @@
 //! `all_to_all`; 2(n − 1) ring phases of message/n bytes for `all_reduce` over n ranks (the
 //! reduce-scatter then all-gather of ring all-reduce).
 
+use crate::dilation::Dilation;
 use std::collections::HashMap;
 
 use intlab_transport::flow::MessageKind;
@@ -117,7 +118,7 @@ pub struct Iterations {
 
 impl Iterations {
     /// For `plan`'s flows of `apps`, with time running `dilation` times slower in the lab.
-    pub fn new(apps: &[Application], plan: &[PlannedFlow], dilation: f64) -> Iterations {
+    pub fn new(apps: &[Application], plan: &[PlannedFlow], dilation: Dilation) -> Iterations {
         let mut flows_of: HashMap<Step, Vec<usize>> = HashMap::new();
         let mut step_of = HashMap::new();
         for (k, f) in plan.iter().enumerate() {
@@ -128,10 +129,7 @@ impl Iterations {
         }
         let pending = flows_of.iter().map(|(&s, f)| (s, (f.len(), 0))).collect();
         Iterations {
-            compute_ns: apps
-                .iter()
-                .map(|a| (a.compute_ns as f64 * dilation).round() as u64)
-                .collect(),
+            compute_ns: apps.iter().map(|a| dilation.lab_ns(a.compute_ns)).collect(),
             phases: apps.iter().map(Application::phases).collect(),
             flows_of,
             pending,
@@ -237,7 +235,7 @@ mod tests {
         assert_eq!((a.phases(), a.phase_bytes()), (4, 1000));
         let plan = plan(std::slice::from_ref(&a), 1);
         assert_eq!(plan.len(), 2 * 4 * 3, "2 steps × 4 phases × 3 ring sends");
-        let mut it = Iterations::new(std::slice::from_ref(&a), &plan, 1.0);
+        let mut it = Iterations::new(std::slice::from_ref(&a), &plan, Dilation::new(1.0));
         // Phase 0 (flows 1-3) done at 500: phase 1 starts at once.
         it.complete(1, 400);
         it.complete(2, 450);
@@ -259,7 +257,7 @@ mod tests {
         assert_eq!(plan.iter().filter(|f| !Iterations::is_deferred(f)).count(), 4);
         assert_eq!((plan[0].start_ns, plan[2].start_ns), (60, 110));
         // Dilation 2: compute takes 100 ns in the lab.
-        let mut it = Iterations::new(&apps, &plan, 2.0);
+        let mut it = Iterations::new(&apps, &plan, Dilation::new(2.0));
         assert_eq!(it.complete(1, 1_000), None);
         // Flow 2 completes the first iteration of app 0: flows 3 and 4 start 100 ns later.
         assert_eq!(
