@@ -245,6 +245,18 @@ pub enum RunError {
     /// A host's transport failed.
     #[error("a host failed: {0}")]
     Host(#[from] std::io::Error),
+    /// A flow names a host the star does not have, or sends to itself.
+    #[error("flow {index}: from host {src} to host {dst}, on a star of hosts 1 to {hosts}")]
+    BadFlow {
+        /// The flow's place in the list.
+        index: usize,
+        /// Its sender.
+        src: usize,
+        /// Its receiver.
+        dst: usize,
+        /// Hosts of the star.
+        hosts: usize,
+    },
 }
 
 impl Star {
@@ -256,6 +268,19 @@ impl Star {
         limit_ns: u64,
         configure: impl Fn(&mut EndpointConfig),
     ) -> Result<Outcome, RunError> {
+        let valid = |h: usize| (1..=self.hosts).contains(&h);
+        if let Some((index, f)) = flows
+            .iter()
+            .enumerate()
+            .find(|(_, f)| !valid(f.src) || !valid(f.dst) || f.src == f.dst)
+        {
+            return Err(RunError::BadFlow {
+                index,
+                src: f.src,
+                dst: f.dst,
+                hosts: self.hosts,
+            });
+        }
         let (mut bed, s, hosts) = self.build(|c| {
             c.timing.sample_every_ns = 1;
             configure(c)

@@ -8,7 +8,7 @@ mod support;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use intlab_runtime::sys::offload::{self, Offload};
 use intlab_testbed::datapath::{self, ProbeTarget};
@@ -103,7 +103,6 @@ fn a_withdrawn_route_stops_the_run_before_any_flow_and_names_the_hop() {
         .expect("the default scenario");
     std::fs::write(&file, format!("{base}routes:\n  - {{ switch: s1, to: h5, via: [] }}\n")).expect("write");
     let out = dir.join("results");
-    let started = Instant::now();
     let (pid, o) = intlab(
         &bare_path("fh-rpath", &["ip"]),
         &[
@@ -113,10 +112,9 @@ fn a_withdrawn_route_stops_the_run_before_any_flow_and_names_the_hop() {
             out.to_str().expect("utf-8"),
         ],
     );
-    let took = started.elapsed();
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
-    assert!(took < Duration::from_secs(20), "took {took:?} to stop");
+    // Stopped at the check, before any flow (no wall-clock bound: the machine is shared).
     assert!(t.contains("data path check failed: 4 of 4 flows"), "{t}");
     assert!(
         t.contains("=> dropped at switch s1 port eth1: 3 (no_route)"),
@@ -175,7 +173,9 @@ fn a_checksum_offload_left_on_is_named_as_the_cause() {
 fn a_flow_that_makes_no_progress_ends_the_run_with_a_diagnosis() {
     require_root();
     let _serial = serial();
-    let mut s = default_with(&["workload.incast.size=200KB"]);
+    // At a fixed dilation: a run that cannot progress is not made faithful by a slower one,
+    // and `auto` would make it again at each step when the machine is busy.
+    let mut s = default_with(&["workload.incast.size=200KB", "dilation=1"]);
     // A buffer smaller than one data packet: probes fit, data never does.
     let to_h5 = s
         .topology
@@ -184,9 +184,8 @@ fn a_flow_that_makes_no_progress_ends_the_run_with_a_diagnosis() {
         .position(|l| l.ends.iter().any(|e| e.interface == "eth5"))
         .expect("the link to h5");
     s.topology.links[to_h5].props.buffer = intlab_switch::units::Bytes(600);
-    let started = Instant::now();
     let r = support::run_scenario("fh-stuck", &s);
-    let took = started.elapsed();
+    // Ended by the diagnosis, not by the scenario's 30 s duration.
     assert_eq!(r.summary.ending, Ending::NoProgress);
     assert_eq!(r.summary.completed, 0);
     let d = r.summary.diagnosis.clone().expect("a diagnosis");
@@ -195,10 +194,6 @@ fn a_flow_that_makes_no_progress_ends_the_run_with_a_diagnosis() {
     assert!(
         d.contains("switch s1 port eth5 dropped") && d.contains("(buffer_full)"),
         "{d}"
-    );
-    assert!(
-        took < Duration::from_secs(15),
-        "took {took:?}, the scenario allows 30 s"
     );
     // The stall share stays a share even when nothing completed.
     assert!(

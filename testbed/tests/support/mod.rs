@@ -538,10 +538,11 @@ pub fn timing_figures(r: &intlab_testbed::results::Results) -> String {
 }
 
 /// Runs every scenario of `set` at each of `dilations` in turn, all at the same dilation,
-/// waiting `pause` before each retry, until the machine keeps up with every run of an attempt
-/// (see [`kept_up`]): a run it did not keep up with measured the machine, not the controller,
-/// and controllers are compared only from runs made under the same conditions. Every attempt's
-/// figures go to the test output; when no attempt kept up, the test fails with them. Time
+/// waiting `pause` before each retry, until the machine keeps up with a run of every scenario
+/// at one dilation (see [`kept_up`]; a run it did not keep up with is made again at the same
+/// dilation, up to [`RUNS_PER_ATTEMPT`] times): such a run measured the machine, not the
+/// controller, and controllers are compared only from runs made under the same conditions.
+/// Every run's figures go to the test output; when no attempt kept up, the test fails with them. Time
 /// constants of the machine (host overhead, burst credit, stall threshold, idle poll) are real
 /// time by nature and do not scale with the dilation (docs/scenarios.md), so keep `dilations`
 /// within a factor of two or so: a larger retry would hide a real slowdown of the lab.
@@ -569,6 +570,11 @@ pub fn run_all_kept_up_in_dirs(
     run_all_counting_in_dirs(tag, set, dilations, max_steal, pause, Need::KeptUp)
 }
 
+/// Runs of one scenario at one dilation before an attempt is given up: the reference VM takes
+/// a vCPU away for milliseconds about one run in five, so with six scenarios in a set, one try
+/// each left every attempt of a suite void at times (Netscope's two-apps set, 2026-11-26).
+const RUNS_PER_ATTEMPT: usize = 3;
+
 /// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`.
 pub fn run_all_counting_in_dirs(
     tag: &str,
@@ -579,43 +585,47 @@ pub fn run_all_counting_in_dirs(
     need: Need,
 ) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
     let mut log = Vec::new();
-    for (attempt, &dilation) in dilations.iter().enumerate() {
+    'attempts: for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
             std::thread::sleep(pause);
         }
-        let runs: Vec<_> = set
-            .iter()
-            .enumerate()
-            .map(|(k, s)| {
-                let s = intlab_testbed::scenario::Scenario {
-                    dilation,
-                    dilation_auto: false,
-                    ..s.clone()
-                };
-                let tag = format!("{tag}{attempt}{k}");
+        let mut runs = Vec::new();
+        for (k, s) in set.iter().enumerate() {
+            let s = intlab_testbed::scenario::Scenario {
+                dilation,
+                dilation_auto: false,
+                ..s.clone()
+            };
+            // A run the machine did not keep up with is made again at the same dilation (the
+            // set's conditions stay the same), a few times, before the attempt is given up.
+            let mut kept = None;
+            for try_ in 0..RUNS_PER_ATTEMPT {
+                let tag = format!("{tag}{attempt}{k}{try_}");
                 let out = scratch_dir(&tag);
                 let r = run_scenario_in(&out, &tag, &s);
-                (out, r)
-            })
-            .collect();
-        for (_, r) in &runs {
-            // Never void: nothing the machine does explains it.
-            let unexplained = r.summary.pfc.map_or(0, |p| p.overruns_unexplained);
-            assert_eq!(
-                unexplained, 0,
-                "{} at dilation {dilation}: {unexplained} PFC overruns with nothing late in the lab",
-                r.summary.controller
-            );
+                // Never void: nothing the machine does explains it.
+                let unexplained = r.summary.pfc.map_or(0, |p| p.overruns_unexplained);
+                assert_eq!(
+                    unexplained, 0,
+                    "{} at dilation {dilation}: {unexplained} PFC overruns with nothing late in the lab",
+                    r.summary.controller
+                );
+                let ok = counts(&r, max_steal, need);
+                let line = format!("attempt {attempt}, run {k} try {try_}: {}", timing_figures(&r));
+                eprintln!("{line}{}", if ok { "" } else { " (void)" });
+                log.push(line);
+                if ok {
+                    kept = Some((out, r));
+                    break;
+                }
+                std::thread::sleep(pause);
+            }
+            match kept {
+                Some(run) => runs.push(run),
+                None => continue 'attempts,
+            }
         }
-        let all = runs.iter().all(|(_, r)| counts(r, max_steal, need));
-        for (_, r) in &runs {
-            let line = format!("attempt {attempt}: {}", timing_figures(r));
-            eprintln!("{line}{}", if all { "" } else { " (attempt void)" });
-            log.push(line);
-        }
-        if all {
-            return runs;
-        }
+        return runs;
     }
     panic!(
         "the machine did not keep up ({need:?}) in any of {} attempts:\n{}",
