@@ -45,10 +45,13 @@ const INCAST_DILATIONS: [f64; 3] = [100.0, 100.0, 200.0];
 /// Share of the CPU time the hypervisor may take during a run that is compared.
 const MAX_STEAL: f64 = support::MAX_STEAL;
 /// Seeds of the bed's runs: RED's draws decide which flow DCQCN, DCTCP or Netscope cuts, and
-/// the lab's order of events draws differently from any one of them.
-const BED_SEEDS: u64 = 5;
+/// the lab's order of events draws differently from any one of them. DCQCN's goodput on this
+/// incast spans 0.80-0.90 over 20 seeds (0.86-0.88 over 5, which a lab run of 0.831 fell
+/// outside in one suite).
+const BED_SEEDS: u64 = 20;
 /// How far (goodput, points) the lab may be from the range of the bed's runs: measured at
-/// dilation 100, every controller within 1 point of it.
+/// dilation 100, every controller within 1 point of it in two runs, DCQCN 2 points below a
+/// 5-seed range in a third.
 const GOODPUT_TOLERANCE: f64 = 0.03;
 
 /// The bed's range of goodput over [`BED_SEEDS`] seeds for the incast under the controller the
