@@ -9,8 +9,8 @@ use intlab_switch::fabric::{egress_queue, shared_buffer};
 use intlab_switch::frame::{FrameBuf, FramePool};
 use intlab_switch::pipeline::{Pipeline, Verdict};
 use intlab_switch::port::InboundLink;
-use intlab_switch::shard::{is_mac_control, pfc_frame};
-use intlab_switch::tm::{Admission, EgressQueue, Mmu, PRIORITIES, PfcSignal, Rejected, Released, Until};
+use intlab_switch::shard::{is_mac_control, pause_port, pfc_frame};
+use intlab_switch::tm::{Admission, EgressQueue, Mmu, PfcSignal, Rejected, Released, Until};
 
 /// What is at the far end of a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,13 +131,7 @@ impl BedSwitch {
                 // Transmissions due before the pause arrived have started.
                 self.start_due(s, Until::before_ps(at_ps));
                 let port = &mut self.ports[s];
-                for p in 0..PRIORITIES {
-                    if let Some(quanta) = pfc.quanta(p) {
-                        port.queue.pause(p as u8, at_ps, quanta);
-                        port.counters.totals.pfc_rx_priority[p] += 1;
-                    }
-                }
-                port.counters.totals.pfc_rx += 1;
+                pause_port(&mut port.queue, &mut port.counters, &pfc, at_ps);
             }
             Err(_) => self.ports[s].counters.totals.mac_control_ignored += 1,
         }

@@ -282,13 +282,7 @@ impl Shard {
                 // Transmissions due before the pause arrived have started.
                 self.start_due(s, Until::before_ps(at_ps));
                 let slot = &mut self.slots[s];
-                for p in 0..PRIORITIES {
-                    if let Some(quanta) = pfc.quanta(p) {
-                        slot.queue.pause(p as u8, at_ps, quanta);
-                        slot.counters.totals.pfc_rx_priority[p] += 1;
-                    }
-                }
-                slot.counters.totals.pfc_rx += 1;
+                pause_port(&mut slot.queue, &mut slot.counters, &pfc, at_ps);
                 self.rearm(s, before);
             }
             Err(_) => self.slots[s].counters.totals.mac_control_ignored += 1,
@@ -784,6 +778,18 @@ pub fn pfc_frame(node_id: u32, sig: &PfcSignal) -> PfcRepr {
         src: MacAddress([0x02, 0x1c, node[2], node[3], port[6], port[7]]),
         quanta,
     }
+}
+
+/// A PFC frame that arrived at `at_ps` on a port: each priority it names is paused (or resumed)
+/// on the port's transmitter from then, and counted.
+pub fn pause_port(queue: &mut EgressQueue, counters: &mut PortCounters, pfc: &PfcFrame<&[u8]>, at_ps: u64) {
+    for p in 0..PRIORITIES {
+        if let Some(quanta) = pfc.quanta(p) {
+            queue.pause(p as u8, at_ps, quanta);
+            counters.totals.pfc_rx_priority[p] += 1;
+        }
+    }
+    counters.totals.pfc_rx += 1;
 }
 
 /// True for a MAC control frame (PFC, 802.3x PAUSE).
