@@ -64,6 +64,35 @@ impl Star {
         }
     }
 
+    /// `topologies/incast-4to1-dc.yaml`'s lab: 5 hosts on 10 Gb/s links of 2 us, 2 MB buffers,
+    /// RED at 40-160 KB with pmax 0.2.
+    pub fn incast_4to1_dc() -> Star {
+        Star {
+            ecn: Some(EcnSpec {
+                kmin: 40_000,
+                kmax: 160_000,
+                pmax: 0.2,
+            }),
+            ..Star::new(5)
+        }
+    }
+
+    /// `topologies/incast-4to1.yaml`'s lab (the built-in default): 5 hosts on 100 Mb/s links of
+    /// 200 us, 1 MB buffers, RED at 20-80 KB with pmax 0.2.
+    pub fn incast_4to1() -> Star {
+        Star {
+            rate_bps: 100_000_000,
+            delay_ns: 200_000,
+            buffer: 1_000_000,
+            ecn: Some(EcnSpec {
+                kmin: 20_000,
+                kmax: 80_000,
+                pmax: 0.2,
+            }),
+            ..Star::new(5)
+        }
+    }
+
     /// Host `i`'s address (from 1).
     pub fn ip(i: usize) -> Ipv4Addr {
         Ipv4Addr::new(198, 18, 0, i as u8)

@@ -4,7 +4,6 @@
 //! completion.
 
 use intlab_bed::star::{Outcome, Star, StarFlow};
-use intlab_switch::config::EcnSpec;
 use intlab_transport::cc::{ControllerConfig, DcqcnConfig, NetscopeConfig, SwiftConfig, TimelyConfig};
 use intlab_transport::flow::Sample;
 
@@ -12,13 +11,7 @@ const LIMIT_NS: u64 = 2_000_000_000;
 const LINE: f64 = 10e9;
 
 fn star() -> Star {
-    let mut star = Star::new(5);
-    star.ecn = Some(EcnSpec {
-        kmin: 40_000,
-        kmax: 160_000,
-        pmax: 0.2,
-    });
-    star
+    Star::incast_4to1_dc()
 }
 
 fn run(flows: &[StarFlow]) -> Outcome {
@@ -277,16 +270,7 @@ fn hpccs_queue_stays_below_where_dcqcns_marking_starts() {
 /// buffers, RED at 20-80 KB): a millisecond RTT, against which controllers' parameters follow
 /// the path.
 fn default_scenario() -> Star {
-    let mut star = Star::new(5);
-    star.rate_bps = 100_000_000;
-    star.delay_ns = 200_000;
-    star.buffer = 1_000_000;
-    star.ecn = Some(EcnSpec {
-        kmin: 20_000,
-        kmax: 80_000,
-        pmax: 0.2,
-    });
-    star
+    Star::incast_4to1()
 }
 
 /// On a millisecond RTT, Swift's derived target holds (mean RTT/target within 20 %) and DCQCN,

@@ -2,7 +2,6 @@
 //! 40-160 KB, 4 MB per sender, a CNP for every mark): exact, the same on every run.
 
 use intlab_bed::star::{Outcome, Star};
-use intlab_switch::config::EcnSpec;
 use intlab_transport::cc::{ControllerConfig, HpccConfig};
 
 /// Long enough for any controller to finish 16 MB at 10 Gb/s.
@@ -16,13 +15,7 @@ const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
 
 /// The scenario's star: 5 hosts, 10 Gb/s and 2 us links, 2 MB buffers, RED at 40-160 KB.
 fn star() -> Star {
-    let mut star = Star::new(5);
-    star.ecn = Some(EcnSpec {
-        kmin: 40_000,
-        kmax: 160_000,
-        pmax: 0.2,
-    });
-    star
+    Star::incast_4to1_dc()
 }
 
 /// The incast under `cc`, with its goodput and its bottleneck's busy fraction.

@@ -6,7 +6,6 @@
 use int_format::ethernet::MacAddress;
 use int_format::pfc::{PfcRepr, pause_ps};
 use intlab_bed::star::{Outcome, Star, StarFlow};
-use intlab_switch::config::EcnSpec;
 use intlab_switch::tm::{MmuSpec, PfcSpec};
 use intlab_transport::cc::{ControllerConfig, HpccConfig};
 use intlab_transport::flow::{FlowSpec, MessageKind, source_port};
@@ -128,12 +127,7 @@ fn a_host_stops_the_paused_priority_for_exactly_the_time_the_pause_asks() {
 #[test]
 fn hpcc_pauses_at_most_half_as_long_as_dcqcn_on_the_same_incast() {
     let xoff = |cc: ControllerConfig| {
-        let mut star = Star::new(5);
-        star.ecn = Some(EcnSpec {
-            kmin: 40_000,
-            kmax: 160_000,
-            pmax: 0.2,
-        });
+        let mut star = Star::incast_4to1_dc();
         star.mmu = Some(MmuSpec {
             shared: Some(400_000),
             ..MmuSpec::default()

@@ -13,7 +13,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use intlab_bed::star::Star;
-use intlab_switch::config::EcnSpec;
 use intlab_testbed::results::Results;
 use intlab_testbed::scenario::{Overrides, Scenario};
 
@@ -61,13 +60,10 @@ fn bed_goodput(r: &Results) -> (f64, f64) {
         serde_json::from_value(r.summary.controller_params.clone()).expect("the parameters the hosts ran");
     let runs: Vec<f64> = (1..=BED_SEEDS)
         .map(|seed| {
-            let mut star = Star::new(5);
-            star.seed = seed;
-            star.ecn = Some(EcnSpec {
-                kmin: 40_000,
-                kmax: 160_000,
-                pmax: 0.2,
-            });
+            let star = Star {
+                seed,
+                ..Star::incast_4to1_dc()
+            };
             let flows = star.incast_flows(&ran, 4_000_000);
             let r = star
                 .run(&flows, 2_000_000_000, |c| c.cnp_interval_ns = 0)

@@ -208,12 +208,7 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
     let p50 = r.summary.fct_ns.as_ref().expect("FCTs").p50;
     let goodput = r.summary.normalized_goodput;
 
-    let mut star = intlab_bed::star::Star::new(5);
-    star.ecn = Some(intlab_switch::config::EcnSpec {
-        kmin: 40_000,
-        kmax: 160_000,
-        pmax: 0.2,
-    });
+    let star = intlab_bed::star::Star::incast_4to1_dc();
     // The bed runs the controller as the lab's hosts ran it: T is the path's base RTT with
     // the host overhead the lab measured, which the bed's hosts do not have.
     let ran: intlab_transport::cc::ControllerConfig =
