@@ -48,9 +48,12 @@ const MAX_STEAL: f64 = support::MAX_STEAL;
 /// incast spans 0.80-0.90 over 20 seeds (0.86-0.88 over 5, which a lab run of 0.831 fell
 /// outside in one suite).
 const BED_SEEDS: u64 = 20;
-/// How far (goodput, points) the lab may be from the range of the bed's runs: measured at
-/// dilation 100, every controller within 1 point of it in two runs, DCQCN 2 points below a
-/// 5-seed range in a third.
+/// How far (goodput, points) the lab may be from the range of the bed's runs, at least: at
+/// dilation 100 every controller whose goodput does not turn on RED's draws came within 1
+/// point of it in five suites. Where it does (DCQCN: 0.78-0.89 over the bed's 20 seeds), one
+/// lab run is one more draw, and 20 samples do not reach the tails (a 21st falls outside
+/// their range one time in ten): the lab may then be half the bed's range outside it (DCQCN
+/// measured 0.749-0.886 in seven lab runs).
 const GOODPUT_TOLERANCE: f64 = 0.03;
 
 /// The bed's range of goodput over [`BED_SEEDS`] seeds for the incast under the controller the
@@ -98,7 +101,8 @@ fn every_controller_completes_the_incast_and_carries_what_the_bed_predicts() {
             "{cc}: lab goodput {goodput:.3} at dilation {}, bed {lo:.3}-{hi:.3}",
             r.summary.dilation
         );
-        if goodput < lo - GOODPUT_TOLERANCE || goodput > hi + GOODPUT_TOLERANCE {
+        let tolerance = GOODPUT_TOLERANCE.max((hi - lo) / 2.0);
+        if goodput < lo - tolerance || goodput > hi + tolerance {
             off.push(format!("{cc}: {goodput:.3} against the bed's {lo:.3}-{hi:.3}"));
         }
     }
