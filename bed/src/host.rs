@@ -4,12 +4,12 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use int_format::checksum::checksum;
 use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
 use int_format::ipv4::{Ipv4Packet, PROTOCOL_UDP};
 use int_format::pfc::PfcFrame;
 use int_format::roce::ROCEV2_PORT;
 use int_format::udp::UdpPacket;
+use intlab_transport::packet::{Addressing, ipv4_udp_headers};
 use intlab_transport::pause::Pause;
 use intlab_transport::socket::{ECT0, RecvMeta, SendBatch};
 use intlab_transport::{HostStack, Wire};
@@ -47,24 +47,15 @@ impl Wire for MemoryWire {
 }
 
 /// The IPv4 packet the kernel makes of `payload` sent from `src`'s RoCE port to `dst` with TOS
-/// `tos` (DF, TTL 64, UDP checksum 0 as RoCEv2 sends).
+/// `tos`.
 fn udp_packet(src: Ipv4Addr, dst: SocketAddrV4, tos: u8, payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut p = vec![0u8; total];
-    p[0] = 0x45;
-    p[1] = tos;
-    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[6] = 0x40;
-    p[8] = 64;
-    p[9] = PROTOCOL_UDP;
-    p[12..16].copy_from_slice(&src.octets());
-    p[16..20].copy_from_slice(&dst.ip().octets());
-    let c = checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&ROCEV2_PORT.to_be_bytes());
-    p[22..24].copy_from_slice(&dst.port().to_be_bytes());
-    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p[28..].copy_from_slice(payload);
+    let a = Addressing {
+        src,
+        dst: *dst.ip(),
+        src_port: ROCEV2_PORT,
+    };
+    let mut p = ipv4_udp_headers(&a, dst.port(), tos, payload.len()).to_vec();
+    p.extend_from_slice(payload);
     p
 }
 

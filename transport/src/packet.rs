@@ -135,6 +135,14 @@ pub fn write_ipv4(
         });
     }
     let body = write(&mut buf[IPV4_UDP_HEADERS..], a, int, bth, ext, payload)?;
+    buf[..IPV4_UDP_HEADERS].copy_from_slice(&ipv4_udp_headers(a, dst_port, tos, body));
+    Ok(IPV4_UDP_HEADERS + body)
+}
+
+/// The IPv4 and UDP headers Linux puts in front of `body` bytes sent from `a.src_port` to
+/// `dst_port` with TOS `tos` (ID 0, DF, TTL 64, header checksum; UDP checksum 0, as RoCEv2
+/// sends): what [`write_ipv4`] writes itself, and what a kernel socket adds to a reply.
+pub fn ipv4_udp_headers(a: &Addressing, dst_port: u16, tos: u8, body: usize) -> [u8; IPV4_UDP_HEADERS] {
     let (mut ip, mut udp) = predicted_headers(a, body);
     let total = (IPV4_UDP_HEADERS + body) as u16;
     ip[1] = tos;
@@ -143,9 +151,10 @@ pub fn write_ipv4(
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     udp[2..4].copy_from_slice(&dst_port.to_be_bytes());
     udp[4..6].copy_from_slice(&((8 + body) as u16).to_be_bytes());
-    buf[..20].copy_from_slice(&ip);
-    buf[20..28].copy_from_slice(&udp);
-    Ok(IPV4_UDP_HEADERS + body)
+    let mut headers = [0u8; IPV4_UDP_HEADERS];
+    headers[..20].copy_from_slice(&ip);
+    headers[20..].copy_from_slice(&udp);
+    headers
 }
 
 /// A received RoCE datagram, read in place.
