@@ -185,10 +185,7 @@ impl BedSwitch {
         let port = &mut self.ports[s];
         while let Some(mut d) = port.queue.start_due(until) {
             if d.mac_control {
-                if let Ok(pfc) = PfcFrame::new_checked(d.frame.bytes()) {
-                    port.counters
-                        .pfc_sent(d.start_ns, std::array::from_fn(|p| pfc.quanta(p)));
-                }
+                port.counters.mac_control_sent(d.start_ns, d.frame.bytes());
                 transmit(port, d);
                 continue;
             }

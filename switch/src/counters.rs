@@ -226,6 +226,14 @@ impl PortCounters {
         let _counted = self.late.record(late_ns.min(self.late.high()));
     }
 
+    /// Counts the switch's own MAC control frame `frame` this port started sending at `at_ns`:
+    /// a PFC frame is counted per priority ([`PortCounters::pfc_sent`]), anything else not.
+    pub fn mac_control_sent(&mut self, at_ns: u64, frame: &[u8]) {
+        if let Ok(pfc) = int_format::pfc::PfcFrame::new_checked(frame) {
+            self.pfc_sent(at_ns, std::array::from_fn(|p| pfc.quanta(p)));
+        }
+    }
+
     /// Counts a PFC frame this port sent at `at_ns` with `quanta` per priority: an XOFF
     /// starts (or continues) holding that priority upstream, an XON (0) ends it.
     pub fn pfc_sent(&mut self, at_ns: u64, quanta: [Option<u16>; PRIORITIES]) {

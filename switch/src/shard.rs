@@ -512,10 +512,7 @@ impl Shard {
         let slot = &mut self.slots[s];
         while let Some(mut d) = slot.queue.start_due(until) {
             if d.mac_control {
-                if let Ok(pfc) = PfcFrame::new_checked(d.frame.bytes()) {
-                    slot.counters
-                        .pfc_sent(d.start_ns, std::array::from_fn(|p| pfc.quanta(p)));
-                }
+                slot.counters.mac_control_sent(d.start_ns, d.frame.bytes());
                 slot.transmit(d);
                 continue;
             }
