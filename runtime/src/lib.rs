@@ -8,12 +8,14 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+mod hiccup;
 mod poll;
 mod runtime;
 pub mod sys;
 mod task;
 mod worker;
 
+pub use hiccup::Hiccup;
 pub use poll::{ADAPTIVE_MARGIN_NS, MAX_SLEEP_NS, PollMode};
 pub use runtime::{Reservation, Runtime, RuntimeConfig, cores};
 pub use task::{Context, Task, TaskId, Waker};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
+use crate::hiccup::LatestHiccup;
 use crate::poll::PollMode;
 use crate::sys::eventfd::Doorbell;
 use crate::task::{Task, Waker};
@@ -96,9 +97,10 @@ impl Runtime {
         let count = cfg.workers.max(1);
         let cpus = placement(count)?;
         let mut workers = Vec::new();
+        let hiccup = Arc::new(LatestHiccup::default());
         for index in 0..count {
             let (tx, rx) = crossbeam_channel::unbounded();
-            let shared = Arc::new(WorkerShared::new(index, tx, Doorbell::new()?));
+            let shared = Arc::new(WorkerShared::new(index, tx, Doorbell::new()?, hiccup.clone()));
             let worker = Worker::new(shared.clone(), rx, cfg.poll)?;
             let cpu = cpus.get(index).copied();
             let thread = std::thread::Builder::new()

@@ -5,6 +5,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 use crate::clock::Clock;
+use crate::hiccup::{Hiccup, LatestHiccup};
 use crate::worker::{Message, WorkerShared};
 
 /// A task's number within its worker.
@@ -41,12 +42,19 @@ pub struct Context<'a> {
     /// When the worker last asked the kernel which descriptors have input (lab ns): `ready`
     /// is as of then, so input that came since (a worker that lost its core) is not in it.
     pub polled_ns: u64,
+    pub(crate) hiccup: &'a LatestHiccup,
 }
 
 impl Context<'_> {
     /// The lab clock now (read afresh on every call).
     pub fn now(&self) -> u64 {
         self.clock.now_ns()
+    }
+
+    /// The latest hiccup of any worker of the runtime: a frame in flight then may have
+    /// arrived late for want of a core, not because of the emulated network.
+    pub fn latest_hiccup(&self) -> Option<Hiccup> {
+        self.hiccup.get()
     }
 }
 

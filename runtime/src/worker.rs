@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::clock::Clock;
+use crate::hiccup::{Hiccup, LatestHiccup};
 use crate::poll::PollMode;
 use crate::sys::epoll::{Epoll, empty_event};
 use crate::sys::eventfd::Doorbell;
@@ -39,16 +40,19 @@ pub(crate) struct WorkerShared {
     /// While the worker waits in the kernel (a timeout above 0, not a poll): since when it has
     /// had nothing to run (lab ns); `u64::MAX` while it runs tasks or polls.
     idle_since: AtomicU64,
+    /// The latest hiccup of any worker of the runtime.
+    pub(crate) hiccup: Arc<LatestHiccup>,
 }
 
 impl WorkerShared {
-    pub(crate) fn new(index: usize, tx: Sender<Message>, bell: Doorbell) -> WorkerShared {
+    pub(crate) fn new(index: usize, tx: Sender<Message>, bell: Doorbell, hiccup: Arc<LatestHiccup>) -> WorkerShared {
         WorkerShared {
             index,
             tx,
             bell,
             sleeping: AtomicBool::new(false),
             idle_since: AtomicU64::new(u64::MAX),
+            hiccup,
         }
     }
 
@@ -210,6 +214,7 @@ impl Worker {
             deadline,
             woken,
             polled_ns: self.polled_ns,
+            hiccup: &self.shared.hiccup,
         };
         let next = slot.task.run(&mut cx);
         slot.generation += 1;
@@ -223,8 +228,16 @@ impl Worker {
     }
 
     /// Keeps `(at, late)` when it is a hiccup (see [`HICCUP_NS`]) after measuring began.
+    /// Every hiccup, measured or not, is the runtime's latest when it is (see [`Hiccup`]).
     fn note_hiccup(&mut self, at: u64, late: u64) {
-        if late >= HICCUP_NS && at >= self.measure_from && self.hiccups.len() < MAX_HICCUPS_KEPT {
+        if late < HICCUP_NS {
+            return;
+        }
+        self.shared.hiccup.record(Hiccup {
+            start_ns: at,
+            end_ns: at + late,
+        });
+        if at >= self.measure_from && self.hiccups.len() < MAX_HICCUPS_KEPT {
             self.hiccups.push((at, late));
         }
     }
@@ -288,11 +301,10 @@ impl Worker {
                 }
             };
             self.polled_ns = self.clock.now_ns();
-            if n == 0 {
-                // A wait that overslept by a hiccup: the worker had no core when it was due.
-                let due = now + timeout;
-                self.note_hiccup(due, self.polled_ns.saturating_sub(due));
-            }
+            // A wait that overslept by a hiccup: the worker had no core when it was due (input
+            // may have come meanwhile, and been as late to be read).
+            let due = now + timeout;
+            self.note_hiccup(due, self.polled_ns.saturating_sub(due));
             self.shared.idle_since.store(u64::MAX, Ordering::Relaxed);
             self.shared.sleeping.store(false, Ordering::SeqCst);
             ready.clear();

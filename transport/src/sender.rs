@@ -4,6 +4,7 @@
 
 use int_format::int::{HopRecord, source};
 use int_format::roce::{BthRepr, Opcode, RethRepr};
+use intlab_runtime::Hiccup;
 
 use crate::cc::{Ack, Controller};
 use crate::content;
@@ -47,6 +48,8 @@ pub struct SendQp {
     /// Per packet: the first sent after the host stalled (see [`Ack::after_stall`]).
     after_stall: Vec<bool>,
     stall_pending: bool,
+    /// The lab's latest hiccup: a packet in flight then gives no RTT sample.
+    hiccup: Option<Hiccup>,
     timing: SenderTiming,
     rto_ns: u64,
     rto_deadline: Option<u64>,
@@ -108,6 +111,7 @@ impl SendQp {
             sent_count: vec![0; packets as usize],
             after_stall: vec![false; packets as usize],
             stall_pending: false,
+            hiccup: None,
             rto_ns: timing.rto_ns,
             timing,
             rto_deadline: None,
@@ -237,7 +241,13 @@ impl SendQp {
             0
         };
         let acked_idx = (idx.max(0) as u64).min(self.packets - 1) as usize;
-        let rtt = (newly > 0 && self.sent_count[acked_idx] == 1).then(|| now.saturating_sub(self.send_time[acked_idx]));
+        let sent_at = self.send_time[acked_idx];
+        // A flight during which the lab froze measured the machine, not the network (a real
+        // network does not freeze): a delay-based controller would answer a 25 us hiccup on
+        // an 11 us RTT with a cut to its minimum rate.
+        let rtt = (newly > 0 && self.sent_count[acked_idx] == 1)
+            .then(|| now.saturating_sub(sent_at))
+            .filter(|_| !self.hiccup.is_some_and(|h| h.overlaps(sent_at, now)));
         if let Some(r) = rtt {
             self.rtt_sum += u128::from(r);
             self.rtt_count += 1;
@@ -260,6 +270,12 @@ impl SendQp {
             self.rto_deadline = None;
         }
         true
+    }
+
+    /// The lab's latest hiccup is `h` (see [`Hiccup`]): an ACK of a packet in flight during it
+    /// gives no RTT sample.
+    pub fn note_hiccup(&mut self, h: Hiccup) {
+        self.hiccup = Some(h);
     }
 
     /// The host's thread stalled: the next packet's INT change spans the stall.
@@ -376,7 +392,7 @@ mod tests {
     use crate::cc::LineRate;
     use crate::packet::{self, Addressing};
 
-    fn opcodes(kind: MessageKind, size: u64) -> Vec<Opcode> {
+    fn sender(kind: MessageKind, size: u64) -> SendQp {
         let spec = FlowSpec {
             id: 1,
             src: Ipv4Addr::LOCALHOST,
@@ -393,12 +409,18 @@ mod tests {
             sample_every_ns: 0,
             stall_ns: 1 << 40,
         };
-        let mut qp = SendQp::new(spec, Box::new(LineRate(1_000_000_000_000)), None, 1000, timing);
-        let a = Addressing {
-            src: Ipv4Addr::LOCALHOST,
-            dst: Ipv4Addr::LOCALHOST,
-            src_port: 49153,
-        };
+        SendQp::new(spec, Box::new(LineRate(1_000_000_000_000)), None, 1000, timing)
+    }
+
+    const ADDRESSING: Addressing = Addressing {
+        src: Ipv4Addr::LOCALHOST,
+        dst: Ipv4Addr::LOCALHOST,
+        src_port: 49153,
+    };
+
+    fn opcodes(kind: MessageKind, size: u64) -> Vec<Opcode> {
+        let mut qp = sender(kind, size);
+        let a = ADDRESSING;
         let mut buf = [0u8; 2048];
         let mut ops = Vec::new();
         let mut now = 0;
@@ -426,6 +448,25 @@ mod tests {
         assert_eq!(opcodes(MessageKind::Write, 1000), vec![WriteOnly]);
         assert_eq!(opcodes(MessageKind::Send, 2001), vec![SendFirst, SendMiddle, SendLast]);
         assert_eq!(opcodes(MessageKind::Send, 10), vec![SendOnly]);
+    }
+
+    #[test]
+    fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
+        let mut qp = sender(MessageKind::Write, 3000);
+        let mut buf = [0u8; 2048];
+        for at in [1_000_000, 2_000_000, 3_000_000] {
+            qp.build_next(at, &mut buf, &ADDRESSING, 4791, 0x02).unwrap();
+        }
+        qp.note_hiccup(Hiccup {
+            start_ns: 2_500_000,
+            end_ns: 2_900_000,
+        });
+        // Sent before the hiccup and acknowledged before it; across it; after it.
+        assert!(qp.on_ack(0, 1_010_000, &[]));
+        assert!(qp.on_ack(1, 3_500_000, &[]));
+        assert!(qp.on_ack(2, 3_010_000, &[]));
+        assert_eq!(qp.record().rtt_min_ns, Some(10_000));
+        assert_eq!(qp.record().rtt_mean_ns, Some(10_000));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use int_format::int::{HopRecord, source};
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
 use int_format::{Error, Layer};
+use intlab_runtime::Hiccup;
 
 use crate::cc::ControllerConfig;
 use crate::classify::{Action, EchoedHops, classify};
@@ -88,6 +89,11 @@ pub struct HostStack<W> {
     error: Option<io::Error>,
     /// Each sent flow's controller, resolved on its path.
     controllers: Vec<(u32, ControllerConfig)>,
+    /// The lab's latest hiccup, as the senders know it.
+    hiccup: Option<Hiccup>,
+    /// The latest time it acted at (ns): datagrams come stamped with when they arrived, which
+    /// may be before a step it already made, and its time never runs back.
+    time_ns: u64,
 }
 
 impl<W: Wire> HostStack<W> {
@@ -121,6 +127,8 @@ impl<W: Wire> HostStack<W> {
             measure_from: 0,
             error: None,
             controllers: Vec::new(),
+            hiccup: None,
+            time_ns: 0,
         })
     }
 
@@ -179,6 +187,18 @@ impl<W: Wire> HostStack<W> {
         self.counters.stall_max_ns = self.counters.stall_max_ns.max(late_ns);
         if self.stalls.len() < MAX_STALLS_KEPT {
             self.stalls.push(Stall { at_ns, late_ns });
+        }
+    }
+
+    /// The lab's latest hiccup is `h`: its senders take no RTT sample from a packet in flight
+    /// during it (see [`SendQp::note_hiccup`]).
+    pub fn note_hiccup(&mut self, h: Hiccup) {
+        if self.hiccup == Some(h) {
+            return;
+        }
+        self.hiccup = Some(h);
+        for s in self.senders.iter_mut().flatten() {
+            s.qp.note_hiccup(h);
         }
     }
 
@@ -283,9 +303,12 @@ impl<W: Wire> HostStack<W> {
         }
     }
 
-    /// Handles a datagram received at `now` on the RoCE port (on the INT port if `via_int`),
-    /// as the socket reported it.
-    pub fn datagram(&mut self, bytes: &[u8], meta: RecvMeta, via_int: bool, now: u64) {
+    /// Handles a datagram that arrived at `arrived` on the RoCE port (on the INT port if
+    /// `via_int`), as the socket reported it. It acts at that time, as a NIC stamps and handles
+    /// a packet when it arrives: an RTT sample then measures the network, not how late the
+    /// host's thread got round to reading it.
+    pub fn datagram(&mut self, bytes: &[u8], meta: RecvMeta, via_int: bool, arrived: u64) {
+        let now = self.advance(arrived);
         self.counters.rx_datagrams += 1;
         let a = Addressing {
             src: *meta.from.ip(),
@@ -636,9 +659,16 @@ impl<W: Wire> HostStack<W> {
 }
 
 impl<W: Wire> HostStack<W> {
+    /// Its time for an event at `t`: `t`, or the latest time it acted at if that is later.
+    fn advance(&mut self, t: u64) -> u64 {
+        self.time_ns = self.time_ns.max(t);
+        self.time_ns
+    }
+
     /// Does what is due at `now` once the inputs are in: replies out, timers, data the NIC may
     /// send; returns when it next needs running.
     pub fn step(&mut self, now: u64) -> Option<u64> {
+        let now = self.advance(now);
         self.flush_control();
         self.timers(now);
         self.send_data(now);
