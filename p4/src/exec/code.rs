@@ -9,8 +9,8 @@ use super::layout::HeaderLayout;
 use super::run::{Flow, Run};
 use crate::ir::ops;
 use crate::ir::{
-    Algorithm, Binary, BlockBody, BlockKind, CaseMatch, ChecksumOp, Expr, Extern, HeaderRef, ListItem, Next, Op, Place,
-    Program, Slot, StackRef, Target, mask,
+    Binary, BlockBody, BlockKind, CaseMatch, Expr, Extern, HeaderRef, ListItem, Next, Op, Place, Program, Slot,
+    StackRef, Target, mask,
 };
 
 /// A compiled expression.
@@ -83,65 +83,8 @@ pub(super) struct CItem {
     pub(super) varbit: bool,
 }
 
-/// An extern call, its arguments compiled (see [`Extern`] for what each does).
-pub(super) enum CExtern {
-    MarkToDrop,
-    Hash {
-        out: CPlace,
-        algo: Algorithm,
-        base: Value,
-        data: Box<[CItem]>,
-        max: Value,
-    },
-    Checksum {
-        verify: bool,
-        condition: Value,
-        data: Box<[CItem]>,
-        field: CPlace,
-        current: Value,
-        width: u16,
-        algo: Algorithm,
-        payload: bool,
-    },
-    HashValue {
-        out: CPlace,
-        algo: Algorithm,
-        data: Box<[CItem]>,
-        base: Value,
-        max: Value,
-        right_aligned: bool,
-    },
-    ChecksumState {
-        state: Slot,
-        op: ChecksumOp,
-        data: Box<[CItem]>,
-        value: Option<CPlace>,
-        input: Option<Value>,
-    },
-    RegisterRead(usize, CPlace, Value),
-    RegisterWrite(usize, Value, Value),
-    Count(usize, Value),
-    Meter {
-        meter: usize,
-        index: Option<Value>,
-        out: CPlace,
-        psa_colors: bool,
-    },
-    Clone {
-        session: Value,
-        field_list: Option<u128>,
-    },
-    Resubmit(Option<u128>),
-    Recirculate(Option<u128>),
-    Digest {
-        digest: usize,
-        data: Box<[CItem]>,
-    },
-    Truncate(Value),
-    Log(String, Box<[Value]>),
-    Random(CPlace, Value, Value),
-    Assert(Value),
-}
+/// An extern call, its arguments compiled.
+pub(super) type CExtern = Extern<Value, CPlace, CItem>;
 
 /// A parser state.
 pub(super) struct CState {
@@ -725,116 +668,22 @@ impl Compiler<'_> {
     }
 
     fn items(&self, items: &[ListItem]) -> Box<[CItem]> {
-        items
-            .iter()
-            .map(|it| CItem {
-                source: match it.value {
-                    Expr::Slot(s) => ItemSource::Slot(s),
-                    ref e => ItemSource::Value(self.value(e)),
-                },
-                width: it.width,
-                valid: it.valid,
-                varbit: it.varbit,
-            })
-            .collect()
+        items.iter().map(|it| self.item(it)).collect()
+    }
+
+    fn item(&self, it: &ListItem) -> CItem {
+        CItem {
+            source: match it.value {
+                Expr::Slot(s) => ItemSource::Slot(s),
+                ref e => ItemSource::Value(self.value(e)),
+            },
+            width: it.width,
+            valid: it.valid,
+            varbit: it.varbit,
+        }
     }
 
     fn external(&self, x: &Extern) -> CExtern {
-        match x {
-            Extern::MarkToDrop => CExtern::MarkToDrop,
-            Extern::Hash {
-                out,
-                algo,
-                base,
-                data,
-                max,
-                ..
-            } => CExtern::Hash {
-                out: self.place(out),
-                algo: *algo,
-                base: self.value(base),
-                data: self.items(data),
-                max: self.value(max),
-            },
-            Extern::Checksum {
-                verify,
-                condition,
-                data,
-                field,
-                current,
-                width,
-                algo,
-                payload,
-            } => CExtern::Checksum {
-                verify: *verify,
-                condition: self.value(condition),
-                data: self.items(data),
-                field: self.place(field),
-                current: self.value(current),
-                width: *width,
-                algo: *algo,
-                payload: *payload,
-            },
-            Extern::HashValue {
-                out,
-                algo,
-                data,
-                base,
-                max,
-                right_aligned,
-                ..
-            } => CExtern::HashValue {
-                out: self.place(out),
-                algo: *algo,
-                data: self.items(data),
-                base: self.value(base),
-                max: self.value(max),
-                right_aligned: *right_aligned,
-            },
-            Extern::ChecksumState {
-                state,
-                op,
-                data,
-                value,
-                input,
-                ..
-            } => CExtern::ChecksumState {
-                state: *state,
-                op: *op,
-                data: self.items(data),
-                value: value.as_ref().map(|p| self.place(p)),
-                input: input.as_ref().map(|e| self.value(e)),
-            },
-            Extern::RegisterRead(i, out, at) => CExtern::RegisterRead(*i, self.place(out), self.value(at)),
-            Extern::RegisterWrite(i, at, v) => CExtern::RegisterWrite(*i, self.value(at), self.value(v)),
-            Extern::Count(i, at) => CExtern::Count(*i, self.value(at)),
-            Extern::Meter {
-                meter,
-                index,
-                out,
-                psa_colors,
-            } => CExtern::Meter {
-                meter: *meter,
-                index: index.as_ref().map(|e| self.value(e)),
-                out: self.place(out),
-                psa_colors: *psa_colors,
-            },
-            Extern::Clone {
-                session, field_list, ..
-            } => CExtern::Clone {
-                session: self.value(session),
-                field_list: *field_list,
-            },
-            Extern::Resubmit(l) => CExtern::Resubmit(*l),
-            Extern::Recirculate(l) => CExtern::Recirculate(*l),
-            Extern::Digest { digest, data } => CExtern::Digest {
-                digest: *digest,
-                data: self.items(data),
-            },
-            Extern::Truncate(n) => CExtern::Truncate(self.value(n)),
-            Extern::Log(fmt, values) => CExtern::Log(fmt.clone(), values.iter().map(|v| self.value(v)).collect()),
-            Extern::Random(out, lo, hi) => CExtern::Random(self.place(out), self.value(lo), self.value(hi)),
-            Extern::Assert(c) => CExtern::Assert(self.value(c)),
-        }
+        x.map(&|e| self.value(e), &|p| self.place(p), &|i| self.item(i))
     }
 }

@@ -550,6 +550,7 @@ impl<'a> Run<'a> {
                 base,
                 data,
                 max,
+                ..
             } => {
                 let buf = self.pack(data);
                 let h = self.hash_of(*algo, &buf);
@@ -600,6 +601,7 @@ impl<'a> Run<'a> {
                 base,
                 max,
                 right_aligned,
+                ..
             } => {
                 let buf = self.pack_aligned(data, *right_aligned);
                 let h = self.hash_of(*algo, &buf);
@@ -674,7 +676,9 @@ impl<'a> Run<'a> {
                 };
                 self.set(out, color);
             }
-            CExtern::Clone { session, field_list } => {
+            CExtern::Clone {
+                session, field_list, ..
+            } => {
                 self.st.clone_session = Some(session(self) as u32);
                 self.st.clone_field_list = *field_list;
             }

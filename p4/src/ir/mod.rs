@@ -612,23 +612,24 @@ pub enum CloneKind {
     EgressToEgress,
 }
 
-/// An extern call.
+/// An extern call: as lowered, its arguments expressions (`E`), places (`P`) and field list
+/// items (`I`); the executor instantiates it again over its compiled forms.
 #[derive(Debug, Clone)]
-pub enum Extern {
+pub enum Extern<E = Expr, P = Place, I = ListItem> {
     /// `mark_to_drop(standard_metadata)`.
     MarkToDrop,
     /// `hash(result, algo, base, data, max)`.
     Hash {
         /// Result.
-        out: Place,
+        out: P,
         /// Algorithm.
         algo: Algorithm,
         /// Added to the hash.
-        base: Expr,
+        base: E,
         /// Fields.
-        data: Vec<ListItem>,
+        data: Vec<I>,
         /// The hash is taken modulo this (when not 0).
-        max: Expr,
+        max: E,
         /// Width of the result (the hash is cut to it before the modulo, as BMv2 does).
         width: u16,
     },
@@ -637,13 +638,13 @@ pub enum Extern {
         /// Verify (true) or update (false).
         verify: bool,
         /// Only when this holds.
-        condition: Expr,
+        condition: E,
         /// Fields.
-        data: Vec<ListItem>,
+        data: Vec<I>,
         /// The checksum field.
-        field: Place,
+        field: P,
         /// Its current value.
-        current: Expr,
+        current: E,
         /// Its width.
         width: u16,
         /// Algorithm.
@@ -654,17 +655,17 @@ pub enum Extern {
     /// A checksum or hash computed as a value (`Checksum16.get`, PSA's `Hash.get_hash`).
     HashValue {
         /// Result.
-        out: Place,
+        out: P,
         /// Algorithm.
         algo: Algorithm,
         /// Fields.
-        data: Vec<ListItem>,
+        data: Vec<I>,
         /// Width of the result.
         width: u16,
         /// Added to the hash (with `max`).
-        base: Expr,
+        base: E,
         /// The hash is taken modulo this (when not 0).
-        max: Expr,
+        max: E,
         /// The field list is packed with its padding in front, ending on a byte boundary
         /// (PSA's `Hash`, as psa_switch packs it), not after it.
         right_aligned: bool,
@@ -679,26 +680,26 @@ pub enum Extern {
         /// Algorithm.
         algo: Algorithm,
         /// Fields added or subtracted.
-        data: Vec<ListItem>,
+        data: Vec<I>,
         /// Result of `get`/`get_state`, or the value of `set_state`.
-        value: Option<Place>,
+        value: Option<P>,
         /// The value `set_state` sets.
-        input: Option<Expr>,
+        input: Option<E>,
     },
     /// `register.read(out, index)`: leaves `out` as it was when the index is out of range.
-    RegisterRead(usize, Place, Expr),
+    RegisterRead(usize, P, E),
     /// `register.write(index, value)`: ignored when the index is out of range.
-    RegisterWrite(usize, Expr, Expr),
+    RegisterWrite(usize, E, E),
     /// `counter.count(index)`.
-    Count(usize, Expr),
+    Count(usize, E),
     /// `meter.execute_meter(index, result)` (a direct meter: `read(result)`, index None).
     Meter {
         /// The meter.
         meter: usize,
         /// The cell (None: the direct meter's cell of the entry its table hit).
-        index: Option<Expr>,
+        index: Option<E>,
         /// Where the color goes.
-        out: Place,
+        out: P,
         /// The color in PSA's encoding (RED 0, GREEN 1, YELLOW 2) rather than BMv2's (GREEN
         /// 0, YELLOW 1, RED 2). PSA's color-aware form is run color-blind, as psa_switch runs
         /// it.
@@ -709,7 +710,7 @@ pub enum Extern {
         /// Which.
         kind: CloneKind,
         /// The clone session.
-        session: Expr,
+        session: E,
         /// The field list whose metadata the clone keeps, if any.
         field_list: Option<u128>,
     },
@@ -722,16 +723,131 @@ pub enum Extern {
         /// The digest type.
         digest: usize,
         /// Its values.
-        data: Vec<ListItem>,
+        data: Vec<I>,
     },
     /// `truncate(length)`.
-    Truncate(Expr),
+    Truncate(E),
     /// `log_msg(format, args)`.
-    Log(String, Vec<Expr>),
+    Log(String, Vec<E>),
     /// `random(out, lo, hi)`.
-    Random(Place, Expr, Expr),
+    Random(P, E, E),
     /// `assert(condition)` / `assume(condition)`.
-    Assert(Expr),
+    Assert(E),
+}
+
+impl<E, P, I> Extern<E, P, I> {
+    /// The same call with every argument converted: expressions by `e`, places by `p`, field
+    /// list items by `i`.
+    pub fn map<E2, P2, I2>(
+        &self,
+        e: &impl Fn(&E) -> E2,
+        p: &impl Fn(&P) -> P2,
+        i: &impl Fn(&I) -> I2,
+    ) -> Extern<E2, P2, I2> {
+        let items = |data: &[I]| data.iter().map(i).collect();
+        match self {
+            Extern::MarkToDrop => Extern::MarkToDrop,
+            Extern::Hash {
+                out,
+                algo,
+                base,
+                data,
+                max,
+                width,
+            } => Extern::Hash {
+                out: p(out),
+                algo: *algo,
+                base: e(base),
+                data: items(data),
+                max: e(max),
+                width: *width,
+            },
+            Extern::Checksum {
+                verify,
+                condition,
+                data,
+                field,
+                current,
+                width,
+                algo,
+                payload,
+            } => Extern::Checksum {
+                verify: *verify,
+                condition: e(condition),
+                data: items(data),
+                field: p(field),
+                current: e(current),
+                width: *width,
+                algo: *algo,
+                payload: *payload,
+            },
+            Extern::HashValue {
+                out,
+                algo,
+                data,
+                width,
+                base,
+                max,
+                right_aligned,
+            } => Extern::HashValue {
+                out: p(out),
+                algo: *algo,
+                data: items(data),
+                width: *width,
+                base: e(base),
+                max: e(max),
+                right_aligned: *right_aligned,
+            },
+            Extern::ChecksumState {
+                state,
+                op,
+                algo,
+                data,
+                value,
+                input,
+            } => Extern::ChecksumState {
+                state: *state,
+                op: *op,
+                algo: *algo,
+                data: items(data),
+                value: value.as_ref().map(p),
+                input: input.as_ref().map(e),
+            },
+            Extern::RegisterRead(r, out, at) => Extern::RegisterRead(*r, p(out), e(at)),
+            Extern::RegisterWrite(r, at, v) => Extern::RegisterWrite(*r, e(at), e(v)),
+            Extern::Count(c, at) => Extern::Count(*c, e(at)),
+            Extern::Meter {
+                meter,
+                index,
+                out,
+                psa_colors,
+            } => Extern::Meter {
+                meter: *meter,
+                index: index.as_ref().map(e),
+                out: p(out),
+                psa_colors: *psa_colors,
+            },
+            Extern::Clone {
+                kind,
+                session,
+                field_list,
+            } => Extern::Clone {
+                kind: *kind,
+                session: e(session),
+                field_list: *field_list,
+            },
+            Extern::Resubmit(l) => Extern::Resubmit(*l),
+            Extern::Recirculate(l) => Extern::Recirculate(*l),
+            Extern::Digest { digest, data } => Extern::Digest {
+                digest: *digest,
+                data: items(data),
+            },
+            Extern::Truncate(n) => Extern::Truncate(e(n)),
+            Extern::Log(format, values) => Extern::Log(format.clone(), values.iter().map(e).collect()),
+            Extern::Random(out, lo, hi) => Extern::Random(p(out), e(lo), e(hi)),
+            Extern::Assert(c) => Extern::Assert(e(c)),
+        }
+    }
 }
 
 /// What a PSA checksum object's method does.
