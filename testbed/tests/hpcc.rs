@@ -110,10 +110,8 @@ workload:
 /// Issue 4: Jain's index at least 0.95 in every window of 10 base RTTs after the first 50, INT
 /// queue p99 below one BDP. Measured: Jain min 0.968-0.981 (mean 0.995), INT queue p99 2-3 KB.
 /// The default scenario, and the same with its switch running the shipped `int_transit.p4`
-/// (issue 14): both fair with a short queue, and the same results within run-to-run noise,
-/// since the program writes the hop records the built-in pipeline writes. Measured at
-/// dilation 1, two runs each: FCT p50 1.428 and 1.431 s built-in, 1.419 and 1.449 s P4;
-/// normalized goodput 0.895/0.892 and 0.897/0.882; INT queue p99 2-4 KB either way.
+/// (issue 14): both fair with a short queue, and both carrying what the bed computes for the
+/// incast (the program writes the hop records the built-in pipeline writes).
 #[test]
 fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
     support::require_root();
@@ -152,24 +150,74 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
             "{pipeline}: INT queue p99 {q99} B is not below one BDP ({BDP} B)"
         );
     }
-    let p50 = |r: &Results| r.summary.fct_ns.as_ref().expect("FCTs").p50;
-    let (a, b) = (p50(&runs[0]), p50(&runs[1]));
-    let goodput = |r: &Results| r.summary.normalized_goodput;
-    eprintln!(
-        "FCT p50 {a:.0} ns built-in, {b:.0} ns P4; goodput {:.3} and {:.3}",
-        goodput(&runs[0]),
-        goodput(&runs[1])
-    );
-    assert!(
-        (a - b).abs() / a <= 0.05,
-        "FCT p50 {a:.0} ns built-in against {b:.0} ns P4"
-    );
-    assert!(
-        (goodput(&runs[0]) - goodput(&runs[1])).abs() <= 0.03,
-        "normalized goodput {:.3} built-in against {:.3} P4",
-        goodput(&runs[0]),
-        goodput(&runs[1])
-    );
+    // Either pipeline carries what the bed computes for this incast, within the bar of the
+    // shipped 4-to-1 (see `bed_agrees`).
+    let star = intlab_bed::star::Star::incast_4to1();
+    for (r, pipeline) in runs.iter().zip(["built-in", "int_transit.p4"]) {
+        if let Err(e) = bed_agrees(r, &star) {
+            panic!("{pipeline}: {e}");
+        }
+    }
+}
+
+/// How far the lab may be from the range of the bed's runs on the same incast (goodput,
+/// points; FCT p50, share): the lab's own error on it, the largest of five runs of the
+/// shipped 4-to-1 within 1 point and 1.3 % of the bed (2026-11-26), with room for the
+/// hypervisor.
+const BED_GOODPUT_POINTS: f64 = 0.02;
+const BED_FCT_SHARE: f64 = 0.03;
+
+/// Whether run `r` of an incast on `star` carries what the bed computes for it; says what each
+/// gave. The bed runs the controller with the parameters the lab's hosts ran, T included (the
+/// path's base RTT with the host overhead the lab measured, which the bed's hosts do not
+/// have). The lab measured a T for each flow a few us apart, and a few us of T decide which
+/// flow finishes first: on the default incast the bed's FCT p50 spans 1.358-1.410 s as T
+/// goes from 926 to 958 us (its goodput 0.903-0.907). So the bed runs once with each flow's
+/// own T, and once with every flow at each of those, and the lab is judged against the range.
+fn bed_agrees(r: &Results, star: &intlab_bed::star::Star) -> Result<(), String> {
+    let ran = &r.summary.controller_params;
+    let with_t = |t: Option<u64>| -> intlab_transport::cc::ControllerConfig {
+        let mut c = ran.clone();
+        if let (Some(t), Some(field)) = (t, c.get_mut("base_rtt_ns")) {
+            *field = t.into();
+        }
+        serde_json::from_value(c).expect("the parameters the hosts ran")
+    };
+    let size = r.flows.first().expect("flows").size;
+    let each_own = {
+        let mut flows = star.incast_flows(&with_t(None), size);
+        for (f, lab) in flows.iter_mut().zip(&r.flows) {
+            f.cc = with_t(lab.base_rtt_ns);
+        }
+        flows
+    };
+    let sets = std::iter::once(each_own).chain(r.flows.iter().map(|f| star.incast_flows(&with_t(f.base_rtt_ns), size)));
+    let (mut p50s, mut goodputs) = (Vec::new(), Vec::new());
+    for flows in sets {
+        let bed = star
+            .run(&flows, 10_000_000_000, |c| c.cnp_interval_ns = 0)
+            .expect("the bed completes the incast");
+        p50s.push(bed.fct_p50_ns() as f64);
+        goodputs.push(bed.goodput(&flows, 5, star.rate_bps));
+    }
+    let range = |v: &[f64]| {
+        (
+            v.iter().copied().fold(f64::MAX, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        )
+    };
+    let ((p_lo, p_hi), (g_lo, g_hi)) = (range(&p50s), range(&goodputs));
+    let p50 = r.summary.fct_ns.as_ref().expect("FCTs").p50;
+    let goodput = r.summary.normalized_goodput;
+    let said =
+        format!("lab goodput {goodput:.3}, FCT p50 {p50:.0} ns; bed {g_lo:.3}-{g_hi:.3}, {p_lo:.0}-{p_hi:.0} ns");
+    eprintln!("{said}");
+    let goodput_off = goodput < g_lo - BED_GOODPUT_POINTS || goodput > g_hi + BED_GOODPUT_POINTS;
+    let p50_off = p50 < p_lo * (1.0 - BED_FCT_SHARE) || p50 > p_hi * (1.0 + BED_FCT_SHARE);
+    if goodput_off || p50_off {
+        return Err(said);
+    }
+    Ok(())
 }
 
 /// The packet-level reference (htsim's HPCC: η 0.95, maxStage 5, W_AI one MSS) on
@@ -178,11 +226,10 @@ const REFERENCE_GOODPUT: f64 = 0.93;
 const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
 
 /// The shipped 4-to-1 under `--cc hpcc` (the file's HPCC parameters, the reference's): goodput
-/// within 3 points and FCT p50 within 10 % of the reference (issue 34), and within 2 points and
-/// 3 % of what the deterministic bed computes for the same incast (the lab carries what the
-/// model predicts, the controller run with the parameters the lab's hosts ran). Measured in
-/// five runs on 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the bed, with the T
-/// the lab's hosts ran, 91.1 %, 13.88 ms.
+/// within 3 points and FCT p50 within 10 % of the reference (issue 34), and what the
+/// deterministic bed computes for the same incast (see `bed_agrees`). Measured in five runs on
+/// 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the bed, with the T the lab's
+/// hosts ran, 91.1-91.2 %, 13.74-14.03 ms.
 /// The reference carries no INT on the wire; here INT costs 3.2 % of a full packet, most of
 /// the remaining difference. Runs at dilation 50 (what `auto` picks here), retried at 100.
 #[test]
@@ -207,20 +254,8 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
     }
     let p50 = r.summary.fct_ns.as_ref().expect("FCTs").p50;
     let goodput = r.summary.normalized_goodput;
-
-    let star = intlab_bed::star::Star::incast_4to1_dc();
-    // The bed runs the controller as the lab's hosts ran it: T is the path's base RTT with
-    // the host overhead the lab measured, which the bed's hosts do not have.
-    let ran: intlab_transport::cc::ControllerConfig =
-        serde_json::from_value(r.summary.controller_params.clone()).expect("the parameters the hosts ran");
-    let flows = star.incast_flows(&ran, 4_000_000);
-    let bed = star
-        .run(&flows, 1_000_000_000, |c| c.cnp_interval_ns = 0)
-        .expect("the bed completes the incast");
-    let bed_p50 = bed.fct_p50_ns() as f64;
-    let bed_goodput = bed.goodput(&flows, 5, star.rate_bps);
     eprintln!(
-        "lab: goodput {goodput:.3}, FCT p50 {p50:.0} ns; bed: {bed_goodput:.3}, {bed_p50:.0} ns; reference {REFERENCE_GOODPUT}, {REFERENCE_FCT_P50_NS} ns"
+        "lab: goodput {goodput:.3}, FCT p50 {p50:.0} ns; reference {REFERENCE_GOODPUT}, {REFERENCE_FCT_P50_NS} ns"
     );
     assert!(
         (goodput - REFERENCE_GOODPUT).abs() <= 0.03,
@@ -230,12 +265,7 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
         (p50 - REFERENCE_FCT_P50_NS).abs() <= 0.1 * REFERENCE_FCT_P50_NS,
         "FCT p50 {p50:.0} ns, the reference {REFERENCE_FCT_P50_NS} ns"
     );
-    assert!(
-        (goodput - bed_goodput).abs() <= 0.02,
-        "goodput {goodput:.3}, the bed {bed_goodput:.3}"
-    );
-    assert!(
-        (p50 - bed_p50).abs() <= 0.03 * bed_p50,
-        "FCT p50 {p50:.0} ns, the bed {bed_p50:.0} ns"
-    );
+    if let Err(e) = bed_agrees(&r, &intlab_bed::star::Star::incast_4to1_dc()) {
+        panic!("{e}");
+    }
 }
