@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use intlab_switch::SwitchSpec;
 use intlab_switch::config::{ArpMode, EcnSpec, NextHop, PacketIo, PortIo, PortSpec, Route};
 use intlab_switch::counters::PortSnapshot;
+use intlab_switch::impair::ImpairmentSpec;
 use intlab_switch::tm::{MmuSpec, PfcSpec, PrioritySpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
@@ -40,8 +41,10 @@ pub struct Star {
     pub mmu: Option<MmuSpec>,
     /// Payload bytes per packet (RoCE MTU).
     pub mtu: u64,
-    /// Seed of the switch's ECN and loss draws.
+    /// Seed of the switch's ECN draws and its links' impairments.
     pub seed: u64,
+    /// What every link does to the frames the switch sends on it (tc-netem's impairments).
+    pub impair: ImpairmentSpec,
     /// Interval of the ports' queue traces (ns; 0: none).
     pub queue_trace_every_ns: u64,
 }
@@ -60,6 +63,7 @@ impl Star {
             mmu: None,
             mtu: 1024,
             seed: 1,
+            impair: ImpairmentSpec::default(),
             queue_trace_every_ns: 1_000,
         }
     }
@@ -128,7 +132,7 @@ impl Star {
             mtu: 1500,
             ecn: self.ecn,
             int: true,
-            loss: 0.0,
+            impair: self.impair,
             p4_port: i as u16,
         };
         SwitchSpec {

@@ -4,7 +4,7 @@
 use int_format::pfc::PfcFrame;
 use intlab_switch::SwitchSpec;
 use intlab_switch::counters::{DropReason, PortCounters};
-use intlab_switch::egress::{self, EgressPort, Fate};
+use intlab_switch::egress::{self, EgressPort};
 use intlab_switch::fabric::{egress_queue, shared_buffer};
 use intlab_switch::frame::{FrameBuf, FramePool};
 use intlab_switch::pipeline::{Pipeline, Verdict};
@@ -186,7 +186,9 @@ impl BedSwitch {
         while let Some(mut d) = port.queue.start_due(until) {
             if d.mac_control {
                 port.counters.mac_control_sent(d.start_ns, d.frame.bytes());
-                transmit(port, d);
+                if let Some(lost) = transmit(port, d) {
+                    self.pool.put(lost);
+                }
                 continue;
             }
             if let Some(mmu) = self.mmu.as_mut()
@@ -197,13 +199,10 @@ impl BedSwitch {
             let (frame, why) = if d.stormed {
                 (port.queue.discard(d), DropReason::PfcWatchdog)
             } else {
-                match egress::process(&mut d, &port.egress, &mut port.counters, &mut self.rng) {
-                    Fate::Send => {
-                        transmit(port, d);
-                        continue;
-                    }
-                    Fate::Lost => (port.queue.lose(d), DropReason::InjectedLoss),
-                    Fate::Dropped => (port.queue.discard(d), DropReason::P4Drop),
+                egress::process(&mut d, &port.egress, &mut port.counters, &mut self.rng);
+                match transmit(port, d) {
+                    Some(lost) => (lost, DropReason::InjectedLoss),
+                    None => continue,
                 }
             };
             port.counters.drop(why);
@@ -243,9 +242,13 @@ impl BedSwitch {
     }
 }
 
-/// Puts `d` on port `port`'s wire.
-fn transmit(port: &mut BedPort, d: intlab_switch::tm::Dequeued) {
-    port.counters.totals.tx_frames += 1;
-    port.counters.totals.tx_bytes += d.frame.len as u64;
-    port.queue.send(d);
+/// Puts `d` on port `port`'s wire as its link judges it; a frame the link loses comes back.
+fn transmit(port: &mut BedPort, mut d: intlab_switch::tm::Dequeued) -> Option<FrameBuf> {
+    let v = port.queue.judge(&mut d);
+    if v.lost {
+        return Some(port.queue.lose(d));
+    }
+    port.counters.sent(d.frame.len, &v);
+    port.queue.send_judged(d, &v);
+    None
 }

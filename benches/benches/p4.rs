@@ -138,7 +138,7 @@ impl Stage {
                 let mut clone = None;
                 let pool = &self.pool;
                 p.egress(&mut d, &self.egress, work, &mut || pool.get(), &mut clone);
-                egress::p4_fate(&d, &self.egress, &mut self.counters, &mut self.rng);
+                egress::p4_sent(&d, &mut self.counters);
             }
         }
         self.queue.send(d);

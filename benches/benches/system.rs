@@ -137,7 +137,7 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline, packet_io: PacketIo)
         mtu: 1500,
         ecn: None,
         int: true,
-        loss: 0.0,
+        impair: intlab_switch::impair::ImpairmentSpec::default(),
         p4_port,
     };
     let spec = SwitchSpec {

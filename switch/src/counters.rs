@@ -144,6 +144,15 @@ pub struct PortTotals {
     /// Frames a P4 program's egress sent back to the switch's ingress (`recirculate`).
     #[serde(default)]
     pub p4_recirculated: u64,
+    /// Frames its link delivered twice (impairment `duplicate`).
+    #[serde(default)]
+    pub link_duplicated: u64,
+    /// Frames its link delivered with a bit flipped (impairment `corrupt`).
+    #[serde(default)]
+    pub link_corrupted: u64,
+    /// Frames its link sent ahead of frames delayed before them (impairment `reorder`).
+    #[serde(default)]
+    pub link_reordered: u64,
 }
 
 /// Live counters of one port.
@@ -224,6 +233,16 @@ impl PortCounters {
     /// Records how late (ns) a frame was released after its scheduled time.
     pub fn record_lateness(&mut self, late_ns: u64) {
         let _counted = self.late.record(late_ns.min(self.late.high()));
+    }
+
+    /// Counts a frame its link carries as `v` says (sent: the link did not lose it).
+    pub fn sent(&mut self, len: usize, v: &crate::impair::Verdict) {
+        let t = &mut self.totals;
+        t.tx_frames += 1;
+        t.tx_bytes += len as u64;
+        t.link_duplicated += u64::from(v.duplicate);
+        t.link_corrupted += u64::from(v.corrupt.is_some());
+        t.link_reordered += u64::from(v.reordered);
     }
 
     /// Counts the switch's own MAC control frame `frame` this port started sending at `at_ns`:

@@ -1,5 +1,6 @@
 //! The egress stage at dequeue: ECN marking from the queue the frame saw, then the INT transit
-//! hop, then fault injection. Everything it writes comes from the exact departure schedule.
+//! hop. Everything it writes comes from the exact departure schedule. (What the link then does
+//! to the frame, the egress queue's impairments decide: `tm::EgressQueue::judge`.)
 
 use int_format::ethernet::ethertype;
 use int_format::int::{HopRecord, transit};
@@ -25,8 +26,6 @@ pub struct EgressPort {
     pub int: bool,
     /// ECN marking.
     pub red: Option<Red>,
-    /// Loss probability.
-    pub loss: f64,
     /// Which of the port's queues a frame joins.
     pub priorities: crate::tm::PriorityMap,
 }
@@ -41,27 +40,14 @@ impl EgressPort {
             mtu: usize::from(spec.mtu),
             int: spec.int,
             red: spec.ecn.map(Red::new),
-            loss: spec.loss,
             priorities,
         }
     }
 }
 
-/// What happened to a dequeued frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    /// Transmit it.
-    Send,
-    /// Lost on the link (fault injection).
-    Lost,
-    /// The P4 program's egress dropped it.
-    Dropped,
-}
-
-/// Marks, stamps and decides the fate of a frame leaving `port` of the built-in pipeline. (On a
-/// switch that runs a P4 program, its egress replaces ECN marking and the INT hop, then
-/// [`p4_fate`].)
-pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
+/// Marks and stamps a frame leaving `port` of the built-in pipeline. (On a switch that runs a
+/// P4 program, its egress replaces ECN marking and the INT hop, then [`p4_sent`].)
+pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) {
     counters.record_queue(d.start_ns, d.qlen);
     // On the frame's own queue, as the ns-3 HPCC switch marks (per port and priority).
     if let Some(red) = &port.red {
@@ -70,22 +56,11 @@ pub fn process(d: &mut Dequeued, port: &EgressPort, counters: &mut PortCounters,
     if port.int {
         stamp_int(d, port, counters);
     }
-    link_fate(port, rng)
 }
 
-/// The fate on the link of a frame a P4 program's egress sent.
-pub fn p4_fate(d: &Dequeued, port: &EgressPort, counters: &mut PortCounters, rng: &mut fastrand::Rng) -> Fate {
+/// Counts a frame a P4 program's egress sent (its queue, as [`process`] counts it).
+pub fn p4_sent(d: &Dequeued, counters: &mut PortCounters) {
     counters.record_queue(d.start_ns, d.qlen);
-    link_fate(port, rng)
-}
-
-/// Whether the link's fault injection loses the frame.
-fn link_fate(port: &EgressPort, rng: &mut fastrand::Rng) -> Fate {
-    if port.loss > 0.0 && rng.f64() < port.loss {
-        Fate::Lost
-    } else {
-        Fate::Send
-    }
 }
 
 fn mark_ecn(frame: &mut FrameBuf, red: &Red, qlen: u64, rng: &mut fastrand::Rng, counters: &mut PortCounters) {

@@ -173,6 +173,10 @@ pub fn egress_queue(spec: &SwitchSpec, i: usize, has_mmu: bool) -> EgressQueue {
         queue.watch_for_storms(w);
     }
     queue.schedule(spec.priorities.scheduler, crate::frame_capacity(spec) as u64);
+    // Each link direction draws from its own stream, so that which frames it impairs depends
+    // on the seed and the port alone, not on which worker runs it.
+    let stream = (u64::from(spec.node_id) << 16 | i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    queue.impair(p.impair, spec.seed ^ stream);
     queue
 }
 

@@ -74,6 +74,14 @@ impl FrameBuf {
         self.data.len()
     }
 
+    /// A new buffer holding a copy of this frame and its metadata (a link that duplicates it;
+    /// rare enough that it need not come from a pool).
+    pub fn duplicate(&self) -> FrameBuf {
+        let mut copy = FrameBuf::new(self.capacity());
+        copy.copy_from(self);
+        copy
+    }
+
     /// Copies `other`'s frame and metadata into this buffer (for flooding).
     pub fn copy_from(&mut self, other: &FrameBuf) {
         let n = other.len.min(self.data.len());

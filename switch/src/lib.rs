@@ -20,6 +20,7 @@ mod counters_file;
 pub mod egress;
 pub mod fabric;
 pub mod frame;
+pub mod impair;
 pub mod pipeline;
 pub mod port;
 pub mod queue_trace;

@@ -20,7 +20,7 @@ use intlab_runtime::{Context, Task};
 
 use crate::capture::PortCapture;
 use crate::counters::{DropReason, PortCounters};
-use crate::egress::{self, EgressPort, Fate};
+use crate::egress::{self, EgressPort};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
 use crate::pipeline::{P4Egress, P4Scratch, P4Verdict, Verdict};
@@ -71,13 +71,19 @@ pub struct PortSlot {
 
 impl PortSlot {
     /// Puts `d` on the wire: counted, captured, on its way to the far end.
-    fn transmit(&mut self, d: crate::tm::Dequeued) {
-        self.counters.totals.tx_frames += 1;
-        self.counters.totals.tx_bytes += d.frame.len as u64;
+    /// Puts `d` on the link as the link judges it; a frame the link loses comes back (it took
+    /// its wire time and never arrives).
+    fn transmit(&mut self, mut d: crate::tm::Dequeued) -> Option<FrameBuf> {
+        let v = self.queue.judge(&mut d);
+        if v.lost {
+            return Some(self.queue.lose(d));
+        }
+        self.counters.sent(d.frame.len, &v);
         if let Some(c) = &mut self.capture {
             c.outbound(d.start_ns, d.frame.bytes());
         }
-        self.queue.send(d);
+        self.queue.send_judged(d, &v);
+        None
     }
 }
 
@@ -513,7 +519,10 @@ impl Shard {
         while let Some(mut d) = slot.queue.start_due(until) {
             if d.mac_control {
                 slot.counters.mac_control_sent(d.start_ns, d.frame.bytes());
-                slot.transmit(d);
+                // The link impairs no MAC control frame (netem, above the MAC, never sees one).
+                if let Some(lost) = slot.transmit(d) {
+                    self.frames.put(lost);
+                }
                 continue;
             }
             let switch = &self.fabric.switches[slot.switch];
@@ -527,8 +536,11 @@ impl Shard {
             let (at, frame, why) = if d.stormed {
                 (d.start_ns, slot.queue.discard(d), DropReason::PfcWatchdog)
             } else {
-                let fate = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
-                    None => egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng),
+                let sent = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
+                    None => {
+                        egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng);
+                        true
+                    }
                     Some((p4, work)) => {
                         let mut clone = None;
                         let frames = &mut self.frames;
@@ -537,8 +549,11 @@ impl Shard {
                             self.spawned.push(Spawned::Clone(slot.switch, session, copy));
                         }
                         match e {
-                            P4Egress::Send => egress::p4_fate(&d, &slot.egress, &mut slot.counters, &mut self.rng),
-                            P4Egress::Drop => Fate::Dropped,
+                            P4Egress::Send => {
+                                egress::p4_sent(&d, &mut slot.counters);
+                                true
+                            }
+                            P4Egress::Drop => false,
                             P4Egress::Recirculate(carry) => {
                                 slot.counters.totals.p4_recirculated += 1;
                                 let frame = slot.queue.discard(d);
@@ -548,13 +563,13 @@ impl Shard {
                         }
                     }
                 };
-                match fate {
-                    Fate::Send => {
-                        slot.transmit(d);
-                        continue;
-                    }
-                    Fate::Lost => (d.start_ns, slot.queue.lose(d), DropReason::InjectedLoss),
-                    Fate::Dropped => (d.start_ns, slot.queue.discard(d), DropReason::P4Drop),
+                let at = d.start_ns;
+                if !sent {
+                    (at, slot.queue.discard(d), DropReason::P4Drop)
+                } else if let Some(lost) = slot.transmit(d) {
+                    (at, lost, DropReason::InjectedLoss)
+                } else {
+                    continue;
                 }
             };
             slot.counters.drop(why);

@@ -13,7 +13,7 @@ use int_format::roce::{BthRepr, Opcode};
 use int_format::udp::UdpPacket;
 use intlab_switch::SwitchSpec;
 use intlab_switch::counters::PortCounters;
-use intlab_switch::egress::{self, EgressPort, Fate};
+use intlab_switch::egress::{self, EgressPort};
 use intlab_switch::frame::FramePool;
 use intlab_switch::pipeline::{P4Egress, P4Pipeline, P4Verdict, Pipeline, Verdict};
 use intlab_switch::tm::{EgressQueue, Until};
@@ -149,17 +149,16 @@ fn forward(spec: &SwitchSpec, mode: &Mode, frames: &[(usize, u64, Vec<u8>)]) -> 
     };
     let mut start = |port: &mut PortState, until: Until| {
         while let Some(mut d) = port.queue.start_due(until) {
-            let fate = match mode {
+            match mode {
                 Mode::Native(_) => egress::process(&mut d, &port.egress, &mut port.counters, &mut rng),
                 Mode::P4(p) => {
                     let work = egress_work.as_mut().expect("a P4 switch's scratch");
                     let mut clone = None;
                     let e = p.egress(&mut d, &port.egress, work, &mut || pool.get(), &mut clone);
                     assert!(matches!(e, P4Egress::Send), "{e:?}");
-                    egress::p4_fate(&d, &port.egress, &mut port.counters, &mut rng)
+                    egress::p4_sent(&d, &mut port.counters);
                 }
-            };
-            assert_eq!(fate, Fate::Send);
+            }
             port.queue.send(d);
         }
     };

@@ -288,7 +288,7 @@ impl Lab {
                     mtu: link_mtu,
                     ecn: props.ecn,
                     int: true,
-                    loss: props.loss,
+                    impair: props.impair,
                     p4_port: t.nodes[s]
                         .p4
                         .as_ref()

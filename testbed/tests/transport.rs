@@ -6,6 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use intlab_switch::impair::LossModel;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::{ControllerConfig, HpccConfig};
 use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport};
@@ -70,7 +71,10 @@ fn write_through(
         s.ports[1].rate = Rate(bottleneck_bps);
         s.ports[1].delay = Nanos(200_000);
         s.ports[1].buffer = Bytes(400_000);
-        s.ports[1].loss = loss;
+        s.ports[1].impair.loss = Some(LossModel::Random {
+            p: loss,
+            correlation: 0.0,
+        });
         s.ports[0].delay = Nanos(200_000);
     });
     let (h1, h2) = endpoints(&lab, 1_000_000_000, base_rtt_ns);

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 use crate::units::{Bytes, Nanos, Rate};
 
 use super::ConfigError;
+use super::netem::{NetemKeys, NetemValue};
 use super::spec::{ArpMode, CaptureSpec, NextHop, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
 use super::values::{parse_mac, parse_prefix};
 use super::yaml::{EcnYaml, MmuYaml, P4Yaml, PfcYaml, PrioritiesYaml, yes};
@@ -115,9 +116,36 @@ struct RawPort {
     #[serde(default = "yes")]
     int: bool,
     #[serde(default)]
-    loss: Option<Spanned<f64>>,
+    jitter: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    distribution: Option<Spanned<String>>,
+    #[serde(default)]
+    loss: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    duplicate: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    corrupt: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    reorder: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    gap: Option<Spanned<u32>>,
     #[serde(default)]
     p4_port: Option<u16>,
+}
+
+impl RawPort {
+    /// Its impairment keys.
+    fn netem(&self) -> NetemKeys<'_> {
+        NetemKeys {
+            jitter: self.jitter.as_ref(),
+            distribution: self.distribution.as_ref(),
+            loss: self.loss.as_ref(),
+            duplicate: self.duplicate.as_ref(),
+            corrupt: self.corrupt.as_ref(),
+            reorder: self.reorder.as_ref(),
+            gap: self.gap.as_ref(),
+        }
+    }
 }
 
 fn default_buffer() -> Bytes {
@@ -264,17 +292,13 @@ impl Resolver<'_> {
                         .map_err(|m| self.err(e, format!("ports[{i}].ecn"), m))?,
                 ),
             };
-            let loss = match &p.loss {
-                Some(l) if !(0.0..1.0).contains(&l.value) => {
-                    return Err(self.err(
-                        l,
-                        format!("ports[{i}].loss"),
-                        format!("expected a probability in [0, 1), got {}", l.value),
-                    ));
-                }
-                Some(l) => l.value,
-                None => 0.0,
-            };
+            let impair = p.netem().resolve(p.delay).map_err(|e| ConfigError {
+                file: self.path.to_owned(),
+                line: e.line,
+                column: e.column,
+                field: format!("ports[{i}].{}", e.key),
+                message: e.message,
+            })?;
             if p.mtu < 68 {
                 return Err(self.err(
                     &p.name,
@@ -296,7 +320,7 @@ impl Resolver<'_> {
                 mtu: p.mtu,
                 ecn,
                 int: p.int,
-                loss,
+                impair,
                 p4_port,
             });
         }

@@ -3,6 +3,7 @@
 //! runtime is built from ([`spec`]; the lab builds a `SwitchSpec` directly).
 
 mod file;
+mod netem;
 mod spec;
 mod values;
 mod yaml;
@@ -11,6 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use file::standalone_workers;
+pub use netem::{NetemError, NetemKeys, NetemValue};
 pub use spec::*;
 pub use values::{parse_mac, parse_prefix};
 pub use yaml::*;

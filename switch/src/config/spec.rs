@@ -82,8 +82,9 @@ pub struct PortSpec {
     pub ecn: Option<EcnSpec>,
     /// Push an INT hop onto frames that carry INT.
     pub int: bool,
-    /// Probability that a frame is lost on the egress link (fault injection).
-    pub loss: f64,
+    /// What the egress link does to the frames it carries: jitter, loss, duplication,
+    /// corruption, reordering (tc-netem's, see [`crate::impair`]).
+    pub impair: crate::impair::ImpairmentSpec,
     /// Its number in a P4 program (`standard_metadata.ingress_port`, `egress_spec`).
     pub p4_port: u16,
 }
@@ -208,7 +209,7 @@ pub struct SwitchSpec {
     pub capture: Option<CaptureSpec>,
     /// Counters file refreshed every second and written on exit.
     pub counters_file: Option<PathBuf>,
-    /// Seed of the ECN and loss random draws.
+    /// Seed of the ECN marks' and the links' impairments' random draws.
     pub seed: u64,
     /// How the workers wait (see docs/switch.md).
     pub poll: intlab_runtime::PollMode,

@@ -132,7 +132,7 @@ pub fn cpu_port_spec(spec: &P4Spec, ports: &[PortSpec]) -> Option<PortSpec> {
         mtu: ports.iter().map(|p| p.mtu).max().unwrap_or(first.mtu),
         ecn: None,
         int: false,
-        loss: 0.0,
+        impair: crate::impair::ImpairmentSpec::default(),
         p4_port,
     })
 }

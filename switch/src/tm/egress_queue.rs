@@ -25,9 +25,13 @@ use int_format::pfc::PauseState;
 use super::pfc_watchdog::{PfcWatchdog, StormEvent, StormState};
 use super::scheduler::{Dwrr, Scheduler};
 use crate::frame::FrameBuf;
+use crate::impair::{Impairment, ImpairmentSpec, Verdict};
 use crate::units::{Nanos, Rate};
 
 const PS_PER_NS: u64 = 1000;
+/// Bytes before the IP packet of a lab frame (untagged Ethernet): corruption flips a bit after
+/// them, where the receiver's checks (IP checksum, RoCE's ICRC) can catch it.
+const ETHERNET_HEADER: usize = 14;
 
 /// Priorities of a port (802.1p): those a PFC frame addresses.
 pub use int_format::pfc::PRIORITIES;
@@ -184,6 +188,8 @@ pub struct EgressQueue {
     watchdog_trips: u64,
     /// Round robin between the priorities (`None`: strict priority).
     dwrr: Option<Dwrr>,
+    /// What the link does to the frames it carries (`None`: it carries them as sent).
+    impairment: Option<Impairment>,
 }
 
 impl EgressQueue {
@@ -203,6 +209,7 @@ impl EgressQueue {
             watchdog: None,
             watchdog_trips: 0,
             dwrr: None,
+            impairment: None,
         }
     }
 
@@ -476,10 +483,7 @@ impl EgressQueue {
     /// Transmits `d`: it is released when it reaches the far end.
     pub fn send(&mut self, d: Dequeued) {
         let release_ps = self.transmit(&d);
-        self.on_wire.push_back(OnWire {
-            frame: d.frame,
-            release_ps,
-        });
+        self.put_on_wire(d.frame, release_ps);
     }
 
     /// Transmits `d` on a link that loses it: it takes its wire time and never arrives.
@@ -504,6 +508,69 @@ impl EgressQueue {
             frame: o.frame,
             release_ns: o.release_ps.div_ceil(PS_PER_NS),
         })
+    }
+
+    /// The link impairs the frames it carries as `spec` says, its draws seeded by `seed`.
+    pub fn impair(&mut self, spec: ImpairmentSpec, seed: u64) {
+        if spec.is_none() {
+            return;
+        }
+        // A frame's own delay may be shorter than the link's (jitter, reordering): the worker
+        // must look at each start, not only at the earliest release a start implies.
+        if spec.jitter_ns > 0 || spec.reorder.p > 0.0 {
+            self.wake_at_starts = true;
+        }
+        self.impairment = Some(Impairment::new(spec, seed));
+    }
+
+    /// What the link does to `d`, which egress has finished with: lost, duplicated, its delay
+    /// (corruption is done to the frame here).
+    pub fn judge(&mut self, d: &mut Dequeued) -> Verdict {
+        let delay_ns = self.delay_ps / PS_PER_NS;
+        let Some(im) = self.impairment.as_mut().filter(|_| !d.mac_control) else {
+            return Verdict {
+                delay_ns,
+                ..Verdict::default()
+            };
+        };
+        let ip_len = d.frame.len.saturating_sub(ETHERNET_HEADER);
+        let v = im.judge(ip_len, delay_ns);
+        if let Some((byte, bit)) = v.corrupt {
+            d.frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
+        }
+        v
+    }
+
+    /// Transmits `d` as the link judged it ([`EgressQueue::judge`], not lost): released after
+    /// its own delay, and a copy too when duplicated. Frames then reach the far end in the
+    /// order of their release times, as netem's time-sorted queue delivers them.
+    pub fn send_judged(&mut self, d: Dequeued, v: &Verdict) {
+        let tx_end_ps = self.transmit(&d) - self.delay_ps;
+        if v.duplicate
+            && let Some(im) = self.impairment.as_mut()
+        {
+            let copy = im.judge_duplicate(d.frame.len.saturating_sub(ETHERNET_HEADER), self.delay_ps / PS_PER_NS);
+            // A lost copy is simply not made; a corrupted one is flipped as the original.
+            if !copy.lost {
+                let mut frame = d.frame.duplicate();
+                if let Some((byte, bit)) = copy.corrupt {
+                    frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
+                }
+                self.put_on_wire(frame, tx_end_ps + copy.delay_ns * PS_PER_NS);
+            }
+        }
+        self.put_on_wire(d.frame, tx_end_ps + v.delay_ns * PS_PER_NS);
+    }
+
+    /// Puts `frame` on the link to be released at `release_ps`, after every frame released no
+    /// later.
+    fn put_on_wire(&mut self, frame: FrameBuf, release_ps: u64) {
+        let at = if self.on_wire.back().is_none_or(|o| o.release_ps <= release_ps) {
+            self.on_wire.len()
+        } else {
+            self.on_wire.partition_point(|o| o.release_ps <= release_ps)
+        };
+        self.on_wire.insert(at, OnWire { frame, release_ps });
     }
 
     /// Frames held (waiting or on the link).

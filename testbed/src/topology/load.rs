@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use int_format::ethernet::MacAddress;
-use intlab_switch::config::{EcnYaml, MmuYaml, P4Yaml, PfcYaml, PrioritiesYaml};
+use intlab_switch::config::{EcnYaml, MmuYaml, NetemKeys, NetemValue, P4Yaml, PfcYaml, PrioritiesYaml};
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -147,7 +147,34 @@ struct RawLink {
     #[serde(default)]
     ecn: Option<EcnYaml>,
     #[serde(default)]
-    loss: Option<f64>,
+    jitter: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    distribution: Option<Spanned<String>>,
+    #[serde(default)]
+    loss: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    duplicate: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    corrupt: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    reorder: Option<Spanned<NetemValue>>,
+    #[serde(default)]
+    gap: Option<Spanned<u32>>,
+}
+
+impl RawLink {
+    /// Its impairment keys, each from the link or else from `defaults`.
+    fn netem<'a>(&'a self, defaults: &'a RawLink) -> NetemKeys<'a> {
+        NetemKeys {
+            jitter: self.jitter.as_ref().or(defaults.jitter.as_ref()),
+            distribution: self.distribution.as_ref().or(defaults.distribution.as_ref()),
+            loss: self.loss.as_ref().or(defaults.loss.as_ref()),
+            duplicate: self.duplicate.as_ref().or(defaults.duplicate.as_ref()),
+            corrupt: self.corrupt.as_ref().or(defaults.corrupt.as_ref()),
+            reorder: self.reorder.as_ref().or(defaults.reorder.as_ref()),
+            gap: self.gap.as_ref().or(defaults.gap.as_ref()),
+        }
+    }
 }
 
 /// Parses and checks a topology; `file` is only used in errors. A scenario's run keys
@@ -344,13 +371,13 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
                     .map_err(|m| err(&l.referenced, format!("links[{li}]: ecn: {m}")))?,
             ),
         };
-        let loss = p.loss.or(defaults.loss).unwrap_or(0.0);
-        if !(0.0..1.0).contains(&loss) {
-            return Err(err(
-                &l.referenced,
-                format!("links[{li}]: loss: expected a probability in [0, 1), got {loss}"),
-            ));
-        }
+        let delay = p.delay.or(defaults.delay).unwrap_or(Nanos(0));
+        let impair = p.netem(defaults).resolve(delay).map_err(|e| LoadError {
+            file: file.to_owned(),
+            line: e.line,
+            column: e.column,
+            message: format!("links[{li}]: {}: {}", e.key, e.message),
+        })?;
         if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&rate.bps()) {
             return Err(err(
                 &l.referenced,
@@ -371,10 +398,10 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
         }
         let props = LinkProps {
             rate,
-            delay: p.delay.or(defaults.delay).unwrap_or(Nanos(0)),
+            delay,
             buffer,
             ecn,
-            loss,
+            impair,
         };
         let [a, b]: [Endpoint; 2] = ends
             .try_into()

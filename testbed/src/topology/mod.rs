@@ -137,8 +137,9 @@ pub struct LinkProps {
     pub buffer: Bytes,
     /// ECN marking at each switch end.
     pub ecn: Option<EcnSpec>,
-    /// Loss probability on the link.
-    pub loss: f64,
+    /// What the link does to the frames it carries (tc-netem's impairments), the same both
+    /// ways.
+    pub impair: intlab_switch::impair::ImpairmentSpec,
 }
 
 /// A point-to-point link.

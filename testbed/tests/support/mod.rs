@@ -88,7 +88,7 @@ pub fn port(name: &str, io: PortIo) -> PortSpec {
         mtu: 1500,
         ecn: None,
         int: true,
-        loss: 0.0,
+        impair: intlab_switch::impair::ImpairmentSpec::default(),
         p4_port: 1,
     }
 }
