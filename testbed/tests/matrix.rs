@@ -58,6 +58,39 @@ const SCENARIOS: [(&str, &[&str]); 11] = [
     ),
 ];
 
+/// `fct.txt` read as the ns-3 HPCC simulator's analysis reads it (`analysis/fct_analysis.py`:
+/// whitespace-separated, sip and dip in hex, then sport, dport, size, start, FCT and standalone
+/// FCT in ns): a line per completed flow, the sizes of `sizes`, slowdowns of at least 1 where
+/// the run is not faster than its flows alone could be.
+fn ns3_fct_matches(path: &Path, sizes: &[u64]) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{e}"))?;
+    let mut got = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 8 {
+            return Err(format!("{} columns in `{line}`", f.len()));
+        }
+        for ip in &f[..2] {
+            u32::from_str_radix(ip, 16).map_err(|_| format!("`{ip}` is not an address in hex"))?;
+        }
+        let n: Vec<u64> = f[2..]
+            .iter()
+            .map(|x| x.parse::<u64>().map_err(|_| format!("`{x}` is not a number")))
+            .collect::<Result<_, _>>()?;
+        if n[1] != 100 || n[4] == 0 || n[5] == 0 {
+            return Err(format!("`{line}`: dport 100, an FCT and a standalone FCT expected"));
+        }
+        got.push(n[2]);
+    }
+    let mut want = sizes.to_vec();
+    want.sort_unstable();
+    got.sort_unstable();
+    if got != want {
+        return Err(format!("sizes {got:?}, flows.csv {want:?}"));
+    }
+    Ok(())
+}
+
 #[test]
 fn every_controller_completes_every_shipped_scenario_intact() {
     require_root();
@@ -106,11 +139,16 @@ fn every_controller_completes_every_shipped_scenario_intact() {
             let header = flows.headers().expect("header").clone();
             let col = |n: &str| header.iter().position(|h| h == n).expect("column");
             let (size, got) = (col("size_bytes"), col("bytes_received"));
+            let mut sizes = Vec::new();
             for rec in flows.records() {
                 let rec = rec.expect("row");
                 if rec[size] != rec[got] {
                     failures.push(format!("{file} --cc {cc}: a flow is not intact: {rec:?}"));
                 }
+                sizes.push(rec[size].parse::<u64>().expect("a size"));
+            }
+            if let Err(e) = ns3_fct_matches(&out.join("r").join("ns3").join("fct.txt"), &sizes) {
+                failures.push(format!("{file} --cc {cc}: ns3/fct.txt: {e}"));
             }
         }
     }

@@ -311,6 +311,7 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
     let table = table::summary_table(&r.summary);
     std::fs::write(dir.join(SUMMARY_TXT), &table).map_err(at(dir, SUMMARY_TXT))?;
     plots::draw_all(dir, r).map_err(at(dir, "plots"))?;
+    super::ns3::write(dir, r)?;
     let report = format!(
         "# {} with {}
 
@@ -323,13 +324,16 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
 
 ![queue]({})
 
-Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON} (docs/results.md).
+Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON}; as the ns-3 HPCC simulator writes them: {ns3}/{fct}, {ns3}/{qlen} (docs/results.md).
 ",
         r.summary.scenario,
         r.summary.controller,
         plots::FCT_CDF,
         plots::RATES,
-        plots::QUEUE
+        plots::QUEUE,
+        ns3 = super::ns3::DIR,
+        fct = super::ns3::FCT,
+        qlen = super::ns3::QLEN,
     );
     std::fs::write(dir.join(REPORT), report).map_err(at(dir, REPORT))
 }

@@ -6,6 +6,7 @@
 mod applications;
 mod fairness;
 mod files;
+mod ns3;
 mod plots;
 mod table;
 mod workers;
@@ -60,6 +61,12 @@ pub struct FlowResult {
     pub src: String,
     /// Receiving host.
     pub dst: String,
+    /// The sending host's address.
+    pub src_ip: std::net::Ipv4Addr,
+    /// The receiving host's address.
+    pub dst_ip: std::net::Ipv4Addr,
+    /// Its UDP source port (the destination is RoCEv2's 4791).
+    pub src_port: u16,
     /// Message bytes.
     pub size: u64,
     /// Start after the run began (ns).
@@ -104,6 +111,9 @@ impl FlowResult {
             id,
             src: "a".into(),
             dst: "b".into(),
+            src_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: std::net::Ipv4Addr::new(10, 0, 0, 2),
+            src_port: 49152,
             size: 0,
             start_ns,
             fct_ns,
@@ -550,6 +560,8 @@ impl Results {
             .iter()
             .map(|p| r.path(t, p.src, p.dst).unwrap_or_default())
             .collect();
+        let src_ports = crate::workload::source_ports(plan);
+        let address = |n: usize| t.nodes[n].address.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
         let flows: Vec<FlowResult> = plan
             .iter()
             .zip(&paths)
@@ -562,6 +574,9 @@ impl Results {
                     id: p.id,
                     src: t.nodes[p.src].name.clone(),
                     dst: t.nodes[p.dst].name.clone(),
+                    src_ip: address(p.src),
+                    dst_ip: address(p.dst),
+                    src_port: src_ports[k],
                     size: p.size,
                     // Later iterations start when released, not when planned.
                     start_ns: rec.map_or(p.start_ns, |f| time.at(f.start_ns)),
