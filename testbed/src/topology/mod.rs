@@ -2,6 +2,7 @@
 //! buffer, ECN and loss, and the routes derived from them. Loaded from YAML close to
 //! containerlab's (`nodes:`, `links:` with `endpoints: ["s1:eth1", "h1:eth0"]`).
 
+pub mod graph;
 mod load;
 mod routing;
 pub mod tutorial_json;

@@ -110,6 +110,18 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Draw a scenario's topology, each link with its rate, delay and impairments: Graphviz's
+    /// DOT (`| dot -Tsvg`), Mermaid, or an SVG laid out by intlab (default: the built-in one).
+    Graph {
+        /// The scenario.
+        scenario: Option<PathBuf>,
+        /// dot, mermaid or svg.
+        #[arg(long, value_enum, default_value_t = commands::graph::Format::Dot)]
+        format: commands::graph::Format,
+        /// Change one scenario key, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Decode a pcap or pcapng capture: Ethernet/IPv4/UDP, every INT hop, RoCEv2 and its ICRC.
     Inspect {
         /// The capture file.
@@ -395,6 +407,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             capture,
             force,
         ),
+        Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),
         Command::Switch { config } => commands::switch::run_switch(&config),
         Command::Doctor { scenario, set } => commands::doctor::run_doctor(scenario.as_deref(), set),

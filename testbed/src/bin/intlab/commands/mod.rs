@@ -4,6 +4,7 @@
 pub(crate) mod clean;
 pub(crate) mod compare;
 pub(crate) mod doctor;
+pub(crate) mod graph;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod lab;

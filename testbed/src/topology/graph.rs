@@ -1,0 +1,247 @@
+//! A topology drawn: Graphviz's DOT, Mermaid, or an SVG laid out here (`intlab graph`). Each
+//! link is labelled with its rate and delay, and its impairments when it has any.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+
+use super::{Link, NodeKind, Topology};
+
+/// How a link is labelled: `100Mbps, 200us`, then what impairs it.
+fn link_label(l: &Link) -> String {
+    let p = &l.props;
+    let mut label = format!("{}, {}", p.rate, delay(p.delay.0));
+    let im = &p.impair;
+    if im.jitter_ns > 0 {
+        let _infallible = write!(label, ", jitter {} {}", delay(im.jitter_ns), im.distribution);
+    }
+    if let Some(loss) = im.loss {
+        let _infallible = write!(label, ", loss {:.2} %", loss.mean_loss() * 100.0);
+    }
+    for (what, c) in [
+        ("duplicate", im.duplicate),
+        ("corrupt", im.corrupt),
+        ("reorder", im.reorder),
+    ] {
+        if c.p > 0.0 {
+            let _infallible = write!(label, ", {what} {} %", c.p * 100.0);
+        }
+    }
+    label
+}
+
+/// A delay in the largest unit it is a whole number of.
+fn delay(ns: u64) -> String {
+    match ns {
+        0 => "0".into(),
+        n if n % 1_000_000 == 0 => format!("{}ms", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}us", n / 1_000),
+        n => format!("{n}ns"),
+    }
+}
+
+/// How a node is labelled: its name, and a host's address.
+fn node_label(t: &Topology, n: usize) -> String {
+    let node = &t.nodes[n];
+    match node.address {
+        Some(a) if node.kind == NodeKind::Host => format!("{}\\n{a}", node.name),
+        _ => node.name.clone(),
+    }
+}
+
+/// Graphviz's DOT: switches as boxes, hosts as ellipses, links undirected.
+pub fn dot(t: &Topology) -> String {
+    let mut out = format!("graph \"{}\" {{\n  node [fontname=\"sans-serif\"];\n", t.name);
+    for (i, n) in t.nodes.iter().enumerate() {
+        let shape = if n.kind == NodeKind::Switch { "box" } else { "ellipse" };
+        let _infallible = writeln!(out, "  \"{}\" [shape={shape}, label=\"{}\"];", n.name, node_label(t, i));
+    }
+    for l in &t.links {
+        let [a, b] = &l.ends;
+        let _infallible = writeln!(
+            out,
+            "  \"{}\" -- \"{}\" [label=\"{}\", taillabel=\"{}\", headlabel=\"{}\"];",
+            t.nodes[a.node].name,
+            t.nodes[b.node].name,
+            link_label(l),
+            a.interface,
+            b.interface
+        );
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Mermaid's flowchart: switches in brackets, hosts in parentheses.
+pub fn mermaid(t: &Topology) -> String {
+    let mut out = String::from("flowchart TB\n");
+    for (i, n) in t.nodes.iter().enumerate() {
+        let label = node_label(t, i).replace("\\n", "<br>");
+        let (open, close) = if n.kind == NodeKind::Switch {
+            ("[", "]")
+        } else {
+            ("(", ")")
+        };
+        let _infallible = writeln!(out, "  {}{open}\"{label}\"{close}", n.name);
+    }
+    for l in &t.links {
+        let [a, b] = &l.ends;
+        let _infallible = writeln!(
+            out,
+            "  {} ---|\"{}\"| {}",
+            t.nodes[a.node].name,
+            link_label(l),
+            t.nodes[b.node].name
+        );
+    }
+    out
+}
+
+/// Each node's layer: hosts 0, then each switch one more than its nearest host's hops.
+fn layers(t: &Topology) -> Vec<usize> {
+    let mut layer = vec![usize::MAX; t.nodes.len()];
+    let mut queue = VecDeque::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        if n.kind == NodeKind::Host {
+            layer[i] = 0;
+            queue.push_back(i);
+        }
+    }
+    while let Some(i) = queue.pop_front() {
+        for l in &t.links {
+            let [a, b] = &l.ends;
+            let next = if a.node == i {
+                b.node
+            } else if b.node == i {
+                a.node
+            } else {
+                continue;
+            };
+            if layer[next] == usize::MAX {
+                layer[next] = layer[i] + 1;
+                queue.push_back(next);
+            }
+        }
+    }
+    // A switch no host reaches sits above the others.
+    let top = layer.iter().copied().filter(|&l| l != usize::MAX).max().unwrap_or(0);
+    layer
+        .iter()
+        .map(|&l| if l == usize::MAX { top + 1 } else { l })
+        .collect()
+}
+
+/// An SVG: hosts along the bottom, each tier of switches above the one nearer the hosts, in the
+/// file's order within a tier; links as lines, each labelled near its lower end (where the
+/// lines of one upper node fan out), along the line.
+pub fn svg(t: &Topology) -> String {
+    const W: f64 = 110.0;
+    const H: f64 = 130.0;
+    let layer = layers(t);
+    let tiers = layer.iter().copied().max().unwrap_or(0) + 1;
+    let mut in_tier = vec![0usize; tiers];
+    let mut slot = vec![0usize; t.nodes.len()];
+    for (i, &l) in layer.iter().enumerate() {
+        slot[i] = in_tier[l];
+        in_tier[l] += 1;
+    }
+    let widest = in_tier.iter().copied().max().unwrap_or(1).max(1);
+    let (width, height) = (widest as f64 * W + 40.0, tiers as f64 * H + 40.0);
+    // Each tier centred; the hosts' tier at the bottom.
+    let at = |i: usize| {
+        let l = layer[i];
+        let offset = (widest - in_tier[l]) as f64 * W / 2.0;
+        (
+            20.0 + offset + slot[i] as f64 * W + W / 2.0,
+            20.0 + (tiers - 1 - l) as f64 * H + H / 2.0,
+        )
+    };
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n<title>{}</title>\n",
+        escape(&t.name)
+    );
+    for l in &t.links {
+        let [a, b] = &l.ends;
+        let ((x1, y1), (x2, y2)) = (at(a.node), at(b.node));
+        // From the upper end to the lower: the label sits 62 % of the way down.
+        let ((ux, uy), (lx, ly)) = if y1 <= y2 {
+            ((x1, y1), (x2, y2))
+        } else {
+            ((x2, y2), (x1, y1))
+        };
+        let (mx, my) = (ux + 0.62 * (lx - ux), uy + 0.62 * (ly - uy));
+        let mut angle = (ly - uy).atan2(lx - ux).to_degrees();
+        if angle > 90.0 {
+            angle -= 180.0;
+        }
+        let _infallible = writeln!(
+            out,
+            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#888\"/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"8\" fill=\"#444\" transform=\"rotate({angle:.1} {mx:.1} {my:.1})\">{}</text>",
+            my - 2.0,
+            escape(&link_label(l))
+        );
+    }
+    for (i, n) in t.nodes.iter().enumerate() {
+        let (x, y) = at(i);
+        let shape = if n.kind == NodeKind::Switch {
+            format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"80\" height=\"28\" rx=\"3\" fill=\"#dde8f6\" stroke=\"#345\"/>",
+                x - 40.0,
+                y - 14.0
+            )
+        } else {
+            format!("<ellipse cx=\"{x:.1}\" cy=\"{y:.1}\" rx=\"42\" ry=\"16\" fill=\"#eef6e4\" stroke=\"#354\"/>")
+        };
+        let _infallible = writeln!(
+            out,
+            "<g class=\"node\" id=\"{}\">{shape}<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text></g>",
+            escape(&n.name),
+            y + 4.0,
+            escape(&n.name)
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Text made safe inside SVG.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_topology() -> Topology {
+        crate::scenario::Scenario::builtin(&crate::scenario::Overrides::default())
+            .expect("the built-in scenario")
+            .topology
+    }
+
+    #[test]
+    fn every_node_and_link_is_drawn_in_each_format() {
+        let t = default_topology();
+        let (d, m, s) = (dot(&t), mermaid(&t), svg(&t));
+        for n in &t.nodes {
+            assert!(d.contains(&format!("\"{}\" [shape=", n.name)), "{}", n.name);
+            assert!(m.contains(&format!("  {}", n.name)), "{}", n.name);
+            assert!(s.contains(&format!("id=\"{}\"", n.name)), "{}", n.name);
+        }
+        assert_eq!(d.matches(" -- ").count(), t.links.len());
+        assert_eq!(m.matches(" ---|").count(), t.links.len());
+        assert_eq!(s.matches("<line ").count(), t.links.len());
+        assert!(d.contains("label=\"100Mbps, 200us\""), "{d}");
+    }
+
+    #[test]
+    fn hosts_sit_below_their_switch() {
+        let t = default_topology();
+        let l = layers(&t);
+        for (i, n) in t.nodes.iter().enumerate() {
+            assert_eq!(l[i], usize::from(n.kind == NodeKind::Switch), "{}", n.name);
+        }
+    }
+}
