@@ -284,6 +284,79 @@ mod tests {
         }
     }
 
+    /// Runs once for `hold` of real time (as if it lost its core meanwhile), then reports the
+    /// runtime's latest hiccup to a task on the other worker, which records it.
+    struct Holder {
+        hold: std::time::Duration,
+        at: Arc<Mutex<Option<(u64, u64)>>>,
+        then: Option<crate::task::Waker>,
+    }
+
+    impl Task for Holder {
+        fn name(&self) -> &str {
+            "holder"
+        }
+        fn sources(&self) -> Vec<(RawFd, u32)> {
+            Vec::new()
+        }
+        fn run(&mut self, cx: &mut Context<'_>) -> Option<u64> {
+            match self.then.take() {
+                Some(w) => {
+                    let start = cx.now();
+                    let until = std::time::Instant::now() + self.hold;
+                    while std::time::Instant::now() < until {}
+                    *self.at.lock().unwrap() = Some((start, cx.now()));
+                    w.wake();
+                }
+                None => {
+                    if let Some(h) = cx.latest_hiccup() {
+                        self.at.lock().unwrap().replace((h.start_ns, h.end_ns));
+                    }
+                }
+            }
+            None
+        }
+        fn stop(&mut self) {}
+    }
+
+    #[test]
+    fn a_run_that_lasts_a_hiccup_is_one_for_every_task() {
+        let rt = Runtime::start(&RuntimeConfig {
+            workers: 2,
+            poll: PollMode::Sleep,
+            name: "h".into(),
+        })
+        .unwrap();
+        let (held, seen) = (Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None)));
+        let watcher = rt.spawn(
+            0,
+            Box::new(Holder {
+                hold: std::time::Duration::ZERO,
+                at: seen.clone(),
+                then: None,
+            }),
+        );
+        let _holder = rt.spawn(
+            1,
+            Box::new(Holder {
+                hold: std::time::Duration::from_nanos(2 * crate::HICCUP_NS),
+                at: held.clone(),
+                then: Some(watcher),
+            }),
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while seen.lock().unwrap().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        rt.stop().expect("no worker panicked");
+        let (start, end) = held.lock().unwrap().expect("the holder ran");
+        let (h_start, h_end) = seen.lock().unwrap().expect("the other worker saw a hiccup");
+        assert!(
+            h_start <= start && h_end >= end,
+            "hiccup {h_start}-{h_end}, the long run {start}-{end}"
+        );
+    }
+
     /// Records the CPUs its worker may run on, at its first run.
     struct Affinity(Arc<Mutex<Vec<Vec<usize>>>>);
 

@@ -222,9 +222,14 @@ impl Worker {
             self.timers.push(Reverse((d, id, slot.generation)));
         }
         self.runs += 1;
+        let took = self.clock.now_ns().saturating_sub(start);
         if start >= self.measure_from {
-            self.busy_ns += self.clock.now_ns().saturating_sub(start);
+            self.busy_ns += took;
         }
+        // A task's run is short (microseconds); one that lasted a hiccup lost its core while
+        // running, and what it sent before that left late (a sender's packets, stamped when
+        // built, sent when the run flushes them).
+        self.note_hiccup(start, took);
     }
 
     /// Keeps `(at, late)` when it is a hiccup (see [`HICCUP_NS`]) after measuring began.
