@@ -109,3 +109,119 @@ fn a_corrupted_frame_is_caught_by_the_receiver_and_sent_again() {
         "{caught} of {data} corrupted data frames caught by the receiver"
     );
 }
+
+/// Frames and their capture times (ns) in `pcap`, those recorded in direction `flags` (1
+/// inbound, 2 outbound), by their bytes.
+fn captured(pcap: &Path, direction: u32) -> Vec<(Vec<u8>, u64)> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
+    let mut reader = PcapNgReader::new(file).expect("a pcapng file");
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let Block::EnhancedPacket(p) = block.expect("a good block") else {
+            continue;
+        };
+        let flags = p.options.iter().find_map(|o| match o {
+            pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption::Flags(f) => Some(*f),
+            _ => None,
+        });
+        if flags.is_some_and(|f| f & 3 == direction) {
+            out.push((p.data.to_vec(), p.timestamp.as_nanos() as u64));
+        }
+    }
+    out
+}
+
+#[test]
+fn jitter_on_a_link_between_two_switches_has_its_distribution_on_the_captures() {
+    support::require_root();
+    let _serial = support::serial();
+    let text = "\
+name: jitter
+defaults:
+  link: { rate: 100Mbps, delay: 200us, buffer: 1MB }
+nodes:
+  s1: { kind: switch }
+  s2: { kind: switch }
+  h1: { kind: host }
+  h2: { kind: host }
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+  - endpoints: [\"s1:eth2\", \"s2:eth1\"]
+    jitter: 50us
+    distribution: normal
+  - endpoints: [\"s2:eth2\", \"h2:eth0\"]
+controller: { name: dcqcn }
+workload:
+  flows:
+    - { src: h1, dst: h2, size: 1MB }
+capture: true
+dilation: 1
+";
+    let s = Scenario::from_text(text, Path::new("jitter.yaml"), &Overrides::default()).expect("valid");
+    let out = support::scratch_dir("jitter");
+    let r = support::run_scenario_in(&out, "jitter", &s);
+    for f in &r.flows {
+        assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
+    }
+    // The capture times are the switch's schedule, exact whatever the machine did: a switch
+    // records a frame when its transmission starts, the far one when it arrives. Their
+    // difference is the frame's serialization, the link's 200 us, and the jitter drawn for it.
+    // Measured on the ACKs (s2 to s1, the link jitters both ways): each is sent once, where
+    // go-back-N answers the data's reordering by sending most data frames again. An ACK is
+    // known by its last 16 bytes (its echo's end and the ICRC over its PSN).
+    let tail = |b: &[u8]| b[b.len().saturating_sub(16)..].to_vec();
+    let mut copies: std::collections::HashMap<Vec<u8>, Vec<u64>> = std::collections::HashMap::new();
+    for (b, t) in captured(&out.join("capture/s2-eth1.pcapng"), 2) {
+        copies.entry(tail(&b)).or_default().push(t);
+    }
+    let arrived: Vec<(Vec<u8>, u64, usize)> = captured(&out.join("capture/s1-eth2.pcapng"), 1)
+        .into_iter()
+        .map(|(b, t)| (tail(&b), t, b.len()))
+        .collect();
+    let mut lengths = std::collections::HashMap::new();
+    for (_, _, len) in &arrived {
+        *lengths.entry(*len).or_insert(0usize) += 1;
+    }
+    let ack = lengths
+        .into_iter()
+        .max_by_key(|&(_, n)| n)
+        .map(|(len, _)| len)
+        .expect("frames arrived");
+    let sent = |k: &Vec<u8>| copies.get(k).filter(|c| c.len() == 1).map(|c| c[0]);
+    let d: Vec<f64> = arrived
+        .iter()
+        .filter(|(_, _, len)| *len == ack)
+        .filter_map(|(k, t, _)| sent(k).map(|s| (*t as f64 - s as f64) / 1e3))
+        .collect();
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let within = d.iter().filter(|x| (*x - mean).abs() <= 50.0).count() as f64 / n;
+    let reordered = arrived
+        .windows(2)
+        .filter(|w| sent(&w[0].0).zip(sent(&w[1].0)).is_some_and(|(a, b)| a > b))
+        .count();
+    eprintln!(
+        "{n} ACKs: delay mean {mean:.1} us, sd {sd:.1} us, {:.1} % within 50 us of the mean; {reordered} arrived ahead of one sent before them",
+        within * 100.0
+    );
+    assert!(n > 500.0, "{n} ACKs matched");
+    // Normal with sd 50 us: the sample sd's standard error is 50/sqrt(2n) (about 1.4 us here),
+    // the share within one sd 68.3 % with a standard error sqrt(0.683 · 0.317 / n) (1.9
+    // points): four of each (a false alarm once in 16,000 runs). The mean is 200 us plus an
+    // ACK's serialization at 100 Mb/s plus the jitter's mean, 0: within four standard errors
+    // of it (50/sqrt(n) us), and 2 us for the Ethernet framing the capture does not hold.
+    assert!((sd - 50.0).abs() < 4.0 * 50.0 / (2.0 * n).sqrt(), "sd {sd:.1} us");
+    assert!(
+        (within - 0.683).abs() < 4.0 * (0.683 * 0.317 / n).sqrt(),
+        "{within:.3} within one sd"
+    );
+    let expected = 200.0 + ack as f64 * 8.0 / 100.0;
+    assert!(
+        (mean - expected).abs() < 4.0 * 50.0 / n.sqrt() + 2.0,
+        "mean {mean:.1} us, {expected:.1} expected"
+    );
+    // Jitter of 50 us on ACKs a few us apart overtakes often, as netem's does.
+    assert!(reordered > 0, "no frame overtook another");
+}
