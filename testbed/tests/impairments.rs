@@ -110,26 +110,14 @@ fn a_corrupted_frame_is_caught_by_the_receiver_and_sent_again() {
     );
 }
 
-/// Frames and their capture times (ns) in `pcap`, those recorded in direction `flags` (1
-/// inbound, 2 outbound), by their bytes.
+/// Frames and their capture times (ns) in `pcap`, those recorded in direction `direction`
+/// (1 inbound, 2 outbound).
 fn captured(pcap: &Path, direction: u32) -> Vec<(Vec<u8>, u64)> {
-    use pcap_file::pcapng::{Block, PcapNgReader};
-    let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
-    let mut reader = PcapNgReader::new(file).expect("a pcapng file");
-    let mut out = Vec::new();
-    while let Some(block) = reader.next_block() {
-        let Block::EnhancedPacket(p) = block.expect("a good block") else {
-            continue;
-        };
-        let flags = p.options.iter().find_map(|o| match o {
-            pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption::Flags(f) => Some(*f),
-            _ => None,
-        });
-        if flags.is_some_and(|f| f & 3 == direction) {
-            out.push((p.data.to_vec(), p.timestamp.as_nanos() as u64));
-        }
-    }
-    out
+    support::captured_packets(pcap)
+        .into_iter()
+        .filter(|p| p.2 == direction)
+        .map(|(data, t, _)| (data, t))
+        .collect()
 }
 
 #[test]

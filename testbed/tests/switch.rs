@@ -754,15 +754,8 @@ fn bad_configuration_names_file_line_and_field() {
 /// The UDP datagrams from `from` in a capture: (destination port, source port, TOS,
 /// identification, TTL), in capture order.
 fn udp_from(pcap: &std::path::Path, from: std::net::Ipv4Addr) -> Vec<(u16, u16, u8, u16, u8)> {
-    use pcap_file::pcapng::{Block, PcapNgReader};
-    let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
-    let mut reader = PcapNgReader::new(file).expect("a pcapng file");
     let mut out = Vec::new();
-    while let Some(block) = reader.next_block() {
-        let Block::EnhancedPacket(p) = block.expect("a good block") else {
-            continue;
-        };
-        let f = &p.data;
+    for (f, _, _) in support::captured_packets(pcap) {
         let be16 = |i: usize| u16::from_be_bytes([f[i], f[i + 1]]);
         if f.len() >= 42 && be16(12) == 0x0800 && f[23] == 17 && f[26..30] == from.octets() {
             out.push((be16(36), be16(34), f[15], be16(18), f[22]));

@@ -423,6 +423,27 @@ pub fn lua_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../int-format/wireshark/intlab_int.lua")
 }
 
+/// Every packet of a pcapng capture as the switch wrote it: its bytes, its time (ns), and its
+/// direction flags (1 inbound, 2 outbound; 0 when it has none).
+pub fn captured_packets(pcap: &Path) -> Vec<(Vec<u8>, u64, u32)> {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
+    let mut reader = PcapNgReader::new(file).expect("a pcapng file");
+    let mut out = Vec::new();
+    while let Some(block) = reader.next_block() {
+        let Block::EnhancedPacket(p) = block.expect("a good block") else {
+            continue;
+        };
+        let flags = p.options.iter().find_map(|o| match o {
+            EnhancedPacketOption::Flags(f) => Some(*f & 3),
+            _ => None,
+        });
+        out.push((p.data.to_vec(), p.timestamp.as_nanos() as u64, flags.unwrap_or(0)));
+    }
+    out
+}
+
 /// Runs tshark with the Lua dissector; one Vec of field strings per frame.
 pub fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<String>> {
     let mut cmd = Command::new("tshark");
