@@ -288,6 +288,7 @@ impl PortCounters {
                 .map(|d| (d.name().to_owned(), self.drops[d.index()]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            queue_now: 0,
             queue_p50: self.queue.value_at_quantile(0.5),
             queue_p99: self.queue.value_at_quantile(0.99),
             queue_samples: self.queue.len(),
@@ -322,6 +323,9 @@ pub struct PortSnapshot {
     pub totals: PortTotals,
     /// Drops by reason (reasons with zero drops left out).
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// Bytes queued when the snapshot was taken.
+    #[serde(default)]
+    pub queue_now: u64,
     /// Median queue at dequeue, bytes.
     pub queue_p50: u64,
     /// 99th percentile queue at dequeue, bytes.

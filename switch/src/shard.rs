@@ -19,7 +19,7 @@ use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
 use intlab_runtime::{Context, Task};
 
 use crate::capture::PortCapture;
-use crate::counters::{DropReason, PortCounters};
+use crate::counters::{DropReason, PortCounters, PortSnapshot};
 use crate::egress::{self, EgressPort};
 use crate::fabric::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
@@ -762,7 +762,10 @@ impl Shard {
                 .published
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            p[s.index] = s.counters.snapshot(&s.name, s.port.io_name(), with_trace, now);
+            p[s.index] = PortSnapshot {
+                queue_now: s.queue.occupancy(),
+                ..s.counters.snapshot(&s.name, s.port.io_name(), with_trace, now)
+            };
         }
     }
 

@@ -451,6 +451,18 @@ impl Lab {
         self.hosts[n].as_ref().expect("a host node")
     }
 
+    /// A handle for watching the lab while it runs (`--metrics`); `dilation` is the one it
+    /// was built with.
+    pub fn view(&self, dilation: f64) -> crate::live::LabView {
+        let hosts = self.endpoints.iter().flatten().map(Endpoint::watcher).collect();
+        let host_of = self
+            .topology
+            .hosts()
+            .filter_map(|h| Some((self.topology.nodes[h].address?, self.topology.nodes[h].name.clone())))
+            .collect();
+        crate::live::LabView::new(&self.topology.name, dilation, self.fabric.clone(), hosts, host_of)
+    }
+
     /// The switches that run a P4 program, by name, with their datapaths (tables to edit).
     pub fn p4_datapaths(&self) -> Vec<(String, std::sync::Arc<intlab_p4::Datapath>)> {
         self.fabric.p4_datapaths()

@@ -18,6 +18,7 @@ pub mod dilation;
 pub mod doctor;
 pub mod inspect;
 pub mod lab;
+pub mod live;
 pub mod netns;
 pub mod p4_control;
 pub mod p4_offline;

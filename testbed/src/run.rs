@@ -28,6 +28,19 @@ pub struct RunOptions {
     pub tag: String,
     /// Replace what an earlier run wrote in `out` (else `out` must be missing or empty).
     pub force: bool,
+    /// Where the running lab is shown while it runs (`--metrics`), if anywhere.
+    pub live: Option<std::sync::Arc<crate::live::LiveServer>>,
+}
+
+/// Shows a lab on the live server while it lives: hidden again on every way out of a run.
+struct Shown<'a>(Option<&'a crate::live::LiveServer>);
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        if let Some(server) = self.0 {
+            server.hide();
+        }
+    }
 }
 
 /// Told how a run progresses.
@@ -219,6 +232,10 @@ fn run_once(
         topology.switches().count()
     ));
     let lab = Lab::build(&topology, &cfg)?;
+    let shown = Shown(opts.live.as_deref());
+    if let Some(server) = shown.0 {
+        server.show(lab.view(d.factor()));
+    }
     let apps = s.workload.applications();
     let controller = d.controller(&s.controller);
     let src_ports = crate::workload::source_ports(&plan);
@@ -349,6 +366,7 @@ fn run_once(
     progress.end();
     let cpu_after = cpu_steal_and_total();
     progress.step("stopping the lab");
+    drop(shown);
     let report = lab.stop();
     let failed_host = report.failed_hosts.first().cloned();
     let time = Timebase {
@@ -439,6 +457,7 @@ pub fn run_series(
                 capture: false,
                 tag: format!("{tag}{k}"),
                 force: !warned.is_empty(),
+                live: None,
             };
             let r = match d.filter(|_| s.dilation_auto) {
                 Some(at) => run_once(&at_dilation(s, at), &opts, stop, progress, &warned),

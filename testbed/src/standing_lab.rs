@@ -31,6 +31,9 @@ pub struct StandingLab {
     /// Where its P4 switches serve P4Runtime.
     #[serde(default)]
     pub p4runtime: Vec<crate::p4runtime::P4RuntimeRecord>,
+    /// Where it serves Prometheus metrics (`--metrics`), if it does.
+    #[serde(default)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Where a host of a standing lab lives.

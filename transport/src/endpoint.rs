@@ -15,7 +15,7 @@ use intlab_runtime::{Runtime, Waker};
 use serde::Serialize;
 
 use crate::cc::{ControllerConfig, PathInfo};
-use crate::flow::{FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, Sample};
+use crate::flow::{FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, Sample};
 use crate::host::Host;
 use crate::sender::{SenderTiming, WIRE_OVERHEAD};
 
@@ -234,6 +234,7 @@ pub(crate) enum Command {
     Expect(FlowSpec),
     Probe(Probe),
     MeasureFrom(u64),
+    FlowsNow(Sender<Vec<FlowNow>>),
 }
 
 /// A host's transport running on a runtime worker: what its owner gives it flows through.
@@ -319,6 +320,15 @@ impl Endpoint {
         Ok(())
     }
 
+    /// A handle that asks the host for its flows while it runs, from any thread.
+    pub fn watcher(&self) -> EndpointWatcher {
+        EndpointWatcher {
+            name: self.name.clone(),
+            commands: self.commands.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
     /// Flows completed so far here: sent flows fully acknowledged plus received flows complete.
     pub fn finished(&self) -> usize {
         self.finished.load(Ordering::Relaxed)
@@ -333,5 +343,38 @@ impl Endpoint {
                 self.name
             )))
         })
+    }
+}
+
+/// Asks a running host how its sent flows stand (see [`Endpoint::watcher`]).
+#[derive(Clone)]
+pub struct EndpointWatcher {
+    name: String,
+    commands: Sender<Command>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for EndpointWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EndpointWatcher({})", self.name)
+    }
+}
+
+impl EndpointWatcher {
+    /// The host's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Asks for every flow the host was given to send, as it stands now: the answer comes on
+    /// the receiver at the host's next run. Asking every host before waiting on any costs one
+    /// wake-up in all, not one per host. Fails when the host has stopped.
+    pub fn ask_flows(&self) -> io::Result<Receiver<Vec<FlowNow>>> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.commands
+            .send(Command::FlowsNow(tx))
+            .map_err(|_| io::Error::other(format!("endpoint {}: the host has stopped", self.name)))?;
+        self.waker.wake();
+        Ok(rx)
     }
 }

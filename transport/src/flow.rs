@@ -134,6 +134,33 @@ pub struct Sample {
     pub target_delay_ns: Option<u64>,
 }
 
+/// A sent flow as it stands now, for a live view of a running lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowNow {
+    /// Flow id.
+    pub id: u32,
+    /// Source host address.
+    pub src: std::net::Ipv4Addr,
+    /// Destination host address.
+    pub dst: std::net::Ipv4Addr,
+    /// Message bytes.
+    pub size: u64,
+    /// Message bytes acknowledged so far.
+    pub acked_bytes: u64,
+    /// Bytes put on the wire so far, headers and retransmissions included.
+    pub wire_bytes: u64,
+    /// Packets retransmitted so far.
+    pub retransmissions: u64,
+    /// The controller's pacing rate (b/s); 0 once the flow is done.
+    pub rate_bps: u64,
+    /// The controller's window (bytes), if it keeps one.
+    pub window_bytes: Option<u64>,
+    /// The latest RTT sample (ns), if there was one.
+    pub rtt_ns: Option<u64>,
+    /// Every byte is acknowledged.
+    pub done: bool,
+}
+
 /// A sent flow became fully acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {

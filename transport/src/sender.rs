@@ -60,6 +60,8 @@ pub struct SendQp {
     scratch: Vec<u8>,
     rtt_sum: u128,
     rtt_count: u64,
+    /// The latest RTT sample (ns).
+    last_rtt_ns: Option<u64>,
     /// Retransmission timeouts since a new byte was last acknowledged.
     timeouts_in_a_row: u32,
 }
@@ -120,6 +122,7 @@ impl SendQp {
             scratch: vec![0; mtu as usize],
             rtt_sum: 0,
             rtt_count: 0,
+            last_rtt_ns: None,
             timeouts_in_a_row: 0,
         }
     }
@@ -251,6 +254,7 @@ impl SendQp {
         if let Some(r) = rtt {
             self.rtt_sum += u128::from(r);
             self.rtt_count += 1;
+            self.last_rtt_ns = Some(r);
             self.record.rtt_min_ns = Some(self.record.rtt_min_ns.map_or(r, |m| m.min(r)));
             self.record.rtt_mean_ns = Some((self.rtt_sum / u128::from(self.rtt_count)) as u64);
         }
@@ -365,6 +369,24 @@ impl SendQp {
     /// The record so far.
     pub fn record(&self) -> &FlowRecord {
         &self.record
+    }
+
+    /// The flow as it stands now.
+    pub fn now(&self) -> crate::flow::FlowNow {
+        let done = self.is_done();
+        crate::flow::FlowNow {
+            id: self.spec.id,
+            src: self.spec.src,
+            dst: self.spec.dst,
+            size: self.spec.size,
+            acked_bytes: self.bytes_before(self.una),
+            wire_bytes: self.record.wire_bytes,
+            retransmissions: self.record.retransmissions,
+            rate_bps: if done { 0 } else { self.cc.rate_bps() },
+            window_bytes: self.cc.window_bytes(),
+            rtt_ns: self.last_rtt_ns,
+            done,
+        }
     }
 
     /// Retransmission timeouts since a new byte was last acknowledged.

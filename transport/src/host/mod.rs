@@ -177,6 +177,8 @@ impl Task for Host {
                 Command::Expect(flow) => self.stack.expect(flow),
                 Command::Probe(p) => self.stack.send_probe(p, now),
                 Command::MeasureFrom(t) => self.stack.measure_from(t),
+                // Whoever asked may have given up waiting: nothing to tell then.
+                Command::FlowsNow(reply) => drop(reply.send(self.stack.flows_now())),
             }
         }
         for &token in cx.ready {

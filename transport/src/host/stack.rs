@@ -22,7 +22,7 @@ use crate::endpoint::{
     EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply, Stall,
 };
 use crate::flow::{
-    Completion, FlowEvent, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
+    Completion, FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
 };
 use crate::nic::Nic;
 use crate::packet::{self, Addressing, Extension};
@@ -625,6 +625,26 @@ impl<W: Wire> HostStack<W> {
             }
             self.schedule(i, now);
         }
+    }
+
+    /// Every flow it was given to send, as it stands now: finished ones first.
+    pub fn flows_now(&self) -> Vec<FlowNow> {
+        let finished = self.finished_records.iter().map(|(r, _)| FlowNow {
+            id: r.id,
+            src: r.src,
+            dst: r.dst,
+            size: r.size,
+            acked_bytes: r.size,
+            wire_bytes: r.wire_bytes,
+            retransmissions: r.retransmissions,
+            rate_bps: 0,
+            window_bytes: None,
+            rtt_ns: None,
+            done: true,
+        });
+        finished
+            .chain(self.senders.iter().flatten().map(|s| s.qp.now()))
+            .collect()
     }
 
     /// What it did up to `now`: every flow's record and samples, its counters.

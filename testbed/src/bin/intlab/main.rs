@@ -47,6 +47,10 @@ enum Command {
         /// Write into a results folder that holds an earlier run's files, replacing them.
         #[arg(long)]
         force: bool,
+        /// Serve Prometheus metrics of the running lab at http://ADDR/metrics: a port alone
+        /// listens on 127.0.0.1 (another address only if named, e.g. 0.0.0.0:9464).
+        #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Run one scenario once per controller (same seed) and put them side by side: a table
     /// (compare.txt, .csv), overlaid plots and report.md, each run in its own folder.
@@ -168,6 +172,10 @@ enum Command {
         /// Keep the lab in this terminal until Ctrl-C instead of in the background.
         #[arg(long)]
         foreground: bool,
+        /// Serve Prometheus metrics of the running lab at http://ADDR/metrics: a port alone
+        /// listens on 127.0.0.1 (another address only if named, e.g. 0.0.0.0:9464).
+        #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Run a command inside a host of a lab that is up: `intlab exec h1 -- ping -c 3 198.18.0.2`.
     /// Exits with the command's status.
@@ -396,6 +404,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             capture,
             force,
+            metrics,
         } => commands::run::run_scenario(
             scenario.as_deref(),
             Overrides {
@@ -406,6 +415,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             capture,
             force,
+            metrics,
         ),
         Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),
@@ -433,7 +443,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             scenario,
             name,
             foreground,
-        } => commands::lab::run_up(&scenario, name, foreground),
+            metrics,
+        } => commands::lab::run_up(&scenario, name, foreground, metrics),
         Command::Exec { node, lab, command } => commands::lab::run_exec(&node, lab.as_deref(), &command),
         Command::Down { name } => commands::lab::down(name),
         Command::Import(cmd) => commands::import::import(cmd),

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use anyhow::{Context, Result};
+use intlab_testbed::live::LiveServer;
 use intlab_testbed::scenario::Scenario;
 use intlab_testbed::standing_lab::{self, StandingLab};
 
@@ -14,13 +17,18 @@ use super::signals::stop_on_signals_saying;
 
 /// `intlab up`: checks the scenario and the name, then holds the lab here (`--foreground`) or
 /// in a background copy of this command, returning once that copy has recorded the lab.
-pub(crate) fn run_up(scenario: &Path, name: Option<String>, foreground: bool) -> Result<ExitCode> {
+pub(crate) fn run_up(
+    scenario: &Path,
+    name: Option<String>,
+    foreground: bool,
+    metrics: Option<SocketAddr>,
+) -> Result<ExitCode> {
     let (topology, runtime) = Scenario::load_lab(scenario)?;
     let name = name.unwrap_or_else(|| topology.name.clone());
     intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
     StandingLab::claim(&name)?;
     if foreground {
-        return hold_lab(scenario, &topology, runtime, &name);
+        return hold_lab(scenario, &topology, runtime, &name, metrics);
     }
     std::fs::create_dir_all(standing_lab::STATE_DIR)
         .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
@@ -32,6 +40,7 @@ pub(crate) fn run_up(scenario: &Path, name: Option<String>, foreground: bool) ->
         .arg("up")
         .arg(scenario)
         .args(["--name", &name, "--foreground"])
+        .args(metrics.map(|m| format!("--metrics={m}")))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().context("opening the lab's log")?)
         .stderr(log)
@@ -51,6 +60,9 @@ pub(crate) fn run_up(scenario: &Path, name: Option<String>, foreground: bool) ->
             for (host, h) in &lab.hosts {
                 println!("  {host}  {}", h.address);
             }
+            if let Some(m) = lab.metrics {
+                println!("  metrics at http://{m}/metrics");
+            }
             for p in &lab.p4runtime {
                 println!("  {}  P4Runtime on {} (device id {})", p.switch, p.address, p.device_id);
             }
@@ -67,6 +79,7 @@ pub(crate) fn hold_lab(
     topology: &intlab_testbed::topology::Topology,
     runtime: intlab_testbed::scenario::RuntimeSettings,
     name: &str,
+    metrics: Option<SocketAddr>,
 ) -> Result<ExitCode> {
     let stop = stop_on_signals_saying("tearing the lab down")?;
     let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
@@ -75,6 +88,11 @@ pub(crate) fn hold_lab(
     cfg.poll = runtime.poll;
     cfg.packet_io = runtime.packet_io;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
+    // A standing lab is built at dilation 1: its scenario's time is the lab's.
+    let live = metrics.map(LiveServer::start).transpose()?;
+    if let Some(live) = &live {
+        live.show(lab.view(1.0));
+    }
     let socket = StandingLab::socket_path(name);
     let datapaths = lab.p4_datapaths();
     intlab_testbed::p4_control::serve(&socket, datapaths.clone())
@@ -109,6 +127,7 @@ pub(crate) fn hold_lab(
                 },
             )
             .collect(),
+        metrics: live.as_ref().map(LiveServer::address),
     };
     record.write()?;
     eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");
@@ -120,6 +139,7 @@ pub(crate) fn hold_lab(
         eprintln!("intlab: ended {ended} process(es) still running in the hosts");
     }
     drop(p4runtime);
+    drop(live);
     drop(lab);
     StandingLab::forget(name)?;
     eprintln!("intlab: lab {name} is down");

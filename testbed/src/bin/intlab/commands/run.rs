@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use intlab_testbed::live::LiveServer;
 use intlab_testbed::results::summary_table;
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
@@ -19,8 +20,17 @@ pub(crate) fn run_scenario(
     out: Option<PathBuf>,
     capture: bool,
     force: bool,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
+    let live = match metrics {
+        Some(addr) => {
+            let server = LiveServer::start(addr)?;
+            eprintln!("intlab: metrics at http://{}/metrics", server.address());
+            Some(std::sync::Arc::new(server))
+        }
+        None => None,
+    };
     let stop = stop_on_signals()?;
     let out = out.unwrap_or_else(|| {
         free_folder(&format!(
@@ -34,6 +44,7 @@ pub(crate) fn run_scenario(
         capture,
         tag: "r".into(),
         force,
+        live,
     };
     let mut progress = progress::Reporter::new();
     let results = lab_run::run(&scenario, &opts, &stop, &mut progress)?;

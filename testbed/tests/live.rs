@@ -1,0 +1,187 @@
+//! Watching a lab while it runs (issue 35): `--metrics` on `intlab run` and `intlab up`
+//! serves Prometheus text that Prometheus' own checker accepts and whose values move with
+//! the traffic, through the `intlab` binary as a user runs it.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{Labs, intlab, intlab_ok};
+
+/// The body of `GET /metrics` at `addr`.
+fn scrape(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).expect("the metrics server accepts");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("a timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: intlab\r\nConnection: close\r\n\r\n")
+        .expect("the request goes");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    body.to_owned()
+}
+
+/// The value of the sample of `name` whose labels contain `labels` (`flow="1"`, say).
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(labels))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// What `promtool check metrics` says of `text`: it must accept it.
+fn promtool_accepts(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs (scripts/test installs Debian's prometheus package)");
+    child
+        .stdin
+        .take()
+        .expect("its input")
+        .write_all(text.as_bytes())
+        .expect("promtool reads the metrics");
+    let out = child.wait_with_output().expect("promtool ends");
+    assert!(
+        out.status.success(),
+        "promtool check metrics refused them:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The address a process printed in a line `... metrics at http://ADDR/metrics`.
+fn metrics_address(line: &str) -> Option<SocketAddr> {
+    line.split("metrics at http://").nth(1)?.split('/').next()?.parse().ok()
+}
+
+#[test]
+fn a_run_serves_metrics_that_promtool_accepts_and_that_follow_the_traffic() {
+    support::require_root();
+    let _serial = support::serial();
+    let out = support::scratch_dir("live-metrics");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args([
+            "run",
+            "--metrics",
+            "127.0.0.1:0",
+            "--set",
+            "dilation=1",
+            "--force",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let (tx, lines) = crossbeam_channel::unbounded();
+    let stderr = child.stderr.take().expect("its standard error");
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let addr = lines
+        .iter()
+        .find_map(|l| metrics_address(&l))
+        .expect("intlab run says where its metrics are");
+    // Once every flow has had an ACK: a scrape mid-run.
+    let started = Instant::now();
+    let first = loop {
+        let text = scrape(addr);
+        let acked = (1..=4).filter_map(|f| sample(&text, "intlab_flow_acked_bytes_total", &format!("flow=\"{f}\"")));
+        if acked.filter(|&b| b > 0.0).count() == 4 {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no flow acknowledged in a minute:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    promtool_accepts(&first);
+    std::thread::sleep(Duration::from_millis(300));
+    let second = scrape(addr);
+    assert_eq!(sample(&first, "intlab_lab_up", ""), Some(1.0));
+    let port = "switch=\"s1\",port=\"eth5\"";
+    let (tx0, tx1) = (
+        sample(&first, "intlab_port_tx_bytes_total", port).expect("the receiver's port"),
+        sample(&second, "intlab_port_tx_bytes_total", port).expect("the receiver's port"),
+    );
+    // 300 ms of a 100 Mb/s port busy with the incast: about 3.7 MB.
+    assert!(
+        tx1 > tx0 + 1e6,
+        "the receiver's port sent {} bytes in 300 ms",
+        tx1 - tx0
+    );
+    for f in 1..=4 {
+        let flow = format!("flow=\"{f}\"");
+        let a0 = sample(&first, "intlab_flow_acked_bytes_total", &flow).expect("acked");
+        let a1 = sample(&second, "intlab_flow_acked_bytes_total", &flow).expect("acked");
+        assert!(a1 >= a0, "flow {f}'s acknowledged bytes went back: {a0} then {a1}");
+        let size = sample(&first, "intlab_flow_size_bytes", &flow).expect("size");
+        assert!(a0 <= size, "flow {f}: {a0} of {size} bytes acknowledged");
+        let rtt = sample(&first, "intlab_flow_rtt_seconds", &flow).expect("an RTT sample once ACKs came");
+        // Two links of 200 us each way, plus the frames' time on the wire and the hosts.
+        assert!((8e-4..0.1).contains(&rtt), "flow {f}'s RTT {rtt} s");
+        let rate = sample(&first, "intlab_flow_rate_bytes_per_second", &flow).expect("a rate");
+        assert!(rate > 0.0 && rate <= 100e6 / 8.0 * 1.01, "flow {f}'s rate {rate} B/s");
+    }
+    let status = child.wait().expect("intlab run ends");
+    reader.join().expect("the reader ends");
+    assert!(status.success(), "intlab run: {status}");
+}
+
+#[test]
+fn a_bad_or_taken_metrics_address_is_refused_before_anything_is_built() {
+    let out = intlab(&["run", "--metrics", "nowhere", "--out", "/nonexistent/never"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("`nowhere`") && err.contains("--metrics"), "{err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = taken.local_addr().expect("its address").to_string();
+    let out = intlab(&["run", "--metrics", &addr, "--out", "/nonexistent/never"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(&format!("listening on {addr}")), "{err}");
+}
+
+#[test]
+fn a_lab_that_is_up_serves_its_metrics_until_it_goes_down() {
+    support::require_root();
+    let name = format!("live{}", std::process::id());
+    let _labs = Labs(vec![name.clone()]);
+    let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/incast-4to1.yaml");
+    let printed = intlab_ok(&["up", scenario, "--name", &name, "--metrics", "127.0.0.1:0"]);
+    let addr = printed
+        .lines()
+        .find_map(metrics_address)
+        .unwrap_or_else(|| panic!("intlab up says where its metrics are:\n{printed}"));
+    let h5 = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("h5 "))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("intlab up lists h5's address:\n{printed}"));
+    intlab_ok(&["exec", "h1", "--lab", &name, "--", "ping", "-c", "3", "-i", "0.2", h5]);
+    let text = scrape(addr);
+    promtool_accepts(&text);
+    assert_eq!(sample(&text, "intlab_lab_up", ""), Some(1.0));
+    let rx = sample(&text, "intlab_port_rx_frames_total", "switch=\"s1\",port=\"eth1\"").expect("h1's port");
+    assert!(rx >= 3.0, "h1's port received {rx} frames after 3 pings");
+    intlab_ok(&["down", &name]);
+    assert!(TcpStream::connect(addr).is_err(), "the metrics server outlived its lab");
+}
