@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use intlab_p4runtime::proto::p4::v1 as p4rt;
 use intlab_p4runtime::server::{self, Endpoint};
+use intlab_testbed::control_socket::{self, ControlClient};
 use intlab_testbed::lab::{Lab, LabConfig};
-use intlab_testbed::p4_control::{self, ControlClient};
 use intlab_testbed::scenario::Scenario;
 use p4rt::p4_runtime_client::P4RuntimeClient;
 
@@ -33,10 +33,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("intlab-p4rt-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch folder");
     let scenario = write_scenario(&dir);
-    let (topology, _) = Scenario::load_lab(&scenario).expect("the bench's scenario loads");
+    let (topology, _, _) = Scenario::load_lab(&scenario).expect("the bench's scenario loads");
     let lab = Lab::build(&topology, &LabConfig::new("p4rtbench")).expect("the lab builds");
     let socket = dir.join("control.sock");
-    p4_control::serve(&socket, lab.p4_datapaths()).expect("the control socket");
+    control_socket::serve(&socket, lab.p4_datapaths(), None).expect("the control socket");
     let (name, datapath) = lab.p4_datapaths().remove(0);
     let srv = server::start(vec![Endpoint {
         name,

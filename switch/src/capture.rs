@@ -166,6 +166,7 @@ impl PortCapture {
             DropReason::P4Drop => "dropped: p4_drop",
             DropReason::P4NoPort => "dropped: p4_no_port",
             DropReason::PfcWatchdog => "dropped: pfc_watchdog",
+            DropReason::LinkDown => "dropped: link_down",
             DropReason::RxOverflow => "dropped: rx_overflow",
         };
         self.write(t_ns, frame, if outbound { OUTBOUND } else { INBOUND }, Some(comment));

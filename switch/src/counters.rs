@@ -39,6 +39,9 @@ pub enum DropReason {
     P4NoPort,
     /// Its priority was in a pause storm: the PFC watchdog drops it.
     PfcWatchdog,
+    /// Its link was down: queued for it, on it, or arriving over it when it went down or
+    /// while it was down.
+    LinkDown,
     /// Arrived while the port's queue in the kernel (a socket's buffer, an AF_XDP ring) was
     /// full: the worker had not read the frames before it. Counted as the kernel reports it.
     RxOverflow,
@@ -46,7 +49,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 15] = [
+    pub const ALL: [DropReason; 16] = [
         DropReason::Runt,
         DropReason::Malformed,
         DropReason::NonIpv4,
@@ -61,6 +64,7 @@ impl DropReason {
         DropReason::P4Drop,
         DropReason::P4NoPort,
         DropReason::PfcWatchdog,
+        DropReason::LinkDown,
         DropReason::RxOverflow,
     ];
 
@@ -81,6 +85,7 @@ impl DropReason {
             DropReason::P4Drop => "p4_drop",
             DropReason::P4NoPort => "p4_no_port",
             DropReason::PfcWatchdog => "pfc_watchdog",
+            DropReason::LinkDown => "link_down",
             DropReason::RxOverflow => "rx_overflow",
         }
     }

@@ -19,6 +19,7 @@ use crate::counters::{PortCounters, PortSnapshot, SwitchSnapshot};
 use crate::counters_file::CountersWriter;
 use crate::egress::EgressPort;
 use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
+use crate::link_change::LinkChange;
 use crate::pipeline::{P4Pipeline, Pipeline};
 use crate::port::{ControllerSocket, CpuPortEnd, Port};
 use crate::shard::{PortSlot, Shard, ShardTask, SharedShard};
@@ -183,6 +184,25 @@ pub fn egress_queue(spec: &SwitchSpec, i: usize, has_mmu: bool) -> EgressQueue {
 /// An Ethernet header with a VLAN tag.
 const MAX_ETHERNET_HEADER: u64 = 18;
 
+/// Why a link change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkChangeError {
+    /// No such switch or port.
+    #[error("the fabric has no port {port} on switch {switch}")]
+    NoPort {
+        /// Switch index.
+        switch: usize,
+        /// Port index.
+        port: usize,
+    },
+    /// A buffer for a port of a switch whose ports share one buffer.
+    #[error("switch {switch}: its ports share one buffer (`mmu:`), so a port's buffer cannot be set")]
+    SharedBuffer {
+        /// Switch name.
+        switch: String,
+    },
+}
+
 /// What the shards of a fabric share.
 pub(crate) struct FabricShared {
     pub(crate) switches: Vec<SwitchShared>,
@@ -209,6 +229,11 @@ pub(crate) struct FabricShared {
     failed_workers: AtomicUsize,
     /// Runs of a shard on another worker's thread ([`SharedShard::run_here`]).
     pub(crate) borrowed_runs: AtomicU64,
+    /// Per worker: link changes for its ports (port, lab time to make it at), not yet taken.
+    pub(crate) link_changes: Vec<Mutex<Vec<(GlobalPort, u64, LinkChange)>>>,
+    /// Link changes posted so far, to any worker (a shard looks at its own list only when
+    /// this moved).
+    pub(crate) link_changes_posted: AtomicU64,
     shards: usize,
 }
 
@@ -381,6 +406,7 @@ impl Fabric {
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,
                     inbound: crate::port::InboundLink::new(p.rate, p.delay),
+                    link_up: true,
                 });
             }
         }
@@ -454,6 +480,8 @@ impl Fabric {
             measure_from: AtomicU64::new(0),
             failed_workers: AtomicUsize::new(0),
             borrowed_runs: AtomicU64::new(0),
+            link_changes: (0..workers).map(|_| Mutex::new(Vec::new())).collect(),
+            link_changes_posted: AtomicU64::new(0),
             shards: slots.iter().filter(|s| !s.is_empty()).count(),
         });
         let seed = specs.first().map_or(0, |s| s.seed);
@@ -518,6 +546,49 @@ impl Fabric {
     /// they were last published); the snapshots say so from then on.
     pub fn note_failed_workers(&self, n: usize) {
         self.shared.failed_workers.store(n, Ordering::Relaxed);
+    }
+
+    /// Changes the link of port `port` of switch `switch` as `change` says, at lab time `at_ns`
+    /// (now, if that has passed): the worker that owns the port makes it on its schedule, as
+    /// of that time; an ECMP group of the switch skips the port for frames that arrive from the
+    /// moment it is down. Each end of a link is a port of its own: a link between two switches
+    /// is changed by changing both.
+    pub fn change_link(
+        &self,
+        switch: usize,
+        port: usize,
+        change: LinkChange,
+        at_ns: u64,
+    ) -> Result<(), LinkChangeError> {
+        let sw = self.shared.switches.get(switch);
+        let Some(sw) = sw.filter(|_| port < self.shared.switch_ports(switch)) else {
+            return Err(LinkChangeError::NoPort { switch, port });
+        };
+        if change.buffer.is_some() && sw.mmu.is_some() {
+            return Err(LinkChangeError::SharedBuffer {
+                switch: sw.name.clone(),
+            });
+        }
+        if let Some(up) = change.up {
+            sw.pipeline.set_port_up_at(port, up, at_ns);
+        }
+        let global = self.shared.base[switch] + port;
+        let owner = self.shared.owner[global];
+        self.shared.link_changes[owner]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((global, at_ns, change));
+        self.shared.link_changes_posted.fetch_add(1, Ordering::AcqRel);
+        self.shared.inboxes[owner].1.wake();
+        Ok(())
+    }
+
+    /// Switch `switch` (built-in pipeline) routes the frames that arrive from lab time
+    /// `at_ns` on by `routes`.
+    pub fn set_routes_at(&self, switch: usize, routes: &[crate::config::Route], at_ns: u64) {
+        if let Some(sw) = self.shared.switches.get(switch) {
+            sw.pipeline.set_routes_at(routes, at_ns);
+        }
     }
 
     /// Every switch's counters as they are now: every shard publishes on request. None when a

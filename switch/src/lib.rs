@@ -21,6 +21,7 @@ pub mod egress;
 pub mod fabric;
 pub mod frame;
 pub mod impair;
+pub mod link_change;
 pub mod pipeline;
 pub mod port;
 pub mod queue_trace;
@@ -31,5 +32,6 @@ pub mod units;
 
 pub use config::{ConfigError, SwitchSpec};
 pub use counters::{DropReason, PortSnapshot, PortTotals, SwitchSnapshot};
-pub use fabric::{Fabric, StartError, frame_capacity};
+pub use fabric::{Fabric, LinkChangeError, StartError, frame_capacity};
+pub use link_change::LinkChange;
 pub use switch::Switch;

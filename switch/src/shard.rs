@@ -67,6 +67,8 @@ pub struct PortSlot {
     pub capture: Option<PortCapture>,
     /// What a host's link delivers to it (frames from another switch come at their release).
     pub inbound: crate::port::InboundLink,
+    /// Its link is up (see [`crate::LinkChange::up`]).
+    pub link_up: bool,
 }
 
 impl PortSlot {
@@ -123,6 +125,10 @@ pub struct Shard {
     /// Per switch: the control-plane edits of its P4 program whose queue settings this shard
     /// has applied (`u64::MAX`: none yet).
     p4_edits_seen: Vec<u64>,
+    /// The fabric's count of link changes posted when this shard last took its own.
+    link_changes_seen: u64,
+    /// Link changes taken and not yet due: (lab time, slot, change), earliest first.
+    link_changes: Vec<(u64, usize, crate::LinkChange)>,
     /// What P4 egress made while a port's due frames started: clones for their sessions,
     /// recirculated frames for their switch's ingress.
     spawned: Vec<Spawned>,
@@ -193,6 +199,8 @@ impl Shard {
                 .map(|s| s.p4.as_ref().map(|p| p.scratch()))
                 .collect(),
             p4_edits_seen: vec![u64::MAX; fabric.switches.len()],
+            link_changes_seen: 0,
+            link_changes: Vec::new(),
             next_publish: 0,
             publish_seen: 0,
             borrowed: false,
@@ -233,6 +241,9 @@ impl Shard {
 
     /// Runs ingress on frame `frame` arriving at slot `s`.
     fn ingress(&mut self, s: usize, mut frame: FrameBuf) {
+        if !self.slots[s].link_up {
+            return self.drop_at(s, frame, DropReason::LinkDown, false);
+        }
         let slot = &mut self.slots[s];
         frame.ingress = slot.index as u16;
         slot.counters.totals.rx_frames += 1;
@@ -346,6 +357,70 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// Takes the link changes posted for this shard's ports since its last run, and makes
+    /// those due by now, each as of its time; returns when the next is due.
+    fn apply_link_changes(&mut self) -> Option<u64> {
+        let posted = self.fabric.link_changes_posted.load(Ordering::Acquire);
+        if posted != self.link_changes_seen {
+            self.link_changes_seen = posted;
+            let mine = std::mem::take(
+                &mut *self.fabric.link_changes[self.worker]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            for (global, at, change) in mine {
+                if let Some(s) = self.local.get(global).copied().flatten() {
+                    let k = self.link_changes.partition_point(|(t, _, _)| *t <= at);
+                    self.link_changes.insert(k, (at, s, change));
+                }
+            }
+        }
+        let now = self.clock.now_ns();
+        let due = self.link_changes.partition_point(|(t, _, _)| *t <= now);
+        for (at, s, change) in self.link_changes.drain(..due).collect::<Vec<_>>() {
+            self.change_link(s, change, at);
+        }
+        self.link_changes.first().map(|(t, _, _)| *t)
+    }
+
+    /// Changes slot `s`'s link as of lab time `at`: frames due to start before then start as
+    /// it was; a link that goes down loses the frames on it.
+    fn change_link(&mut self, s: usize, c: crate::LinkChange, at: u64) {
+        let before = self.slots[s].queue.next_event_ns();
+        self.start_due(s, Until::now(at));
+        let slot = &mut self.slots[s];
+        if let Some(rate) = c.rate {
+            slot.queue.set_rate(rate);
+            slot.inbound.set_rate(rate);
+            slot.egress.rate_kbps = u32::try_from(rate.bps() / 1000).unwrap_or(u32::MAX);
+        }
+        if let Some(delay) = c.delay {
+            slot.queue.set_delay(delay);
+            slot.inbound.set_delay(delay);
+        }
+        if let Some(buffer) = c.buffer {
+            slot.queue.set_buffer(buffer.0);
+        }
+        if let Some(ecn) = c.ecn {
+            slot.egress.red = ecn.map(crate::tm::Red::new);
+        }
+        if let Some(spec) = c.impair {
+            slot.queue.change_impairment(spec);
+        }
+        match c.up {
+            Some(false) if slot.link_up => {
+                slot.link_up = false;
+                let cut: Vec<FrameBuf> = slot.queue.cut(at).collect();
+                for frame in cut {
+                    self.drop_at(s, frame, DropReason::LinkDown, true);
+                }
+            }
+            Some(up) => self.slots[s].link_up = up,
+            None => {}
+        }
+        self.rearm(s, before);
     }
 
     /// A PSA frame sent to `PSA_PORT_RECIRCULATE`: its egress pass at once, then back into
@@ -517,6 +592,11 @@ impl Shard {
     fn start_due(&mut self, s: usize, until: Until) {
         let slot = &mut self.slots[s];
         while let Some(mut d) = slot.queue.start_due(until) {
+            if d.mac_control && !slot.link_up {
+                let frame = slot.queue.discard(d);
+                self.frames.put(frame);
+                continue;
+            }
             if d.mac_control {
                 slot.counters.mac_control_sent(d.start_ns, d.frame.bytes());
                 // The link impairs no MAC control frame (netem, above the MAC, never sees one).
@@ -535,6 +615,8 @@ impl Shard {
             // A priority in a pause storm goes nowhere: its frames leave the buffer unsent.
             let (at, frame, why) = if d.stormed {
                 (d.start_ns, slot.queue.discard(d), DropReason::PfcWatchdog)
+            } else if !slot.link_up {
+                (d.start_ns, slot.queue.discard(d), DropReason::LinkDown)
             } else {
                 let sent = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
                     None => {
@@ -826,6 +908,7 @@ impl Shard {
     /// returns when it next needs running.
     fn run(&mut self, ready: &[u32]) -> Option<u64> {
         self.apply_queue_settings();
+        let link_change = self.apply_link_changes();
         self.take_inbox();
         for &token in ready {
             self.receive(token as usize);
@@ -873,6 +956,7 @@ impl Shard {
         let next = self
             .next_release()
             .map_or(self.next_publish, |t| t.min(self.next_publish));
+        let next = link_change.map_or(next, |t| t.min(next));
         Some(refresh.map_or(next, |r| r.min(next)))
     }
 

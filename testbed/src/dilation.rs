@@ -51,6 +51,7 @@ impl Dilation {
         for l in &mut t.links {
             l.props.rate = Rate(self.lab_bps(l.props.rate.bps()));
             l.props.delay = Nanos(self.lab_ns(l.props.delay.0));
+            l.props.impair.jitter_ns = self.lab_ns(l.props.impair.jitter_ns);
         }
         let own = t
             .nodes
@@ -63,6 +64,19 @@ impl Dilation {
             }
         }
         t
+    }
+
+    /// A link change given in the scenario's units as the lab makes it.
+    pub fn link_change(self, c: intlab_switch::LinkChange) -> intlab_switch::LinkChange {
+        intlab_switch::LinkChange {
+            rate: c.rate.map(|r| Rate(self.lab_bps(r.bps()))),
+            delay: c.delay.map(|d| Nanos(self.lab_ns(d.0))),
+            impair: c.impair.map(|i| intlab_switch::impair::ImpairmentSpec {
+                jitter_ns: self.lab_ns(i.jitter_ns),
+                ..i
+            }),
+            ..c
+        }
     }
 
     /// A controller's parameters as the lab runs them (its times D times longer).

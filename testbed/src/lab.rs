@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use int_format::ethernet::MacAddress;
 use intlab_runtime::{PollMode, Runtime, RuntimeConfig, WorkerStats};
-use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, PortIo, PortSpec, Route, SwitchSpec};
+use intlab_switch::config::{ArpMode, CaptureSpec, PortIo, PortSpec, SwitchSpec};
 use intlab_switch::frame::FramePool;
 use intlab_switch::pipeline::default_p4_port;
 use intlab_switch::tm::PfcSpec;
@@ -79,6 +79,8 @@ pub struct LabConfig {
     pub queue_trace_every_ns: u64,
     /// How the hosts' transports behave.
     pub transport: TransportSettings,
+    /// How long after a link goes down or up the routes follow (scenario ns).
+    pub reconverge_ns: u64,
     /// The traffic the workload plans, which the placement of hosts and ports on workers
     /// balances (empty: round robin).
     pub planned: Vec<PlannedLoad>,
@@ -141,6 +143,7 @@ impl LabConfig {
             seed: 0,
             queue_trace_every_ns: 0,
             transport: TransportSettings::default(),
+            reconverge_ns: crate::lab_links::DEFAULT_RECONVERGE_NS,
             planned: Vec::new(),
         }
     }
@@ -168,6 +171,7 @@ pub struct Lab {
     runtime: Option<Runtime>,
     endpoints: Vec<Option<Endpoint>>,
     fabric: Fabric,
+    links: std::sync::Arc<crate::lab_links::LabLinks>,
     hosts: Vec<Option<Namespace>>,
     _switch_ns: Namespace,
     topology: Topology,
@@ -271,6 +275,7 @@ impl Lab {
         let mut specs = Vec::new();
         // (switch, port) → worker.
         let mut port_worker: Vec<Vec<usize>> = Vec::new();
+        let mut link_ports: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; t.links.len()];
         for (k, s) in t.switches().enumerate() {
             let mut ports = Vec::new();
             let mut workers = Vec::new();
@@ -296,19 +301,11 @@ impl Lab {
                         .unwrap_or_else(|| default_p4_port(&t.links[li].ends[end].interface, ports.len())),
                 });
             }
-            let table = host_order
-                .iter()
-                .filter_map(|&h| {
-                    let next: Vec<usize> = routes.next[s][h].iter().map(|li| port_of_link[li]).collect();
-                    let prefix = t.nodes[h].address?;
-                    let next = match next.len() {
-                        0 => return None,
-                        1 => NextHop::Port(next[0]),
-                        _ => NextHop::Ecmp(next),
-                    };
-                    Some(Route { prefix, len: 32, next })
-                })
-                .collect();
+            let table = crate::lab_links::switch_routes(t, &routes, s, |li| port_of_link.get(&li).copied());
+            for (&li, &p) in &port_of_link {
+                let end = usize::from(t.links[li].ends[1].node == s);
+                link_ports[li][end] = Some((k, p));
+            }
             port_worker.push(workers);
             specs.push(SwitchSpec {
                 name: t.nodes[s].name.clone(),
@@ -361,12 +358,20 @@ impl Lab {
             })
             .collect();
         let fabric = Fabric::start(&runtime, specs, pool, &|s, p| port_worker[s][p])?;
+        let links = std::sync::Arc::new(crate::lab_links::LabLinks::new(
+            fabric.clone(),
+            t,
+            link_ports,
+            cfg.dilation,
+            cfg.reconverge_ns,
+        ));
         let base_rtt_ns = base_rtt_ns(t, cfg);
         let (announce, events) = crossbeam_channel::unbounded();
         let mut lab = Lab {
             runtime: Some(runtime),
             endpoints: (0..t.nodes.len()).map(|_| None).collect(),
             fabric,
+            links,
             hosts,
             _switch_ns: switch_ns,
             topology: t.clone(),
@@ -449,6 +454,11 @@ impl Lab {
     /// The namespace of host node `n`.
     pub fn namespace(&self, n: usize) -> &Namespace {
         self.hosts[n].as_ref().expect("a host node")
+    }
+
+    /// Its links, to set, take down and bring up while it runs.
+    pub fn links(&self) -> &std::sync::Arc<crate::lab_links::LabLinks> {
+        &self.links
     }
 
     /// A handle for watching the lab while it runs (`--metrics`); `dilation` is the one it

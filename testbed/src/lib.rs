@@ -4,7 +4,7 @@
 //! which [`run`] drives through a workload ([`workload`]) into results ([`results`]: files,
 //! plots, the summary and its timing judgement). Around that: comparing controllers
 //! ([`compare`]), sweeping parameters ([`sweep`]), checking the machine ([`doctor`]), labs left
-//! up ([`standing_lab`]), P4 tools ([`p4_offline`], [`p4_on_switch`], [`p4_control`],
+//! up ([`standing_lab`]), P4 tools ([`p4_offline`], [`p4_on_switch`], [`control_socket`],
 //! [`p4runtime`]), RL-CC ([`rlcc`]) and the capture inspector ([`inspect`]). See
 //! `docs/architecture.md`.
 
@@ -13,14 +13,16 @@
 pub mod base_rtt;
 pub mod capture;
 pub mod compare;
+pub mod control_socket;
 pub mod datapath;
 pub mod dilation;
 pub mod doctor;
+pub mod event_player;
 pub mod inspect;
 pub mod lab;
+pub mod lab_links;
 pub mod live;
 pub mod netns;
-pub mod p4_control;
 pub mod p4_offline;
 pub mod p4_on_switch;
 pub mod p4runtime;

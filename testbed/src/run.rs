@@ -87,6 +87,9 @@ pub enum RunError {
     /// `dilation: auto` could not measure the machine.
     #[error("measuring this machine for `dilation: auto`: {0}")]
     Machine(String),
+    /// The thread that plays the scenario's `events:` did not start.
+    #[error("starting the thread of the scenario's events: {0}")]
+    Events(std::io::Error),
     /// A host's transport stopped working.
     #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
     Host {
@@ -218,6 +221,7 @@ fn run_once(
         cfg.capture = Some(dir);
     }
     cfg.transport = s.transport;
+    cfg.reconverge_ns = s.reconverge_ns;
     cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
     let plan = s.flows();
     cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
@@ -318,6 +322,8 @@ fn run_once(
     for (k, f) in plan.iter().enumerate().filter(|(_, f)| !Iterations::is_deferred(f)) {
         send(k, t0 + d.lab_ns(f.start_ns)).map_err(|e| host_failed(f.src, e))?;
     }
+    let player = crate::event_player::EventPlayer::start(lab.links().clone(), s.events.clone(), t0, d)
+        .map_err(RunError::Events)?;
     let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + d.lab_ns(s.duration.0);
@@ -367,6 +373,17 @@ fn run_once(
     let cpu_after = cpu_steal_and_total();
     progress.step("stopping the lab");
     drop(shown);
+    drop(player);
+    let events: Vec<results::NetworkEvent> = lab
+        .links()
+        .events()
+        .into_iter()
+        .map(|e| results::NetworkEvent {
+            t_ns: d.scenario_ns(e.at_ns.saturating_sub(t0)),
+            epoch_ns: u64::try_from(clock.epoch_ns(e.at_ns)).unwrap_or(u64::MAX),
+            what: e.what,
+        })
+        .collect();
     let report = lab.stop();
     let failed_host = report.failed_hosts.first().cloned();
     let time = Timebase {
@@ -380,6 +397,7 @@ fn run_once(
     };
     let mut results = Results::collect(s, &plan, report, time, ending, &measured);
     results.summary.diagnosis = diagnosis;
+    results.events = events;
     results.summary.dilation_warned = warned.to_vec();
     if let (Some((s0, t0)), Some((s1, t1))) = (cpu_before, cpu_after)
         && t1 > t0

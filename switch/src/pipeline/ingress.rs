@@ -1,7 +1,12 @@
 //! Parse and match: decide where a received frame goes.
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
 
 use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
 use int_format::frame::FrameLayout;
@@ -31,12 +36,49 @@ pub enum Verdict {
 /// The parser and tables of one switch, shared read-only by its workers.
 #[derive(Debug)]
 pub struct Pipeline {
-    lpm: Lpm,
+    /// Replaced whole when routes are recomputed (a fabric reconverging after a link event).
+    lpm: ArcSwap<Lpm>,
+    /// Routes to take over at a lab time (ns), earliest first: frames arriving from then on
+    /// are routed by them.
+    pending_routes: Mutex<VecDeque<(u64, Arc<Lpm>)>>,
+    /// When the first of them is due (`u64::MAX`: none), looked at per frame.
+    next_routes_ns: AtomicU64,
+    /// Per port: when its link is up (an ECMP group skips the members whose link is down).
+    links: Vec<LinkState>,
     macs: MacTable,
     neighbors: HashMap<Ipv4Addr, MacAddress>,
     arp: ArpMode,
     int_port: u16,
     ecmp_seed: u64,
+}
+
+/// When a port's link is up: down from `down_from`, unless it came up again at `up_from`,
+/// later (each `u64::MAX` or 0 until set).
+#[derive(Debug)]
+struct LinkState {
+    down_from: AtomicU64,
+    up_from: AtomicU64,
+}
+
+impl Default for LinkState {
+    fn default() -> Self {
+        LinkState {
+            down_from: AtomicU64::new(u64::MAX),
+            up_from: AtomicU64::new(0),
+        }
+    }
+}
+
+impl LinkState {
+    /// Whether the link is up for a frame that arrives at `t_ns`.
+    fn is_up(&self, t_ns: u64) -> bool {
+        let down = self.down_from.load(Ordering::Acquire);
+        if down > t_ns {
+            return true;
+        }
+        let up = self.up_from.load(Ordering::Acquire);
+        up > down && up <= t_ns
+    }
 }
 
 /// What ingress learned besides the verdict.
@@ -50,13 +92,51 @@ impl Pipeline {
     /// Builds the tables of `spec`.
     pub fn new(spec: &SwitchSpec) -> Pipeline {
         Pipeline {
-            lpm: Lpm::new(&spec.routes),
+            lpm: ArcSwap::from_pointee(Lpm::new(&spec.routes)),
+            pending_routes: Mutex::new(VecDeque::new()),
+            next_routes_ns: AtomicU64::new(u64::MAX),
+            links: spec.ports.iter().map(|_| LinkState::default()).collect(),
             macs: MacTable::new(&spec.macs),
             neighbors: spec.neighbors.iter().copied().collect(),
             arp: spec.arp,
             int_port: spec.int_port,
             ecmp_seed: spec.seed ^ u64::from(spec.node_id).rotate_left(32),
         }
+    }
+
+    /// Routes frames that arrive from lab time `at_ns` on by `routes`, in place of the ones it
+    /// had.
+    pub fn set_routes_at(&self, routes: &[crate::config::Route], at_ns: u64) {
+        let mut pending = self.pending_routes.lock().unwrap_or_else(PoisonError::into_inner);
+        let k = pending.partition_point(|(t, _)| *t <= at_ns);
+        pending.insert(k, (at_ns, Arc::new(Lpm::new(routes))));
+        self.next_routes_ns.store(pending[0].0, Ordering::Release);
+    }
+
+    /// Port `port`'s link is up (or down) for frames that arrive from lab time `at_ns` on: ECMP
+    /// groups use it (or skip it) from then.
+    pub fn set_port_up_at(&self, port: usize, up: bool, at_ns: u64) {
+        if let Some(l) = self.links.get(port) {
+            match up {
+                true => l.up_from.store(at_ns, Ordering::Release),
+                false => l.down_from.store(at_ns, Ordering::Release),
+            }
+        }
+    }
+
+    /// The routes for a frame that arrived at `t_ns`.
+    fn routes_at(&self, t_ns: u64) -> arc_swap::Guard<Arc<Lpm>> {
+        if t_ns >= self.next_routes_ns.load(Ordering::Acquire) {
+            let mut pending = self.pending_routes.lock().unwrap_or_else(PoisonError::into_inner);
+            while pending.front().is_some_and(|(t, _)| *t <= t_ns) {
+                if let Some((_, lpm)) = pending.pop_front() {
+                    self.lpm.store(lpm);
+                }
+            }
+            let next = pending.front().map_or(u64::MAX, |(t, _)| *t);
+            self.next_routes_ns.store(next, Ordering::Release);
+        }
+        self.lpm.load()
     }
 
     /// Parses `frame` (recording its layout) and decides where it goes.
@@ -105,9 +185,11 @@ impl Pipeline {
                 }
             }
         };
+        let t = frame.arrival_ns;
+        let up = |p: usize| self.links.get(p).is_none_or(|l| l.is_up(t));
         let verdict = match self
-            .lpm
-            .select(&key, self.ecmp_seed)
+            .routes_at(t)
+            .select(&key, self.ecmp_seed, up)
             .or_else(|| self.macs.lookup(&dst_mac))
         {
             Some(p) if hop(frame.bytes_mut()) => Verdict::Forward(p),

@@ -85,13 +85,28 @@ impl Lpm {
         self.by_len.iter().find_map(|(len, t)| t.get(&(d & mask(*len))))
     }
 
-    /// The egress port for `key`: the route's port, or an ECMP member chosen by hash.
-    pub fn select(&self, key: &FlowKey, seed: u64) -> Option<usize> {
+    /// The egress port for `key`: the route's port, or an ECMP member chosen by hash among
+    /// those `up` says are up. A flow whose member is up stays on it; one whose member is down
+    /// is spread over the others, as a group that drops a dead member at once does. A single
+    /// next hop is returned up or down (its port drops what it cannot send).
+    pub fn select(&self, key: &FlowKey, seed: u64, up: impl Fn(usize) -> bool) -> Option<usize> {
         match self.lookup(key.dst)? {
             NextHop::Port(p) => Some(*p),
             NextHop::Ecmp(members) => {
                 let h = key.hash(seed);
-                Some(members[(h % members.len() as u64) as usize])
+                let chosen = members[(h % members.len() as u64) as usize];
+                if up(chosen) {
+                    return Some(chosen);
+                }
+                let live = members.iter().filter(|&&m| up(m)).count() as u64;
+                match live {
+                    0 => Some(chosen),
+                    _ => members
+                        .iter()
+                        .copied()
+                        .filter(|&m| up(m))
+                        .nth(((h >> 32) % live) as usize),
+                }
             }
         }
     }
@@ -137,11 +152,47 @@ mod tests {
         };
         let mut hits = [0usize; 7];
         for sport in 49152..49152 + 4000 {
-            hits[t.select(&key(sport), 1).unwrap()] += 1;
+            hits[t.select(&key(sport), 1, |_| true).unwrap()] += 1;
         }
         for (port, &n) in hits.iter().enumerate().skip(3) {
             assert!((800..1200).contains(&n), "port {port} got {n} of 4000 flows");
         }
-        assert_eq!(t.select(&key(50000), 1), t.select(&key(50000), 1));
+        assert_eq!(t.select(&key(50000), 1, |_| true), t.select(&key(50000), 1, |_| true));
+    }
+
+    #[test]
+    fn a_dead_member_loses_only_its_own_flows_and_they_spread_over_the_rest() {
+        let t = Lpm::new(&[route("198.18.0.0", 16, NextHop::Ecmp(vec![3, 4, 5, 6]))]);
+        let key = |sport| FlowKey {
+            src: "198.18.0.1".parse().unwrap(),
+            dst: "198.18.1.1".parse().unwrap(),
+            protocol: 17,
+            src_port: sport,
+            dst_port: 4791,
+        };
+        let mut moved = [0usize; 7];
+        for sport in 49152..49152 + 4000 {
+            let before = t.select(&key(sport), 1, |_| true).unwrap();
+            let after = t.select(&key(sport), 1, |p| p != 4).unwrap();
+            assert_ne!(after, 4, "a flow went to the dead member");
+            if before != 4 {
+                assert_eq!(before, after, "a flow on a live member moved");
+            } else {
+                moved[after] += 1;
+            }
+        }
+        // About 1,000 flows were on port 4: a third each to the others.
+        for p in [3, 5, 6] {
+            assert!(
+                (250..420).contains(&moved[p]),
+                "port {p} took {} of port 4's flows",
+                moved[p]
+            );
+        }
+        assert_eq!(
+            t.select(&key(50000), 1, |_| false),
+            t.select(&key(50000), 1, |_| true),
+            "none up: as it was"
+        );
     }
 }

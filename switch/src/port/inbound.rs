@@ -24,6 +24,16 @@ impl InboundLink {
         }
     }
 
+    /// The link runs at `rate` for frames sent from now on.
+    pub fn set_rate(&mut self, rate: Rate) {
+        self.rate = rate;
+    }
+
+    /// The link's one-way delay is `delay` for frames sent from now on.
+    pub fn set_delay(&mut self, delay: Nanos) {
+        self.delay_ns = delay.0;
+    }
+
     /// When a frame of `len` bytes the host handed to the link at `sent_ns` has arrived at the
     /// switch (ns).
     pub fn arrival_ns(&mut self, sent_ns: u64, len: u64) -> u64 {

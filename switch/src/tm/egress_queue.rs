@@ -190,6 +190,8 @@ pub struct EgressQueue {
     dwrr: Option<Dwrr>,
     /// What the link does to the frames it carries (`None`: it carries them as sent).
     impairment: Option<Impairment>,
+    /// The seed its impairment's draws were made from.
+    impair_seed: u64,
 }
 
 impl EgressQueue {
@@ -210,6 +212,7 @@ impl EgressQueue {
             watchdog_trips: 0,
             dwrr: None,
             impairment: None,
+            impair_seed: 0,
         }
     }
 
@@ -510,9 +513,12 @@ impl EgressQueue {
         })
     }
 
-    /// The link impairs the frames it carries as `spec` says, its draws seeded by `seed`.
+    /// The link impairs the frames it carries as `spec` says (replacing what it did), its draws
+    /// seeded by `seed`.
     pub fn impair(&mut self, spec: ImpairmentSpec, seed: u64) {
+        self.impair_seed = seed;
         if spec.is_none() {
+            self.impairment = None;
             return;
         }
         // A frame's own delay may be shorter than the link's (jitter, reordering): the worker
@@ -521,6 +527,35 @@ impl EgressQueue {
             self.wake_at_starts = true;
         }
         self.impairment = Some(Impairment::new(spec, seed));
+    }
+
+    /// The link impairs the frames it carries as `spec` says from now on, with draws of a
+    /// stream of their own (so that a change does not replay the draws made before it).
+    pub fn change_impairment(&mut self, spec: ImpairmentSpec) {
+        let next = self.impair_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.impair(spec, next);
+    }
+
+    /// The link runs at `rate` from the next frame that starts.
+    pub fn set_rate(&mut self, rate: Rate) {
+        self.rate = rate;
+    }
+
+    /// The link's delay is `delay` for frames that start from now on; those on it keep theirs.
+    pub fn set_delay(&mut self, delay: Nanos) {
+        self.delay_ps = delay.0 * PS_PER_NS;
+    }
+
+    /// The buffer holds at most `bytes` from now on (frames already in it stay).
+    pub fn set_buffer(&mut self, bytes: u64) {
+        self.buffer = bytes;
+    }
+
+    /// Takes off the link every frame that had not reached its far end by `at_ns`: the link
+    /// went down under them then.
+    pub fn cut(&mut self, at_ns: u64) -> impl Iterator<Item = FrameBuf> + '_ {
+        let arrived = self.on_wire.partition_point(|o| o.release_ps <= at_ns * PS_PER_NS);
+        self.on_wire.drain(arrived..).map(|o| o.frame)
     }
 
     /// What the link does to `d`, which egress has finished with: lost, duplicated, its delay

@@ -18,6 +18,8 @@ pub const SERIES: &str = "series.csv";
 pub const QUEUES: &str = "queues.csv";
 /// Host stalls.
 pub const STALLS: &str = "stalls.csv";
+/// The network's events (written when the scenario has `events:`).
+pub const EVENTS: &str = "events.csv";
 /// Per-application outcomes (written when the workload has applications).
 pub const APPLICATIONS: &str = "applications.csv";
 /// Switch and host counters.
@@ -32,8 +34,9 @@ pub const REPORT: &str = "report.md";
 pub const DATAPATH: &str = "datapath.txt";
 
 /// Everything a run may write into its folder: what `--force` clears before a run.
-pub const WRITTEN: [&str; 16] = [
+pub const WRITTEN: [&str; 17] = [
     SCENARIO,
+    EVENTS,
     FLOWS,
     SERIES,
     QUEUES,
@@ -198,6 +201,14 @@ struct StallRow<'a> {
 }
 
 #[derive(Serialize)]
+struct EventRow<'a> {
+    t_us: f64,
+    /// As Wireshark's `frame.time_epoch`, to find the event in a capture.
+    epoch_s: String,
+    event: &'a str,
+}
+
+#[derive(Serialize)]
 struct Counters<'a> {
     switches: &'a [intlab_switch::SwitchSnapshot],
     hosts: &'a [super::HostCounters],
@@ -299,6 +310,17 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             late_us: us(s.late_ns),
         }),
     )?;
+    if !r.events.is_empty() {
+        csv_rows(
+            dir,
+            EVENTS,
+            r.events.iter().map(|e| EventRow {
+                t_us: us(e.t_ns),
+                epoch_s: format!("{}.{:09}", e.epoch_ns / 1_000_000_000, e.epoch_ns % 1_000_000_000),
+                event: &e.what,
+            }),
+        )?;
+    }
     json(
         dir,
         COUNTERS,

@@ -409,8 +409,21 @@ pub struct Results {
     pub hosts: Vec<HostCounters>,
     /// Every host stall, in host then time order.
     pub stalls: Vec<HostStall>,
+    /// What happened to the network (`events:`, and the routes following), in time order.
+    pub events: Vec<NetworkEvent>,
     /// The summary.
     pub summary: Summary,
+}
+
+/// Something that happened to the network during a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkEvent {
+    /// When, from the start of the workload (scenario ns).
+    pub t_ns: u64,
+    /// When on the captures' clock (ns since the Unix epoch, as pcapng stamps frames).
+    pub epoch_ns: u64,
+    /// What: `down leaf1-spine1`, `routes recomputed (1 link(s) down)`, ...
+    pub what: String,
 }
 
 /// Bytes a flow of `size` puts on the wire without loss: every packet's Ethernet, IPv4, UDP,
@@ -672,6 +685,7 @@ impl Results {
             switches,
             hosts,
             stalls,
+            events: Vec::new(),
             summary,
         }
     }

@@ -52,12 +52,20 @@ pub struct Line {
 
 /// A plot of `lines` (colours from a palette; a legend when some are labelled).
 pub fn lines(path: &Path, caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> io::Result<()> {
-    draw_lines(path, caption, x_desc, y_desc, lines).map_err(plot_error)
+    draw_lines(path, (caption, x_desc, y_desc), lines, &[]).map_err(plot_error)
 }
 
-fn draw_lines(path: &Path, caption: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> Result {
+/// A plot of `lines` with a dashed vertical line and its label at each of `marks` (x, label):
+/// the network's events.
+fn draw_lines(
+    path: &Path,
+    (caption, x_desc, y_desc): (&str, &str, &str),
+    lines: &[Line],
+    marks: &[(f64, String)],
+) -> Result {
     let all = lines.iter().flat_map(|l| &l.points);
     let (x_max, y_max) = all.fold((0.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+    let x_max = marks.iter().fold(x_max, |x, m| x.max(m.0));
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -67,6 +75,19 @@ fn draw_lines(path: &Path, caption: &str, x_desc: &str, y_desc: &str, lines: &[L
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..span(x_max), 0.0..span(y_max))?;
     chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw()?;
+    let top = span(y_max);
+    for (k, (x, label)) in marks.iter().enumerate() {
+        let grey = BLACK.mix(0.45);
+        // Dashes of a twentieth of the height: plotters draws no dashed style in SVG.
+        let dashes = (0..20).step_by(2).map(|i| {
+            let y = top * f64::from(i) / 20.0;
+            PathElement::new(vec![(*x, y), (*x, y + top / 20.0)], grey.stroke_width(1))
+        });
+        chart.draw_series(dashes)?;
+        // Labels stagger down so that close events stay readable.
+        let y = top * (0.97 - 0.05 * (k % 4) as f64);
+        chart.draw_series(std::iter::once(Text::new(label.clone(), (*x, y), ("sans-serif", 12))))?;
+    }
     let single = lines.len() == 1;
     for (k, line) in lines.iter().enumerate() {
         let colour = if single {
@@ -153,10 +174,9 @@ fn fct_cdf(path: &Path, r: &Results) -> Result {
     };
     draw_lines(
         path,
-        &title(r, "FCT CDF"),
-        "flow completion time (ms)",
-        "fraction of flows",
+        (&title(r, "FCT CDF"), "flow completion time (ms)", "fraction of flows"),
         &[line],
+        &[],
     )
 }
 
@@ -180,10 +200,9 @@ fn rates(path: &Path, r: &Results) -> Result {
         .collect();
     draw_lines(
         path,
-        &title(r, "pacing rate per flow"),
-        "time (ms)",
-        "rate (Mb/s)",
+        (&title(r, "pacing rate per flow"), "time (ms)", "rate (Mb/s)"),
         &per_flow,
+        &event_marks(r),
     )
 }
 
@@ -198,9 +217,13 @@ fn queue(path: &Path, r: &Results) -> Result {
     };
     draw_lines(
         path,
-        &title(r, &what),
-        "time (ms)",
-        "largest queue per interval (KB)",
+        (&title(r, &what), "time (ms)", "largest queue per interval (KB)"),
         &[line],
+        &event_marks(r),
     )
+}
+
+/// The network's events as plot marks (ms, what).
+fn event_marks(r: &Results) -> Vec<(f64, String)> {
+    r.events.iter().map(|e| (e.t_ns as f64 / 1e6, e.what.clone())).collect()
 }

@@ -10,9 +10,11 @@
 //!
 //! See `docs/scenarios.md` for every key.
 
+mod events;
 mod overrides;
 pub(crate) mod raw;
 
+pub use events::{EventAction, ScenarioEvent};
 pub use overrides::Overrides;
 
 use std::collections::HashSet;
@@ -93,6 +95,15 @@ pub struct Scenario {
     pub runtime: RuntimeSettings,
     /// The grid `intlab sweep` runs when given none: (key, values) per axis.
     pub sweep: Vec<(String, Vec<String>)>,
+    /// What the run does to its network as it goes, in time order.
+    pub events: Vec<ScenarioEvent>,
+    /// How long after a link goes down or up the fabric's routes follow (scenario ns).
+    pub reconverge_ns: u64,
+}
+
+/// `reconverge:`, or its default.
+fn reconverge_ns(key: Option<&Spanned<Nanos>>) -> u64 {
+    key.map_or(crate::lab_links::DEFAULT_RECONVERGE_NS, |r| r.value.0)
 }
 
 impl Scenario {
@@ -103,11 +114,11 @@ impl Scenario {
 
     /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
     /// (`intlab up`): the run keys (workload, controller, ...) are not required.
-    pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings), LoadError> {
+    pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings, u64), LoadError> {
         let text = read(file)?;
         let (topology, run) = (load_document(&text, file)?, parse_yaml::<RawRun>(&text, file)?);
         let runtime = Checker { file }.runtime(run.runtime.as_ref())?;
-        Ok((topology, runtime))
+        Ok((topology, runtime, reconverge_ns(run.reconverge.as_ref())))
     }
 
     /// `file`, or the built-in default when there is none, with `overrides` applied.
@@ -337,6 +348,8 @@ impl Checker<'_> {
             ));
         }
         let runtime = self.runtime(run.runtime.as_ref())?;
+        let events = events::check(&run.events, &topology, |at, m| self.err(at, m))?;
+        let reconverge_ns = reconverge_ns(run.reconverge.as_ref());
         Ok(Scenario {
             file: self.file.to_owned(),
             text,
@@ -351,6 +364,8 @@ impl Checker<'_> {
             transport,
             runtime,
             sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
+            events,
+            reconverge_ns,
         })
     }
 

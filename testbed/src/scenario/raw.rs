@@ -36,6 +36,10 @@ pub(crate) struct RawRun {
     pub runtime: Option<Spanned<RawRuntime>>,
     #[serde(default)]
     pub sweep: Vec<RawAxis>,
+    #[serde(default)]
+    pub events: Vec<Spanned<RawEvent>>,
+    #[serde(default)]
+    pub reconverge: Option<Spanned<Nanos>>,
     // The topology's keys.
     #[serde(default, rename = "name")]
     _name: Option<IgnoredAny>,
@@ -53,6 +57,21 @@ pub(crate) struct RawRun {
     _pfc: Option<IgnoredAny>,
     #[serde(default, rename = "priorities")]
     _priorities: Option<IgnoredAny>,
+}
+
+/// One of `events:`: at a time, a link or switch down or up, or link keys set.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEvent {
+    pub at: Spanned<Nanos>,
+    #[serde(default)]
+    pub down: Option<Spanned<String>>,
+    #[serde(default)]
+    pub up: Option<Spanned<String>>,
+    #[serde(default)]
+    pub set: Option<Spanned<String>>,
+    #[serde(default)]
+    pub keys: Option<Spanned<crate::topology::LinkKeys>>,
 }
 
 /// `dilation:` a factor, or `auto`.

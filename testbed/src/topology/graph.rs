@@ -8,7 +8,11 @@ use super::{Link, NodeKind, Topology};
 
 /// How a link is labelled: `100Mbps, 200us`, then what impairs it.
 fn link_label(l: &Link) -> String {
-    let p = &l.props;
+    props_label(&l.props)
+}
+
+/// A link's properties in a few words: `100Mbps, 200us`, then what impairs it.
+pub(crate) fn props_label(p: &super::LinkProps) -> String {
     let mut label = format!("{}, {}", p.rate, delay(p.delay.0));
     let im = &p.impair;
     if im.jitter_ns > 0 {

@@ -84,6 +84,10 @@ struct RawTopology {
     _runtime: Option<IgnoredAny>,
     #[serde(default, rename = "sweep")]
     _sweep: Option<IgnoredAny>,
+    #[serde(default, rename = "events")]
+    _events: Option<IgnoredAny>,
+    #[serde(default, rename = "reconverge")]
+    _reconverge: Option<IgnoredAny>,
 }
 
 /// A route that replaces the computed next hops of one switch towards one host.
@@ -133,7 +137,7 @@ struct RawNode {
 
 /// A link, or (without endpoints) the defaults of every link. One struct for both: serde's
 /// flatten, which could share the properties, loses the position of a bad value.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLink {
     #[serde(default)]
@@ -378,24 +382,9 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
             column: e.column,
             message: format!("links[{li}]: {}: {}", e.key, e.message),
         })?;
-        if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&rate.bps()) {
-            return Err(err(
-                &l.referenced,
-                format!(
-                    "links[{li}]: rate {rate}: expected 1 kb/s to 4.29 Tb/s (INT reports line rate in kb/s in 32 bits)"
-                ),
-            ));
-        }
+        check_rate(rate).map_err(|m| err(&l.referenced, format!("links[{li}]: {m}")))?;
         let buffer = p.buffer.or(defaults.buffer).unwrap_or(Bytes(1_000_000));
-        if buffer.0 < MIN_BUFFER {
-            return Err(err(
-                &l.referenced,
-                format!(
-                    "links[{li}]: buffer {} B holds no full-size Ethernet frame ({MIN_BUFFER} B): every data packet would be dropped",
-                    buffer.0
-                ),
-            ));
-        }
+        check_buffer(buffer).map_err(|m| err(&l.referenced, format!("links[{li}]: {m}")))?;
         let props = LinkProps {
             rate,
             delay,
@@ -672,6 +661,114 @@ const MIN_RATE_BPS: u64 = 1_000;
 const MAX_RATE_BPS: u64 = u32::MAX as u64 * 1_000;
 /// The smallest useful buffer: one full-size Ethernet frame (1500 B IP + 18 B Ethernet).
 const MIN_BUFFER: u64 = 1518;
+
+/// A line rate INT can report.
+fn check_rate(rate: Rate) -> Result<(), String> {
+    match (MIN_RATE_BPS..=MAX_RATE_BPS).contains(&rate.bps()) {
+        true => Ok(()),
+        false => Err(format!(
+            "rate {rate}: expected 1 kb/s to 4.29 Tb/s (INT reports line rate in kb/s in 32 bits)"
+        )),
+    }
+}
+
+/// A buffer that holds a full-size frame.
+fn check_buffer(buffer: Bytes) -> Result<(), String> {
+    match buffer.0 >= MIN_BUFFER {
+        true => Ok(()),
+        false => Err(format!(
+            "buffer {} B holds no full-size Ethernet frame ({MIN_BUFFER} B): every data packet would be dropped",
+            buffer.0
+        )),
+    }
+}
+
+/// Link keys to set on a link that exists (a scenario's `events:`, `intlab link set`): any of
+/// a link's keys but `endpoints`, as written under `links:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct LinkKeys(RawLink);
+
+impl LinkKeys {
+    /// Reads `KEY=VALUE` words (`delay=50us`, `loss=1% 25%`) as link keys; `origin` names
+    /// them in errors.
+    pub fn from_words(words: &[String], origin: &Path) -> Result<LinkKeys, LoadError> {
+        let mut yaml = String::new();
+        for w in words {
+            let (k, v) = w.split_once('=').ok_or_else(|| LoadError {
+                file: origin.to_owned(),
+                line: 0,
+                column: 0,
+                message: format!("`{w}`: expected KEY=VALUE, e.g. delay=50us"),
+            })?;
+            yaml.push_str(&format!("{}: {}\n", k.trim(), v.trim()));
+        }
+        parse_yaml(&yaml, origin)
+    }
+
+    /// The link `props` with these keys set, and the change that makes it so. Impairment keys
+    /// replace the link's impairments whole, as `tc qdisc change ... netem` does: a key not
+    /// given is off afterwards.
+    pub fn apply(&self, props: &LinkProps) -> Result<(LinkProps, intlab_switch::LinkChange), String> {
+        let k = &self.0;
+        if k.endpoints.is_some() {
+            return Err("`endpoints`: a link's ends cannot change".into());
+        }
+        let mut new = *props;
+        let mut change = intlab_switch::LinkChange::default();
+        if let Some(rate) = k.rate {
+            check_rate(rate)?;
+            new.rate = rate;
+            change.rate = Some(rate);
+        }
+        if let Some(delay) = k.delay {
+            new.delay = delay;
+            change.delay = Some(delay);
+        }
+        if let Some(buffer) = k.buffer {
+            check_buffer(buffer)?;
+            new.buffer = buffer;
+            change.buffer = Some(buffer);
+        }
+        if let Some(ecn) = k.ecn {
+            let ecn = ecn.resolve().map_err(|m| format!("ecn: {m}"))?;
+            new.ecn = Some(ecn);
+            change.ecn = Some(Some(ecn));
+        }
+        let keys = k.netem(&NO_LINK_KEYS);
+        let given = [keys.jitter, keys.loss, keys.duplicate, keys.corrupt, keys.reorder]
+            .iter()
+            .any(Option::is_some)
+            || keys.distribution.is_some()
+            || keys.gap.is_some();
+        if given {
+            new.impair = keys
+                .resolve(new.delay)
+                .map_err(|e| format!("{} (line {}): {}", e.key, e.line, e.message))?;
+            change.impair = Some(new.impair);
+        }
+        if change == intlab_switch::LinkChange::default() {
+            return Err("no key to set (rate, delay, buffer, ecn, jitter, distribution, loss, duplicate, corrupt, reorder, gap)".into());
+        }
+        Ok((new, change))
+    }
+}
+
+/// No link keys: what a link's own keys fall back on when there are no defaults.
+static NO_LINK_KEYS: RawLink = RawLink {
+    endpoints: None,
+    rate: None,
+    delay: None,
+    buffer: None,
+    ecn: None,
+    jitter: None,
+    distribution: None,
+    loss: None,
+    duplicate: None,
+    corrupt: None,
+    reorder: None,
+    gap: None,
+};
 
 /// Checks a name that becomes part of file and namespace names: 1 to `max` letters, digits,
 /// `-`, `_` and `.`, not starting with `-` or `.`.

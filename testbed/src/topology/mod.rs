@@ -3,18 +3,19 @@
 //! containerlab's (`nodes:`, `links:` with `endpoints: ["s1:eth1", "h1:eth0"]`).
 
 pub mod graph;
+mod link_names;
 mod load;
 mod routing;
 pub mod tutorial_json;
 
-pub use load::{LoadError, load_str};
+pub use load::{LinkKeys, LoadError, load_str};
 pub(crate) use load::{first_line, load_document, parse_yaml};
 
 /// Checks a name the lab uses in file and namespace names (letters, digits, `-`, `_`, `.`).
 pub fn check_name(name: &str) -> Result<(), String> {
     load::plain_name(name, load::MAX_NAME)
 }
-pub use routing::{Routes, distances, routes, shortest_paths};
+pub use routing::{Routes, distances, routes, routes_without, shortest_paths};
 
 use std::net::Ipv4Addr;
 

@@ -15,6 +15,11 @@ pub struct Routes {
 /// Links between `host` and every node (usize::MAX when unreachable), by breadth-first search;
 /// hosts do not forward.
 pub fn distances(t: &Topology, host: usize) -> Vec<usize> {
+    distances_over(t, host, &|_| true)
+}
+
+/// [`distances`] over the links `alive` keeps.
+fn distances_over(t: &Topology, host: usize, alive: &dyn Fn(usize) -> bool) -> Vec<usize> {
     let mut dist = vec![usize::MAX; t.nodes.len()];
     dist[host] = 0;
     let mut queue = VecDeque::from([host]);
@@ -22,7 +27,7 @@ pub fn distances(t: &Topology, host: usize) -> Vec<usize> {
         if u != host && t.nodes[u].kind == NodeKind::Host {
             continue;
         }
-        for (li, end) in t.links_of(u) {
+        for (li, end) in t.links_of(u).filter(|&(li, _)| alive(li)) {
             let v = t.links[li].ends[1 - end].node;
             if dist[v] == usize::MAX {
                 dist[v] = dist[u] + 1;
@@ -35,16 +40,22 @@ pub fn distances(t: &Topology, host: usize) -> Vec<usize> {
 
 /// Shortest-path routes with every equal-cost next hop kept (ECMP).
 pub fn shortest_paths(t: &Topology) -> Routes {
+    shortest_paths_over(t, &|_| true)
+}
+
+/// [`shortest_paths`] over the links `alive` keeps.
+fn shortest_paths_over(t: &Topology, alive: &dyn Fn(usize) -> bool) -> Routes {
     let n = t.nodes.len();
     let mut next = vec![vec![Vec::new(); n]; n];
     for host in t.hosts() {
-        let dist = distances(t, host);
+        let dist = distances_over(t, host, alive);
         for s in t.switches() {
             if dist[s] == usize::MAX {
                 continue;
             }
             next[s][host] = t
                 .links_of(s)
+                .filter(|&(li, _)| alive(li))
                 .filter(|&(li, end)| {
                     let v = t.links[li].ends[1 - end].node;
                     dist[v] != usize::MAX
@@ -63,6 +74,20 @@ pub fn routes(t: &Topology) -> Routes {
     let mut r = shortest_paths(t);
     for o in &t.routes {
         r.next[o.switch][o.host] = o.via.clone();
+    }
+    r
+}
+
+/// The routes a fabric converges to once links `down` (indices) are gone: shortest paths over
+/// the others, and the file's own routes where they keep a link that is up.
+pub fn routes_without(t: &Topology, down: &std::collections::BTreeSet<usize>) -> Routes {
+    let alive = |li: usize| !down.contains(&li);
+    let mut r = shortest_paths_over(t, &alive);
+    for o in &t.routes {
+        let via: Vec<usize> = o.via.iter().copied().filter(|&li| alive(li)).collect();
+        if !via.is_empty() {
+            r.next[o.switch][o.host] = via;
+        }
     }
     r
 }

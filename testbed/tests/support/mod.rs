@@ -426,6 +426,27 @@ pub fn lua_script() -> PathBuf {
 /// Every packet of a pcapng capture as the switch wrote it: its bytes, its time (ns), and its
 /// direction flags (1 inbound, 2 outbound; 0 when it has none).
 pub fn captured_packets(pcap: &Path) -> Vec<(Vec<u8>, u64, u32)> {
+    captured_frames(pcap)
+        .into_iter()
+        .map(|f| (f.bytes, f.t_ns, f.direction))
+        .collect()
+}
+
+/// One packet of a capture.
+#[allow(dead_code)]
+pub struct CapturedFrame {
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its time (ns since the epoch).
+    pub t_ns: u64,
+    /// 1 inbound, 2 outbound, 0 when not said.
+    pub direction: u32,
+    /// Its comment: `dropped: REASON` on a frame the switch dropped.
+    pub comment: Option<String>,
+}
+
+/// Every packet of a pcapng capture as the switch wrote it, with its comment.
+pub fn captured_frames(pcap: &Path) -> Vec<CapturedFrame> {
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
     use pcap_file::pcapng::{Block, PcapNgReader};
     let file = std::fs::File::open(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()));
@@ -435,11 +456,20 @@ pub fn captured_packets(pcap: &Path) -> Vec<(Vec<u8>, u64, u32)> {
         let Block::EnhancedPacket(p) = block.expect("a good block") else {
             continue;
         };
-        let flags = p.options.iter().find_map(|o| match o {
+        let direction = p.options.iter().find_map(|o| match o {
             EnhancedPacketOption::Flags(f) => Some(*f & 3),
             _ => None,
         });
-        out.push((p.data.to_vec(), p.timestamp.as_nanos() as u64, flags.unwrap_or(0)));
+        let comment = p.options.iter().find_map(|o| match o {
+            EnhancedPacketOption::Comment(c) => Some(c.to_string()),
+            _ => None,
+        });
+        out.push(CapturedFrame {
+            bytes: p.data.to_vec(),
+            t_ns: p.timestamp.as_nanos() as u64,
+            direction: direction.unwrap_or(0),
+            comment,
+        });
     }
     out
 }

@@ -197,6 +197,49 @@ enum Command {
     /// Convert another tool's files into intlab's.
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Change the links of a lab that is up (`intlab up`) while it runs; a link is named by its
+    /// two ends, `h1-s1` in either order (docs/live.md).
+    #[command(subcommand)]
+    Link(LinkCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LinkCommand {
+    /// Set link keys, as in a scenario: `intlab link set h1-s1 delay=50us rate=1Gbps loss=1%`.
+    /// Impairment keys replace the link's impairments whole, as `tc qdisc change` does.
+    Set {
+        /// The link.
+        link: String,
+        /// KEY=VALUE, one or more (rate, delay, buffer, jitter, distribution, loss, duplicate,
+        /// corrupt, reorder, gap).
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        keys: Vec<String>,
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+    },
+    /// Take a link, or every link of a switch, down: frames on it and sent to it are lost.
+    Down {
+        /// The link (`h1-s1`) or switch.
+        target: String,
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+    },
+    /// Bring a link, or every link of a switch, up again.
+    Up {
+        /// The link (`h1-s1`) or switch.
+        target: String,
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+    },
+    /// List every link with its state, rate, delay, buffer and impairments.
+    Show {
+        /// The lab [default: the only one up].
+        #[arg(long)]
+        lab: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -448,6 +491,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Exec { node, lab, command } => commands::lab::run_exec(&node, lab.as_deref(), &command),
         Command::Down { name } => commands::lab::down(name),
         Command::Import(cmd) => commands::import::import(cmd),
+        Command::Link(cmd) => commands::link::link(cmd),
         Command::P4(cmd) => commands::p4::p4(cmd),
         Command::Clean { prefix, force } => commands::clean::clean(&prefix, force),
     }

@@ -23,12 +23,12 @@ pub(crate) fn run_up(
     foreground: bool,
     metrics: Option<SocketAddr>,
 ) -> Result<ExitCode> {
-    let (topology, runtime) = Scenario::load_lab(scenario)?;
+    let (topology, runtime, reconverge_ns) = Scenario::load_lab(scenario)?;
     let name = name.unwrap_or_else(|| topology.name.clone());
     intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
     StandingLab::claim(&name)?;
     if foreground {
-        return hold_lab(scenario, &topology, runtime, &name, metrics);
+        return hold_lab(scenario, &topology, (runtime, reconverge_ns), &name, metrics);
     }
     std::fs::create_dir_all(standing_lab::STATE_DIR)
         .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
@@ -77,7 +77,7 @@ pub(crate) fn run_up(
 pub(crate) fn hold_lab(
     scenario: &Path,
     topology: &intlab_testbed::topology::Topology,
-    runtime: intlab_testbed::scenario::RuntimeSettings,
+    (runtime, reconverge_ns): (intlab_testbed::scenario::RuntimeSettings, u64),
     name: &str,
     metrics: Option<SocketAddr>,
 ) -> Result<ExitCode> {
@@ -87,6 +87,7 @@ pub(crate) fn hold_lab(
     cfg.workers = runtime.workers;
     cfg.poll = runtime.poll;
     cfg.packet_io = runtime.packet_io;
+    cfg.reconverge_ns = reconverge_ns;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     // A standing lab is built at dilation 1: its scenario's time is the lab's.
     let live = metrics.map(LiveServer::start).transpose()?;
@@ -95,7 +96,7 @@ pub(crate) fn hold_lab(
     }
     let socket = StandingLab::socket_path(name);
     let datapaths = lab.p4_datapaths();
-    intlab_testbed::p4_control::serve(&socket, datapaths.clone())
+    intlab_testbed::control_socket::serve(&socket, datapaths.clone(), Some(lab.links().clone()))
         .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
     let endpoints = intlab_testbed::p4runtime::endpoints(topology, datapaths, lab.cpu_ports())
         .map_err(|e| anyhow::anyhow!("{e}"))?;

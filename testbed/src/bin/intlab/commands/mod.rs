@@ -8,6 +8,7 @@ pub(crate) mod graph;
 pub(crate) mod import;
 pub(crate) mod inspect;
 pub(crate) mod lab;
+pub(crate) mod link;
 pub(crate) mod p4;
 pub(crate) mod rlcc;
 pub(crate) mod run;

@@ -75,7 +75,7 @@ pub(crate) fn p4(cmd: P4Command) -> Result<ExitCode> {
 /// `intlab p4 cli`: sends the command given, or each line of standard input, to a P4 switch of
 /// a lab that is up; prints what each printed and refusals as `Error: ...`.
 pub(crate) fn run_p4_cli(switch: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
-    use intlab_testbed::p4_control::{ControlClient, ControlError};
+    use intlab_testbed::control_socket::{ControlClient, ControlError};
     let lab = StandingLab::find(lab)?;
     let mut client = ControlClient::connect(&StandingLab::socket_path(&lab.name), switch)
         .with_context(|| format!("lab {}", lab.name))?;

@@ -1,11 +1,13 @@
-//! The P4 control plane of a lab that is up, over a Unix socket beside its record: the process
-//! holding the lab serves `simple_switch_CLI` commands for its P4 switches ([`serve`]),
-//! and `intlab p4 cli SWITCH` sends them ([`ControlClient`]). A command's change reaches the
-//! switch's packet threads whole (see `intlab_p4::Datapath::edit`); entry handles are kept per
-//! switch across clients, as simple_switch keeps them.
+//! The control socket of a lab that is up, a Unix socket beside its record: the process
+//! holding the lab serves `simple_switch_CLI` commands for its P4 switches and changes to its
+//! links ([`serve`]); `intlab p4 cli SWITCH` and `intlab link` send them ([`ControlClient`]).
+//! A P4 command's change reaches the switch's packet threads whole (see
+//! `intlab_p4::Datapath::edit`); entry handles are kept per switch across clients, as
+//! simple_switch keeps them.
 //!
 //! One request per line, one answer per line, both JSON: `{"switch": "s1", "command": "..."}`
-//! → `{"output": "..."}` or `{"error": "..."}`. An empty command only checks the switch.
+//! or `{"link": {"do": "down", "target": "h1-s1"}}` → `{"output": "..."}` or
+//! `{"error": "..."}`. An empty P4 command only checks the switch.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -16,11 +18,42 @@ use intlab_p4::Datapath;
 use intlab_p4::cli_commands::CliSession;
 use serde::{Deserialize, Serialize};
 
-/// One command for one switch.
+use crate::lab_links::LabLinks;
+use crate::topology::LinkKeys;
+
+/// One request.
 #[derive(Debug, Serialize, Deserialize)]
-struct Request {
-    switch: String,
-    command: String,
+#[serde(untagged)]
+enum Request {
+    /// A `simple_switch_CLI` command for one P4 switch.
+    P4 { switch: String, command: String },
+    /// A change to the lab's links, or a look at them.
+    Link { link: LinkRequest },
+}
+
+/// What `intlab link` asks of a lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case")]
+pub enum LinkRequest {
+    /// Sets link keys (`KEY=VALUE` words) on a link.
+    Set {
+        /// The link (`h1-s1`).
+        link: String,
+        /// The keys, as `delay=50us`.
+        keys: Vec<String>,
+    },
+    /// Takes a link, or every link of a switch, down.
+    Down {
+        /// The link or switch.
+        target: String,
+    },
+    /// Brings a link, or every link of a switch, up.
+    Up {
+        /// The link or switch.
+        target: String,
+    },
+    /// Every link with its state and properties.
+    Show,
 }
 
 /// What a command printed, or why it failed.
@@ -42,7 +75,7 @@ struct SwitchControl {
 /// Serves the control plane of `switches` on a Unix socket at `path` (replacing one a killed
 /// holder left) until the process ends, each client on its own thread: clients are few and
 /// mostly idle, so their threads cost nothing that matters.
-pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>) -> io::Result<()> {
+pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>, links: Option<Arc<LabLinks>>) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -58,7 +91,7 @@ pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>) -> io::Result<
             })
             .collect(),
     );
-    std::thread::Builder::new().name("p4-control".into()).spawn(move || {
+    std::thread::Builder::new().name("lab-control".into()).spawn(move || {
         for client in listener.incoming() {
             let client = match client {
                 Ok(c) => c,
@@ -68,8 +101,9 @@ pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>) -> io::Result<
                 }
             };
             let switches = Arc::clone(&switches);
-            let spawned = std::thread::Builder::new().name("p4-client".into()).spawn(move || {
-                if let Err(e) = answer_client(client, &switches) {
+            let links = links.clone();
+            let spawned = std::thread::Builder::new().name("lab-client".into()).spawn(move || {
+                if let Err(e) = answer_client(client, &switches, links.as_ref()) {
                     tracing::debug!("control socket client: {e}");
                 }
             });
@@ -82,11 +116,18 @@ pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>) -> io::Result<
 }
 
 /// Answers one client's requests until it hangs up.
-fn answer_client(client: UnixStream, switches: &[SwitchControl]) -> io::Result<()> {
+fn answer_client(client: UnixStream, switches: &[SwitchControl], links: Option<&Arc<LabLinks>>) -> io::Result<()> {
     let mut out = client.try_clone()?;
     for line in BufReader::new(client).lines() {
         let answer = match serde_json::from_str::<Request>(&line?) {
-            Ok(r) => run(switches, &r),
+            Ok(Request::P4 { switch, command }) => run(switches, &switch, &command),
+            Ok(Request::Link { link }) => match links {
+                Some(links) => change_links(links, &link),
+                None => Answer {
+                    error: Some("this lab's links cannot be changed".into()),
+                    ..Answer::default()
+                },
+            },
             Err(e) => Answer {
                 error: Some(format!("not a request: {e}")),
                 ..Answer::default()
@@ -99,23 +140,45 @@ fn answer_client(client: UnixStream, switches: &[SwitchControl]) -> io::Result<(
     Ok(())
 }
 
-fn run(switches: &[SwitchControl], r: &Request) -> Answer {
-    let Some(sw) = switches.iter().find(|s| s.name == r.switch) else {
+/// Does what `r` asks of the lab's links.
+fn change_links(links: &Arc<LabLinks>, r: &LinkRequest) -> Answer {
+    let done = match r {
+        LinkRequest::Set { link, keys } => LinkKeys::from_words(keys, Path::new("intlab link set"))
+            .map_err(|e| e.message)
+            .and_then(|k| links.set(link, &k, None).map_err(|e| e.to_string())),
+        LinkRequest::Down { target } => links.set_up(target, false, None).map_err(|e| e.to_string()),
+        LinkRequest::Up { target } => links.set_up(target, true, None).map_err(|e| e.to_string()),
+        LinkRequest::Show => Ok(links.show().trim_end().to_owned()),
+    };
+    match done {
+        Ok(output) => Answer {
+            output: Some(output),
+            ..Answer::default()
+        },
+        Err(e) => Answer {
+            error: Some(e),
+            ..Answer::default()
+        },
+    }
+}
+
+fn run(switches: &[SwitchControl], switch: &str, command: &str) -> Answer {
+    let Some(sw) = switches.iter().find(|s| s.name == switch) else {
         let names: Vec<&str> = switches.iter().map(|s| s.name.as_str()).collect();
         let known = match names.is_empty() {
             true => "none of its switches runs a P4 program".to_owned(),
             false => format!("P4 switches: {}", names.join(", ")),
         };
         return Answer {
-            error: Some(format!("no P4 switch `{}` in this lab ({known})", r.switch)),
+            error: Some(format!("no P4 switch `{switch}` in this lab ({known})")),
             ..Answer::default()
         };
     };
-    if r.command.trim().is_empty() {
+    if command.trim().is_empty() {
         return Answer::default();
     }
     let mut session = sw.session.lock().unwrap_or_else(PoisonError::into_inner);
-    match session.run(&sw.datapath, &r.command) {
+    match session.run(&sw.datapath, command) {
         Ok(output) => Answer {
             output,
             ..Answer::default()
@@ -143,7 +206,7 @@ pub enum ControlError {
     Refused(String),
 }
 
-/// A connection to a lab's control socket, for one switch.
+/// A connection to a lab's control socket.
 #[derive(Debug)]
 pub struct ControlClient {
     path: PathBuf,
@@ -153,35 +216,50 @@ pub struct ControlClient {
 }
 
 impl ControlClient {
-    /// Connects to the socket at `path` and checks that the lab has P4 switch `switch`.
+    /// Connects to the socket at `path` and checks that the lab has P4 switch `switch`, which
+    /// [`ControlClient::send`] then commands.
     pub fn connect(path: &Path, switch: &str) -> Result<ControlClient, ControlError> {
+        let mut client = ControlClient::open(path)?;
+        client.switch = switch.to_owned();
+        client.send("")?;
+        Ok(client)
+    }
+
+    /// Connects to the socket at `path`.
+    pub fn open(path: &Path) -> Result<ControlClient, ControlError> {
         let fail = |cause| ControlError::Socket {
             path: path.to_owned(),
             cause,
         };
         let writer = UnixStream::connect(path).map_err(fail)?;
         let reader = BufReader::new(writer.try_clone().map_err(fail)?);
-        let mut client = ControlClient {
+        Ok(ControlClient {
             path: path.to_owned(),
-            switch: switch.to_owned(),
+            switch: String::new(),
             reader,
             writer,
-        };
-        client.send("")?;
-        Ok(client)
+        })
     }
 
-    /// Runs one command; returns what it printed, if anything.
+    /// Runs one P4 command on its switch; returns what it printed, if anything.
     pub fn send(&mut self, command: &str) -> Result<Option<String>, ControlError> {
+        self.exchange(&Request::P4 {
+            switch: self.switch.clone(),
+            command: command.to_owned(),
+        })
+    }
+
+    /// Asks `request` of the lab's links; returns what the lab did or showed.
+    pub fn link(&mut self, request: LinkRequest) -> Result<Option<String>, ControlError> {
+        self.exchange(&Request::Link { link: request })
+    }
+
+    fn exchange(&mut self, request: &Request) -> Result<Option<String>, ControlError> {
         let fail = |cause| ControlError::Socket {
             path: self.path.clone(),
             cause,
         };
-        let request = Request {
-            switch: self.switch.clone(),
-            command: command.to_owned(),
-        };
-        let mut text = serde_json::to_string(&request).map_err(|e| fail(io::Error::other(e)))?;
+        let mut text = serde_json::to_string(request).map_err(|e| fail(io::Error::other(e)))?;
         text.push('\n');
         self.writer.write_all(text.as_bytes()).map_err(fail)?;
         let mut line = String::new();
