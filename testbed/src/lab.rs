@@ -470,7 +470,13 @@ impl Lab {
             .hosts()
             .filter_map(|h| Some((self.topology.nodes[h].address?, self.topology.nodes[h].name.clone())))
             .collect();
-        crate::live::LabView::new(&self.topology.name, dilation, self.fabric.clone(), hosts, host_of)
+        crate::live::LabView::new(
+            &self.topology.name,
+            dilation,
+            self.fabric.clone(),
+            (hosts, host_of),
+            self.links.clone(),
+        )
     }
 
     /// The switches that run a P4 program, by name, with their datapaths (tables to edit).

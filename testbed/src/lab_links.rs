@@ -237,6 +237,21 @@ impl LabLinks {
         out
     }
 
+    /// The topology with each link as it is now, in the scenario's units.
+    pub fn scenario_topology(&self) -> Topology {
+        let state = self.state();
+        let mut t = self.topology.clone();
+        for (l, p) in t.links.iter_mut().zip(&state.props) {
+            l.props = *p;
+        }
+        t
+    }
+
+    /// The links that are down now (or scheduled to go down), by index.
+    pub fn down(&self) -> BTreeSet<usize> {
+        self.state().down.clone()
+    }
+
     /// Every change made or scheduled so far, in time order.
     pub fn events(&self) -> Vec<LinkEvent> {
         let mut log = self.state().log.clone();

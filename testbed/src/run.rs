@@ -28,16 +28,16 @@ pub struct RunOptions {
     pub tag: String,
     /// Replace what an earlier run wrote in `out` (else `out` must be missing or empty).
     pub force: bool,
-    /// Where the running lab is shown while it runs (`--metrics`), if anywhere.
-    pub live: Option<std::sync::Arc<crate::live::LiveServer>>,
+    /// Where the running lab is shown while it runs (`--metrics`, `--web`).
+    pub live: Vec<std::sync::Arc<crate::live::LiveServer>>,
 }
 
-/// Shows a lab on the live server while it lives: hidden again on every way out of a run.
-struct Shown<'a>(Option<&'a crate::live::LiveServer>);
+/// Shows a lab on the live servers while it lives: hidden again on every way out of a run.
+struct Shown<'a>(&'a [std::sync::Arc<crate::live::LiveServer>]);
 
 impl Drop for Shown<'_> {
     fn drop(&mut self) {
-        if let Some(server) = self.0 {
+        for server in self.0 {
             server.hide();
         }
     }
@@ -236,8 +236,8 @@ fn run_once(
         topology.switches().count()
     ));
     let lab = Lab::build(&topology, &cfg)?;
-    let shown = Shown(opts.live.as_deref());
-    if let Some(server) = shown.0 {
+    let shown = Shown(&opts.live);
+    for server in shown.0 {
         server.show(lab.view(d.factor()));
     }
     let apps = s.workload.applications();
@@ -475,7 +475,7 @@ pub fn run_series(
                 capture: false,
                 tag: format!("{tag}{k}"),
                 force: !warned.is_empty(),
-                live: None,
+                live: Vec::new(),
             };
             let r = match d.filter(|_| s.dilation_auto) {
                 Some(at) => run_once(&at_dilation(s, at), &opts, stop, progress, &warned),

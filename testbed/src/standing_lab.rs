@@ -34,6 +34,9 @@ pub struct StandingLab {
     /// Where it serves Prometheus metrics (`--metrics`), if it does.
     #[serde(default)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Where it serves its live page (`--web`), if it does.
+    #[serde(default)]
+    pub web: Option<std::net::SocketAddr>,
 }
 
 /// Where a host of a standing lab lives.

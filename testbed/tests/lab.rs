@@ -49,7 +49,7 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
         capture: false,
         tag: "ft".into(),
         force: false,
-        live: None,
+        live: Vec::new(),
     };
     let prefix = format!("{}-", netns::run_prefix(std::process::id(), "ft"));
     let mut timings = Timings::default();

@@ -185,3 +185,142 @@ fn a_lab_that_is_up_serves_its_metrics_until_it_goes_down() {
     intlab_ok(&["down", &name]);
     assert!(TcpStream::connect(addr).is_err(), "the metrics server outlived its lab");
 }
+
+/// Headless Chromium (Debian's) at `url`: the DOM after the page's scripts ran for `budget_ms`
+/// of virtual time.
+fn chromium_dom(url: &str, profile: &std::path::Path, extra: &[&str]) -> String {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("chromium runs (scripts/test installs Debian's chromium package)");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The numbers of attribute `name` in `dom`, in order.
+fn attribute_values(dom: &str, name: &str) -> Vec<f64> {
+    dom.split(&format!("{name}=\""))
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn the_live_page_draws_the_lab_in_headless_chromium_and_follows_it() {
+    support::require_root();
+    let _serial = support::serial();
+    let out = support::scratch_dir("live-page");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .args([
+            "run",
+            "--web",
+            "127.0.0.1:0",
+            "--set",
+            "dilation=2",
+            "--set",
+            "workload.incast.size=10MB",
+        ])
+        .args(["--force", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
+    let stderr = child.stderr.take().expect("its standard error");
+    let (tx, lines) = crossbeam_channel::unbounded();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let addr: SocketAddr = lines
+        .iter()
+        .find_map(|l| {
+            l.split("live page at http://")
+                .nth(1)?
+                .trim_end_matches('/')
+                .parse()
+                .ok()
+        })
+        .expect("intlab run says where its page is");
+    // Once the flows are under way.
+    let started = Instant::now();
+    while lines
+        .recv_timeout(Duration::from_secs(60))
+        .is_ok_and(|l| !l.contains("running"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the workload did not start"
+        );
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let url = format!("http://{addr}/");
+    let profile = out.join("chromium-profile");
+    let first = chromium_dom(&url, &profile, &["--dump-dom"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let second = chromium_dom(&url, &profile, &["--dump-dom"]);
+    chromium_dom(
+        &url,
+        &profile,
+        &[
+            "--window-size=1300,900",
+            &format!("--screenshot={}", out.join("live.png").display()),
+        ],
+    );
+    let status = child.wait().expect("intlab run ends");
+    drop(lines);
+    reader.join().expect("the reader ends");
+    assert!(status.success(), "intlab run: {status}");
+    // The topology, drawn: a node per node of the incast (s1, h1-h5), a line per link.
+    for dom in [&first, &second] {
+        assert_eq!(dom.matches("class=\"node\"").count(), 6, "{dom}");
+        assert_eq!(dom.matches("class=\"link\"").count(), 5, "{dom}");
+        let updates = attribute_values(dom, "data-updates");
+        assert!(
+            updates.first().is_some_and(|&u| u >= 2.0),
+            "the page polled {updates:?} times"
+        );
+    }
+    // Each flow's acknowledged bytes, as the page shows them, grew between the two loads.
+    let (a, b) = (
+        attribute_values(&first, "data-bytes"),
+        attribute_values(&second, "data-bytes"),
+    );
+    assert_eq!((a.len(), b.len()), (4, 4), "four flows on the page");
+    assert!(
+        b.iter().sum::<f64>() > a.iter().sum::<f64>(),
+        "acknowledged bytes did not move: {a:?} then {b:?}"
+    );
+    // The receiver's link, which the incast fills, is drawn busy.
+    let busy = second
+        .split("id=\"link-4\"")
+        .nth(1)
+        .and_then(|rest| attribute_values(rest, "data-utilisation").first().copied())
+        .expect("h5's link carries a utilisation");
+    assert!(
+        busy > 0.5,
+        "h5's link drawn at {busy} of its rate while the incast fills it"
+    );
+    let png = std::fs::metadata(out.join("live.png")).expect("the screenshot");
+    assert!(png.len() > 10_000, "a screenshot of {} bytes", png.len());
+}

@@ -1,6 +1,7 @@
-//! The HTTP server of a lab's live view: `/metrics` (Prometheus text). It runs on a thread of
-//! its own with a single-threaded async runtime: scrapes are rare and small, and the lab's
-//! cores belong to its workers.
+//! The HTTP server of a lab's live view: `/metrics` (Prometheus text), and the live page at `/`
+//! with what it polls (`/topology.svg`, `/state.json`). It runs on a thread of its own with a
+//! single-threaded async runtime: requests are rare and small, and the lab's cores belong to
+//! its workers.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -8,12 +9,12 @@ use std::thread::JoinHandle;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::metrics;
 use super::view::LabView;
+use super::{metrics, page};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,10 +38,33 @@ type Shown = Arc<RwLock<Option<LabView>>>;
 /// A running server; stops when dropped.
 #[derive(Debug)]
 pub struct LiveServer {
+    /// The address asked for (port 0 for any).
+    asked: SocketAddr,
     address: SocketAddr,
     shown: Shown,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Starts a server for each distinct address of `metrics` and `web` (one serves both when they
+/// are the same); says on standard error where each is.
+pub fn serve_where_asked(metrics: Option<SocketAddr>, web: Option<SocketAddr>) -> Result<Vec<LiveServer>, ServeError> {
+    let mut servers: Vec<LiveServer> = Vec::new();
+    for (address, what) in [(metrics, "metrics"), (web, "web")] {
+        let Some(address) = address else { continue };
+        let server = match servers.iter().position(|s| s.asked == address) {
+            Some(k) => &servers[k],
+            None => {
+                servers.push(LiveServer::start(address)?);
+                &servers[servers.len() - 1]
+            }
+        };
+        match what {
+            "metrics" => eprintln!("intlab: metrics at http://{}/metrics", server.address()),
+            _ => eprintln!("intlab: live page at http://{}/", server.address()),
+        }
+    }
+    Ok(servers)
 }
 
 /// The address `--metrics` means by `text`: a port alone listens on 127.0.0.1, an address
@@ -57,8 +81,9 @@ pub fn listen_address(text: &str) -> Result<SocketAddr, String> {
 impl LiveServer {
     /// Listens on `address` (bound before this returns, so a taken port fails here) and serves
     /// until dropped; shows no lab until [`LiveServer::show`].
-    pub fn start(address: SocketAddr) -> Result<LiveServer, ServeError> {
-        let listener = std::net::TcpListener::bind(address).map_err(|cause| ServeError::Bind { address, cause })?;
+    pub fn start(asked: SocketAddr) -> Result<LiveServer, ServeError> {
+        let listener =
+            std::net::TcpListener::bind(asked).map_err(|cause| ServeError::Bind { address: asked, cause })?;
         let address = listener.local_addr().map_err(ServeError::Start)?;
         listener.set_nonblocking(true).map_err(ServeError::Start)?;
         // One thread for blocking work: a scrape waits on the lab's workers, and scrapes
@@ -71,6 +96,9 @@ impl LiveServer {
         let shown: Shown = Arc::new(RwLock::new(None));
         let app = Router::new()
             .route("/metrics", get(serve_metrics))
+            .route("/", get(serve_page))
+            .route("/topology.svg", get(serve_topology))
+            .route("/state.json", get(serve_state))
             .with_state(Arc::clone(&shown));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -93,11 +121,17 @@ impl LiveServer {
             .map_err(ServeError::Start)?;
         tracing::info!(%address, "serving the live view");
         Ok(LiveServer {
+            asked,
             address,
             shown,
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+
+    /// The address it was asked to listen on (port 0: any).
+    pub fn asked(&self) -> SocketAddr {
+        self.asked
     }
 
     /// Where it listens.
@@ -136,4 +170,29 @@ async fn serve_metrics(State(shown): State<Shown>) -> impl IntoResponse {
         .await
         .unwrap_or_else(|e| format!("# the scrape failed: {e}\n"));
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text)
+}
+
+async fn serve_page() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page::PAGE)
+}
+
+async fn serve_topology(State(shown): State<Shown>) -> Response {
+    match shown.read().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        Some(view) => ([(header::CONTENT_TYPE, "image/svg+xml")], view.topology_svg()).into_response(),
+        None => no_lab(),
+    }
+}
+
+async fn serve_state(State(shown): State<Shown>) -> Response {
+    let view = shown.read().unwrap_or_else(PoisonError::into_inner).clone();
+    let Some(view) = view else { return no_lab() };
+    match tokio::task::spawn_blocking(move || page::state_json(&view.now())).await {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the lab's state: {e}")).into_response(),
+    }
+}
+
+/// No lab is running at the moment: the page says so and asks again.
+fn no_lab() -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, "no lab is running").into_response()
 }

@@ -1,13 +1,17 @@
 //! A running lab as a live view sees it: every switch port's counters and every host's sent
 //! flows, asked for on demand from the threads that keep them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::EndpointWatcher;
 use intlab_transport::flow::FlowNow;
+
+use crate::lab_links::{LabLinks, LinkEvent};
+use crate::topology::Topology;
 
 /// How long a view waits for the lab's workers to answer: a worker that keeps up answers in
 /// a wake-up (tens of us); one that does not is shown as it last published.
@@ -21,6 +25,7 @@ pub struct LabView {
     fabric: Fabric,
     hosts: Vec<EndpointWatcher>,
     host_of: HashMap<Ipv4Addr, String>,
+    links: Arc<LabLinks>,
 }
 
 /// The lab at one moment.
@@ -38,16 +43,23 @@ pub struct LabNow {
     pub flows: Vec<(FlowNow, String, String)>,
     /// Hosts that did not answer (stopped, or their worker is behind).
     pub silent_hosts: Vec<String>,
+    /// The topology with each link as it is now (scenario units).
+    pub topology: Topology,
+    /// Links that are down, by index.
+    pub down: BTreeSet<usize>,
+    /// The changes made to the links so far (lab clock).
+    pub events: Vec<LinkEvent>,
 }
 
 impl LabView {
-    /// A view of `fabric` and the hosts `hosts` (`host_of`: each host's address → name).
+    /// A view of `fabric`, its `links` and the hosts `hosts` (`host_of`: each host's address
+    /// → name).
     pub fn new(
         name: &str,
         dilation: f64,
         fabric: Fabric,
-        hosts: Vec<EndpointWatcher>,
-        host_of: HashMap<Ipv4Addr, String>,
+        (hosts, host_of): (Vec<EndpointWatcher>, HashMap<Ipv4Addr, String>),
+        links: Arc<LabLinks>,
     ) -> LabView {
         LabView {
             name: name.to_owned(),
@@ -55,7 +67,13 @@ impl LabView {
             fabric,
             hosts,
             host_of,
+            links,
         }
+    }
+
+    /// The topology drawn as `intlab graph --format svg` draws it, each link as it is now.
+    pub fn topology_svg(&self) -> String {
+        crate::topology::graph::svg(&self.links.scenario_topology())
     }
 
     /// The lab now: every host is asked at once, then each answer awaited.
@@ -85,6 +103,9 @@ impl LabView {
             switches,
             flows,
             silent_hosts,
+            topology: self.links.scenario_topology(),
+            down: self.links.down(),
+            events: self.links.events(),
         }
     }
 

@@ -163,7 +163,7 @@ pub fn svg(t: &Topology) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n<title>{}</title>\n",
         escape(&t.name)
     );
-    for l in &t.links {
+    for (li, l) in t.links.iter().enumerate() {
         let [a, b] = &l.ends;
         let ((x1, y1), (x2, y2)) = (at(a.node), at(b.node));
         // From the upper end to the lower: the label sits 62 % of the way down.
@@ -179,7 +179,7 @@ pub fn svg(t: &Topology) -> String {
         }
         let _infallible = writeln!(
             out,
-            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#888\"/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"8\" fill=\"#444\" transform=\"rotate({angle:.1} {mx:.1} {my:.1})\">{}</text>",
+            "<line class=\"link\" id=\"link-{li}\" x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#888\" stroke-width=\"2\"/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"8\" fill=\"#444\" transform=\"rotate({angle:.1} {mx:.1} {my:.1})\">{}</text>",
             my - 2.0,
             escape(&link_label(l))
         );

@@ -525,7 +525,7 @@ pub fn run_scenario_in(
         capture: false,
         tag: tag.into(),
         force: false,
-        live: None,
+        live: Vec::new(),
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
     let r = intlab_testbed::run::run(s, &opts, &stop, &mut intlab_testbed::run::Silent).expect("the run completes");

@@ -51,6 +51,10 @@ enum Command {
         /// listens on 127.0.0.1 (another address only if named, e.g. 0.0.0.0:9464).
         #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
         metrics: Option<std::net::SocketAddr>,
+        /// Serve a live page of the running lab at http://ADDR/ (the topology coloured by
+        /// utilisation, queues, flows, events); ADDR as for --metrics.
+        #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
+        web: Option<std::net::SocketAddr>,
     },
     /// Run one scenario once per controller (same seed) and put them side by side: a table
     /// (compare.txt, .csv), overlaid plots and report.md, each run in its own folder.
@@ -176,6 +180,10 @@ enum Command {
         /// listens on 127.0.0.1 (another address only if named, e.g. 0.0.0.0:9464).
         #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
         metrics: Option<std::net::SocketAddr>,
+        /// Serve a live page of the running lab at http://ADDR/ (the topology coloured by
+        /// utilisation, queues, flows, events); ADDR as for --metrics.
+        #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
+        web: Option<std::net::SocketAddr>,
     },
     /// Run a command inside a host of a lab that is up: `intlab exec h1 -- ping -c 3 198.18.0.2`.
     /// Exits with the command's status.
@@ -448,6 +456,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             capture,
             force,
             metrics,
+            web,
         } => commands::run::run_scenario(
             scenario.as_deref(),
             Overrides {
@@ -458,7 +467,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out,
             capture,
             force,
-            metrics,
+            (metrics, web),
         ),
         Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),
@@ -487,7 +496,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             name,
             foreground,
             metrics,
-        } => commands::lab::run_up(&scenario, name, foreground, metrics),
+            web,
+        } => commands::lab::run_up(&scenario, name, foreground, (metrics, web)),
         Command::Exec { node, lab, command } => commands::lab::run_exec(&node, lab.as_deref(), &command),
         Command::Down { name } => commands::lab::down(name),
         Command::Import(cmd) => commands::import::import(cmd),

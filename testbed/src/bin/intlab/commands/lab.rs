@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
-use intlab_testbed::live::LiveServer;
+use intlab_testbed::live::{LiveServer, serve_where_asked};
 use intlab_testbed::scenario::Scenario;
 use intlab_testbed::standing_lab::{self, StandingLab};
 
@@ -21,14 +21,14 @@ pub(crate) fn run_up(
     scenario: &Path,
     name: Option<String>,
     foreground: bool,
-    metrics: Option<SocketAddr>,
+    (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
 ) -> Result<ExitCode> {
     let (topology, runtime, reconverge_ns) = Scenario::load_lab(scenario)?;
     let name = name.unwrap_or_else(|| topology.name.clone());
     intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
     StandingLab::claim(&name)?;
     if foreground {
-        return hold_lab(scenario, &topology, (runtime, reconverge_ns), &name, metrics);
+        return hold_lab(scenario, &topology, (runtime, reconverge_ns), &name, (metrics, web));
     }
     std::fs::create_dir_all(standing_lab::STATE_DIR)
         .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
@@ -41,6 +41,7 @@ pub(crate) fn run_up(
         .arg(scenario)
         .args(["--name", &name, "--foreground"])
         .args(metrics.map(|m| format!("--metrics={m}")))
+        .args(web.map(|w| format!("--web={w}")))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().context("opening the lab's log")?)
         .stderr(log)
@@ -63,6 +64,9 @@ pub(crate) fn run_up(
             if let Some(m) = lab.metrics {
                 println!("  metrics at http://{m}/metrics");
             }
+            if let Some(w) = lab.web {
+                println!("  live page at http://{w}/");
+            }
             for p in &lab.p4runtime {
                 println!("  {}  P4Runtime on {} (device id {})", p.switch, p.address, p.device_id);
             }
@@ -79,7 +83,7 @@ pub(crate) fn hold_lab(
     topology: &intlab_testbed::topology::Topology,
     (runtime, reconverge_ns): (intlab_testbed::scenario::RuntimeSettings, u64),
     name: &str,
-    metrics: Option<SocketAddr>,
+    (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
 ) -> Result<ExitCode> {
     let stop = stop_on_signals_saying("tearing the lab down")?;
     let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
@@ -90,10 +94,15 @@ pub(crate) fn hold_lab(
     cfg.reconverge_ns = reconverge_ns;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     // A standing lab is built at dilation 1: its scenario's time is the lab's.
-    let live = metrics.map(LiveServer::start).transpose()?;
-    if let Some(live) = &live {
-        live.show(lab.view(1.0));
+    let live = serve_where_asked(metrics, web)?;
+    for server in &live {
+        server.show(lab.view(1.0));
     }
+    // Where each was asked for: one server may serve both.
+    let serving = |asked: Option<SocketAddr>| {
+        let asked = asked?;
+        live.iter().find(|s| s.asked() == asked).map(LiveServer::address)
+    };
     let socket = StandingLab::socket_path(name);
     let datapaths = lab.p4_datapaths();
     intlab_testbed::control_socket::serve(&socket, datapaths.clone(), Some(lab.links().clone()))
@@ -128,7 +137,8 @@ pub(crate) fn hold_lab(
                 },
             )
             .collect(),
-        metrics: live.as_ref().map(LiveServer::address),
+        metrics: serving(metrics),
+        web: serving(web),
     };
     record.write()?;
     eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use intlab_testbed::live::LiveServer;
+use intlab_testbed::live::serve_where_asked;
 use intlab_testbed::results::summary_table;
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
@@ -20,17 +20,13 @@ pub(crate) fn run_scenario(
     out: Option<PathBuf>,
     capture: bool,
     force: bool,
-    metrics: Option<std::net::SocketAddr>,
+    (metrics, web): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
-    let live = match metrics {
-        Some(addr) => {
-            let server = LiveServer::start(addr)?;
-            eprintln!("intlab: metrics at http://{}/metrics", server.address());
-            Some(std::sync::Arc::new(server))
-        }
-        None => None,
-    };
+    let live = serve_where_asked(metrics, web)?
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect();
     let stop = stop_on_signals()?;
     let out = out.unwrap_or_else(|| {
         free_folder(&format!(
