@@ -133,6 +133,7 @@ impl Star {
             ecn: self.ecn,
             int: true,
             impair: self.impair,
+            impair_inbound: ImpairmentSpec::default(),
             p4_port: i as u16,
         };
         SwitchSpec {

@@ -138,6 +138,7 @@ fn through_switch(workers: usize, pipeline: SwitchPipeline, packet_io: PacketIo)
         ecn: None,
         int: true,
         impair: intlab_switch::impair::ImpairmentSpec::default(),
+        impair_inbound: intlab_switch::impair::ImpairmentSpec::default(),
         p4_port,
     };
     let spec = SwitchSpec {

@@ -28,12 +28,23 @@ pub(crate) struct LatestHiccup {
 }
 
 impl LatestHiccup {
-    /// Keeps `h` if it ended later than the one kept. Two workers may record at once; a reader
-    /// may then see one's start with the other's end for a moment, which only widens the
-    /// stretch it judges.
+    /// Keeps `h` if it ended later than the one kept, joined to it when the two overlap (two
+    /// workers held up at once, or one again before its first hold-up was over): a frame in
+    /// flight during either is then still known to be. Two workers may record at once; a
+    /// reader may then see one's start with the other's end for a moment, which only widens
+    /// the stretch it judges.
     pub(crate) fn record(&self, h: Hiccup) {
-        if h.end_ns > self.end_ns.load(Ordering::Relaxed) {
-            self.start_ns.store(h.start_ns, Ordering::Relaxed);
+        let (start, end) = (
+            self.start_ns.load(Ordering::Relaxed),
+            self.end_ns.load(Ordering::Relaxed),
+        );
+        if h.end_ns > end {
+            let joined = if h.start_ns <= end {
+                h.start_ns.min(start)
+            } else {
+                h.start_ns
+            };
+            self.start_ns.store(joined, Ordering::Relaxed);
             self.end_ns.store(h.end_ns, Ordering::Release);
         }
     }
@@ -80,6 +91,18 @@ mod tests {
             Some(Hiccup {
                 start_ns: 900,
                 end_ns: 1200
+            })
+        );
+        // One that overlaps the one kept joins it.
+        l.record(Hiccup {
+            start_ns: 1100,
+            end_ns: 1500,
+        });
+        assert_eq!(
+            l.get(),
+            Some(Hiccup {
+                start_ns: 900,
+                end_ns: 1500
             })
         );
     }

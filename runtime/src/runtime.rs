@@ -288,7 +288,8 @@ mod tests {
     /// runtime's latest hiccup to a task on the other worker, which records it.
     struct Holder {
         hold: std::time::Duration,
-        at: Arc<Mutex<Option<(u64, u64)>>>,
+        /// The holder's run; the watcher's every hiccup seen.
+        at: Arc<Mutex<Vec<(u64, u64)>>>,
         then: Option<crate::task::Waker>,
     }
 
@@ -305,13 +306,19 @@ mod tests {
                     let start = cx.now();
                     let until = std::time::Instant::now() + self.hold;
                     while std::time::Instant::now() < until {}
-                    *self.at.lock().unwrap() = Some((start, cx.now()));
+                    self.at.lock().unwrap().push((start, cx.now()));
                     w.wake();
                 }
                 None => {
+                    // The hold-up is recorded once the holder's run returns, maybe after this
+                    // looks: look again for a while.
                     if let Some(h) = cx.latest_hiccup() {
-                        self.at.lock().unwrap().replace((h.start_ns, h.end_ns));
+                        let mut seen = self.at.lock().unwrap();
+                        if seen.last() != Some(&(h.start_ns, h.end_ns)) {
+                            seen.push((h.start_ns, h.end_ns));
+                        }
                     }
+                    return Some(cx.now() + 1_000_000);
                 }
             }
             None
@@ -327,7 +334,7 @@ mod tests {
             name: "h".into(),
         })
         .unwrap();
-        let (held, seen) = (Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None)));
+        let (held, seen) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
         let watcher = rt.spawn(
             0,
             Box::new(Holder {
@@ -344,16 +351,18 @@ mod tests {
                 then: Some(watcher),
             }),
         );
+        // The watcher looks every millisecond: a few of its looks after the hold-up.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while seen.lock().unwrap().is_none() && std::time::Instant::now() < until {
+        while held.lock().unwrap().is_empty() && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        std::thread::sleep(std::time::Duration::from_millis(20));
         rt.stop().expect("no worker panicked");
-        let (start, end) = held.lock().unwrap().expect("the holder ran");
-        let (h_start, h_end) = seen.lock().unwrap().expect("the other worker saw a hiccup");
+        let (start, end) = *held.lock().unwrap().first().expect("the holder ran");
+        let seen = seen.lock().unwrap();
         assert!(
-            h_start <= start && h_end >= end,
-            "hiccup {h_start}-{h_end}, the long run {start}-{end}"
+            seen.iter().any(|&(h_start, h_end)| h_start <= start && h_end >= end),
+            "hiccups seen {seen:?}, the long run {start}-{end}"
         );
     }
 

@@ -158,6 +158,19 @@ pub struct PortTotals {
     /// Frames its link sent ahead of frames delayed before them (impairment `reorder`).
     #[serde(default)]
     pub link_reordered: u64,
+    /// Frames a host's link lost on their way in (of the `injected_loss` drops; the rest its
+    /// own link lost on their way out).
+    #[serde(default)]
+    pub rx_link_lost: u64,
+    /// Frames a host's link delivered twice on their way in.
+    #[serde(default)]
+    pub rx_link_duplicated: u64,
+    /// Frames a host's link delivered with a bit flipped on their way in.
+    #[serde(default)]
+    pub rx_link_corrupted: u64,
+    /// Frames a host's link delivered ahead of frames sent before them.
+    #[serde(default)]
+    pub rx_link_reordered: u64,
 }
 
 /// Live counters of one port.
@@ -174,7 +187,12 @@ pub struct PortCounters {
     xoff_since: [Option<u64>; PRIORITIES],
     /// When the first overruns happened (ns), up to [`OVERRUNS_KEPT`].
     overruns_at: Vec<u64>,
+    /// The PFC frames received, up to [`PFC_KEPT`]: (ns, whether one paused a priority).
+    pfc_received: Vec<(u64, bool)>,
 }
+
+/// PFC frames a port keeps the times of (the count goes on).
+pub const PFC_KEPT: usize = 100_000;
 
 /// Overruns a port keeps the times of (the count goes on): enough to say what explains them.
 pub const OVERRUNS_KEPT: usize = 10_000;
@@ -192,6 +210,7 @@ impl Default for PortCounters {
             late: Histogram::new_with_max(1 << 40, 2).unwrap_or_else(|_| Histogram::new(2).expect("2 digits is valid")),
             xoff_since: [None; PRIORITIES],
             overruns_at: Vec::new(),
+            pfc_received: Vec::new(),
         }
     }
 }
@@ -207,6 +226,14 @@ impl PortCounters {
         self.totals.pfc_overruns += 1;
         if self.overruns_at.len() < OVERRUNS_KEPT {
             self.overruns_at.push(at_ns);
+        }
+    }
+
+    /// Notes a PFC frame that arrived at `at_ns`: `pause` when it paused some priority (else it
+    /// resumed them).
+    pub fn pfc_received(&mut self, at_ns: u64, pause: bool) {
+        if self.pfc_received.len() < PFC_KEPT {
+            self.pfc_received.push((at_ns, pause));
         }
     }
 
@@ -310,6 +337,11 @@ impl PortCounters {
             },
             queue_trace: if with_trace { self.trace.points() } else { Vec::new() },
             overruns_at: self.overruns_at.clone(),
+            pfc_received: if with_trace {
+                self.pfc_received.clone()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -354,6 +386,10 @@ pub struct PortSnapshot {
     /// When frames overran their ingress's headroom (ns; the first [`OVERRUNS_KEPT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overruns_at: Vec<u64>,
+    /// The PFC frames received (ns, whether it paused), in the final counters: the first
+    /// [`PFC_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pfc_received: Vec<(u64, bool)>,
 }
 
 impl PortSnapshot {

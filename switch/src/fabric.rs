@@ -181,6 +181,16 @@ pub fn egress_queue(spec: &SwitchSpec, i: usize, has_mmu: bool) -> EgressQueue {
     queue
 }
 
+/// The model of what port `i` of switch `spec` receives from a host: its link's rate, delay
+/// and impairments, drawn from a stream of its own.
+fn inbound_link(spec: &SwitchSpec, i: usize) -> crate::port::InboundLink {
+    let p = &spec.ports[i];
+    let mut link = crate::port::InboundLink::new(p.rate, p.delay);
+    let stream = (u64::from(spec.node_id) << 16 | i as u64 | 1 << 15).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    link.impair(p.impair_inbound, spec.seed ^ stream);
+    link
+}
+
 /// An Ethernet header with a VLAN tag.
 const MAX_ETHERNET_HEADER: u64 = 18;
 
@@ -405,7 +415,7 @@ impl Fabric {
                     egress: EgressPort::new(i, spec.node_id, p, spec.priorities.map),
                     counters: PortCounters::with_queue_trace(spec.queue_trace_every.0),
                     capture,
-                    inbound: crate::port::InboundLink::new(p.rate, p.delay),
+                    inbound: inbound_link(spec, i),
                     link_up: true,
                 });
             }

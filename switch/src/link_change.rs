@@ -17,8 +17,10 @@ pub struct LinkChange {
     pub buffer: Option<Bytes>,
     /// ECN marking (`Some(None)`: off).
     pub ecn: Option<Option<EcnSpec>>,
-    /// What the link does to the frames it carries, replacing what it did.
+    /// What the link does to the frames the port sends, replacing what it did.
     pub impair: Option<ImpairmentSpec>,
+    /// What a host's link does to the frames the host sends the port, replacing what it did.
+    pub impair_inbound: Option<ImpairmentSpec>,
     /// Up (true) or down (false). A link that goes down loses the frames on it and every frame
     /// queued for it or arriving over it until it comes up, each counted as `link_down`.
     pub up: Option<bool>,

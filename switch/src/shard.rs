@@ -71,6 +71,38 @@ pub struct PortSlot {
     pub link_up: bool,
 }
 
+/// A frame on a host's impaired link, not arrived yet.
+#[derive(Debug)]
+struct Held {
+    arrival_ns: u64,
+    seq: u64,
+    slot: usize,
+    frame: FrameBuf,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.arrival_ns, self.seq) == (other.arrival_ns, other.seq)
+    }
+}
+
+impl Eq for Held {}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.arrival_ns, self.seq).cmp(&(other.arrival_ns, other.seq))
+    }
+}
+
+/// Bytes of an Ethernet header: an impairment's bit flip lands in the IP packet after it.
+const ETHERNET_HEADER: usize = 14;
+
 impl PortSlot {
     /// Puts `d` on the wire: counted, captured, on its way to the far end.
     /// Puts `d` on the link as the link judges it; a frame the link loses comes back (it took
@@ -129,6 +161,10 @@ pub struct Shard {
     link_changes_seen: u64,
     /// Link changes taken and not yet due: (lab time, slot, change), earliest first.
     link_changes: Vec<(u64, usize, crate::LinkChange)>,
+    /// Frames from hosts' impaired links that have not arrived yet, earliest first.
+    held: BinaryHeap<Reverse<Held>>,
+    /// Frames held so far, to keep equal arrival times in the order they were sent.
+    held_seq: u64,
     /// What P4 egress made while a port's due frames started: clones for their sessions,
     /// recirculated frames for their switch's ingress.
     spawned: Vec<Spawned>,
@@ -201,6 +237,8 @@ impl Shard {
             p4_edits_seen: vec![u64::MAX; fabric.switches.len()],
             link_changes_seen: 0,
             link_changes: Vec::new(),
+            held: BinaryHeap::new(),
+            held_seq: 0,
             next_publish: 0,
             publish_seen: 0,
             borrowed: false,
@@ -230,11 +268,72 @@ impl Shard {
                 }
                 // The host emulates nothing: its link's rate and delay towards the switch are
                 // applied here (the egress schedule holds the frame until it has arrived).
+                if self.slots[s].inbound.is_impaired() {
+                    self.carry_impaired(s, frame);
+                    continue;
+                }
                 frame.arrival_ns = self.slots[s].inbound.arrival_ns(frame.arrival_ns, frame.len as u64);
                 self.arrivals.push((frame.arrival_ns, s, frame));
             }
             if n < BATCH {
                 return;
+            }
+        }
+    }
+
+    /// Carries `frame`, which the host of slot `s` sent, over its impaired link: lost,
+    /// corrupted, duplicated, delayed as the link judges. Frames whose delays may reorder them
+    /// wait in `held` until they arrive, so that they reach ingress in arrival order.
+    fn carry_impaired(&mut self, s: usize, mut frame: FrameBuf) {
+        let ip_len = frame.len.saturating_sub(ETHERNET_HEADER);
+        let slot = &mut self.slots[s];
+        let c = slot.inbound.carry(frame.arrival_ns, frame.len as u64, ip_len);
+        let v = c.verdict;
+        if v.lost {
+            frame.arrival_ns = c.sent_ns + slot.inbound.delay_ns();
+            slot.counters.totals.rx_link_lost += 1;
+            return self.drop_at(s, frame, DropReason::InjectedLoss, false);
+        }
+        if let Some((byte, bit)) = v.corrupt {
+            frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
+        }
+        let t = &mut slot.counters.totals;
+        t.rx_link_duplicated += u64::from(v.duplicate);
+        t.rx_link_corrupted += u64::from(v.corrupt.is_some());
+        t.rx_link_reordered += u64::from(v.reordered);
+        frame.arrival_ns = c.sent_ns + v.delay_ns;
+        let copy = v
+            .duplicate
+            .then(|| slot.inbound.carry_copy(ip_len))
+            .filter(|cv| !cv.lost)
+            .map(|cv| {
+                let mut copy = frame.duplicate();
+                if let Some((byte, bit)) = cv.corrupt {
+                    copy.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
+                }
+                copy.arrival_ns = c.sent_ns + cv.delay_ns;
+                copy
+            });
+        for f in std::iter::once(frame).chain(copy) {
+            if self.slots[s].inbound.reorders() {
+                self.held_seq += 1;
+                self.held.push(Reverse(Held {
+                    arrival_ns: f.arrival_ns,
+                    seq: self.held_seq,
+                    slot: s,
+                    frame: f,
+                }));
+            } else {
+                self.arrivals.push((f.arrival_ns, s, f));
+            }
+        }
+    }
+
+    /// Moves the held frames that have arrived by `now` to ingress.
+    fn release_held(&mut self, now: u64) {
+        while self.held.peek().is_some_and(|Reverse(h)| h.arrival_ns <= now) {
+            if let Some(Reverse(h)) = self.held.pop() {
+                self.arrivals.push((h.arrival_ns, h.slot, h.frame));
             }
         }
     }
@@ -408,6 +507,9 @@ impl Shard {
         }
         if let Some(spec) = c.impair {
             slot.queue.change_impairment(spec);
+        }
+        if let Some(spec) = c.impair_inbound {
+            slot.inbound.change_impairment(spec);
         }
         match c.up {
             Some(false) if slot.link_up => {
@@ -880,13 +982,16 @@ pub fn pfc_frame(node_id: u32, sig: &PfcSignal) -> PfcRepr {
 /// A PFC frame that arrived at `at_ps` on a port: each priority it names is paused (or resumed)
 /// on the port's transmitter from then, and counted.
 pub fn pause_port(queue: &mut EgressQueue, counters: &mut PortCounters, pfc: &PfcFrame<&[u8]>, at_ps: u64) {
+    let mut pauses = false;
     for p in 0..PRIORITIES {
         if let Some(quanta) = pfc.quanta(p) {
             queue.pause(p as u8, at_ps, quanta);
             counters.totals.pfc_rx_priority[p] += 1;
+            pauses |= quanta > 0;
         }
     }
     counters.totals.pfc_rx += 1;
+    counters.pfc_received(at_ps / 1000, pauses);
 }
 
 /// True for a MAC control frame (PFC, 802.3x PAUSE).
@@ -913,6 +1018,7 @@ impl Shard {
         for &token in ready {
             self.receive(token as usize);
         }
+        self.release_held(self.clock.now_ns());
         self.ingress_arrivals();
         self.release_due();
         let refresh = if self.pfc_switches.is_empty() {
@@ -957,6 +1063,7 @@ impl Shard {
             .next_release()
             .map_or(self.next_publish, |t| t.min(self.next_publish));
         let next = link_change.map_or(next, |t| t.min(next));
+        let next = self.held.peek().map_or(next, |Reverse(h)| h.arrival_ns.min(next));
         Some(refresh.map_or(next, |r| r.min(next)))
     }
 

@@ -71,11 +71,17 @@ impl Dilation {
         intlab_switch::LinkChange {
             rate: c.rate.map(|r| Rate(self.lab_bps(r.bps()))),
             delay: c.delay.map(|d| Nanos(self.lab_ns(d.0))),
-            impair: c.impair.map(|i| intlab_switch::impair::ImpairmentSpec {
-                jitter_ns: self.lab_ns(i.jitter_ns),
-                ..i
-            }),
+            impair: c.impair.map(|i| self.impairment(i)),
+            impair_inbound: c.impair_inbound.map(|i| self.impairment(i)),
             ..c
+        }
+    }
+
+    /// Impairments given in the scenario's units as the lab applies them (jitter dilated).
+    fn impairment(self, i: intlab_switch::impair::ImpairmentSpec) -> intlab_switch::impair::ImpairmentSpec {
+        intlab_switch::impair::ImpairmentSpec {
+            jitter_ns: self.lab_ns(i.jitter_ns),
+            ..i
         }
     }
 

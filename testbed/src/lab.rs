@@ -282,6 +282,7 @@ impl Lab {
             let mut port_of_link = HashMap::new();
             for (li, end) in t.links_of(s) {
                 let props = &t.links[li].props;
+                let far = t.links[li].ends[1 - end].node;
                 port_of_link.insert(li, ports.len());
                 workers.push(placement.link[&li]);
                 ports.push(PortSpec {
@@ -293,7 +294,11 @@ impl Lab {
                     mtu: link_mtu,
                     ecn: props.ecn,
                     int: true,
-                    impair: props.impair,
+                    impair: props.impair_towards(far),
+                    impair_inbound: match t.nodes[far].kind {
+                        NodeKind::Host => props.impair_towards(s),
+                        NodeKind::Switch => intlab_switch::impair::ImpairmentSpec::default(),
+                    },
                     p4_port: t.nodes[s]
                         .p4
                         .as_ref()

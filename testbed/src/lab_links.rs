@@ -135,12 +135,26 @@ impl LabLinks {
     }
 
     /// Changes every switch end of link `li` as `change` (scenario units) says, at lab time
-    /// `at_ns`.
-    fn change(&self, li: usize, change: LinkChange, at_ns: u64) -> Result<(), LinkError> {
-        let lab = self.dilation.link_change(change);
-        for &(switch, port) in self.ports[li].iter().flatten() {
+    /// `at_ns`; `props` are the link's new properties, whose impairments each end applies to
+    /// what it sends, and a host's link also to what its host sends.
+    fn change(&self, li: usize, change: LinkChange, props: &LinkProps, at_ns: u64) -> Result<(), LinkError> {
+        let ends = &self.topology.links[li].ends;
+        for (e, &(switch, port)) in self.ports[li]
+            .iter()
+            .enumerate()
+            .filter_map(|(e, p)| Some((e, p.as_ref()?)))
+        {
+            let (me, far) = (ends[e].node, ends[1 - e].node);
+            let mut mine = change;
+            if change.impair.is_some() {
+                mine.impair = Some(props.impair_towards(far));
+                mine.impair_inbound = Some(match self.topology.nodes[far].kind {
+                    crate::topology::NodeKind::Host => props.impair_towards(me),
+                    crate::topology::NodeKind::Switch => intlab_switch::impair::ImpairmentSpec::default(),
+                });
+            }
             self.fabric
-                .change_link(switch, port, lab, at_ns)
+                .change_link(switch, port, self.dilation.link_change(mine), at_ns)
                 .map_err(|cause| LinkError::Switch {
                     link: self.name(li),
                     cause,
@@ -154,11 +168,13 @@ impl LabLinks {
         let at_ns = at_ns.unwrap_or_else(|| Clock::get().now_ns());
         let li = self.resolve(link, false)?[0];
         let mut state = self.state();
-        let (props, change) = keys.apply(&state.props[li]).map_err(|message| LinkError::Keys {
-            link: self.name(li),
-            message,
-        })?;
-        self.change(li, change, at_ns)?;
+        let (props, change) = keys
+            .apply(&state.props[li], self.topology.link_ends(li))
+            .map_err(|message| LinkError::Keys {
+                link: self.name(li),
+                message,
+            })?;
+        self.change(li, change, &props, at_ns)?;
         let what = format!("set {}: {}", self.name(li), crate::topology::graph::props_label(&props));
         state.props[li] = props;
         state.log.push(LinkEvent {
@@ -177,7 +193,8 @@ impl LabLinks {
         let mut state = self.state();
         let change = if up { LinkChange::up() } else { LinkChange::down() };
         for &li in &links {
-            self.change(li, change, at_ns)?;
+            let props = state.props[li];
+            self.change(li, change, &props, at_ns)?;
             if up {
                 state.down.remove(&li);
             } else {

@@ -35,15 +35,20 @@ fn every_controller_completes_the_default_incast_under_one_percent_burst_loss() 
         let tag = format!("gel-{}", cc.replace('+', "p"));
         let r = support::run_scenario_in(&support::scratch_dir(&tag), &tag, &s);
         let intact = r.flows.iter().all(|f| f.bytes_received == f.size && f.fct_ns.is_some());
-        // s1's port to the receiver carries only data: what it lost, go-back-N sent again.
-        let to_receiver = r
-            .switches
-            .iter()
-            .flat_map(|s| &s.ports)
-            .find(|p| p.name == "eth5")
-            .expect("s1:eth5");
-        let lost = to_receiver.drops.get("injected_loss").copied().unwrap_or(0);
-        let sent = to_receiver.totals.tx_frames + lost;
+        // Data goes out of s1's port to the receiver and in at the senders' ports; ACKs the
+        // other way. What the links lost of the data, go-back-N sent again.
+        let port = |name: &str| {
+            r.switches
+                .iter()
+                .flat_map(|s| &s.ports)
+                .find(|p| p.name == name)
+                .unwrap_or_else(|| panic!("s1:{name}"))
+        };
+        let to_receiver = port("eth5");
+        let out = to_receiver.drops.get("injected_loss").copied().unwrap_or(0) - to_receiver.totals.rx_link_lost;
+        let senders = ["eth1", "eth2", "eth3", "eth4"].map(port);
+        let lost = out + senders.iter().map(|p| p.totals.rx_link_lost).sum::<u64>();
+        let sent = to_receiver.totals.tx_frames + out;
         let retransmitted: u64 = r.flows.iter().map(|f| f.retransmissions).sum();
         eprintln!(
             "{cc}: intact {intact}, {lost} of {sent} data frames lost ({:.2} %), {retransmitted} retransmitted",
@@ -74,17 +79,25 @@ fn a_corrupted_frame_is_caught_by_the_receiver_and_sent_again() {
     };
     let s = Scenario::load(&file, &overrides).unwrap_or_else(|e| panic!("{e}"));
     let r = support::run_scenario_in(&support::scratch_dir("corrupt"), "corrupt", &s);
-    let corrupted = |name: &str| {
+    let corrupted = |name: &str, inbound: bool| {
         r.switches
             .iter()
             .flat_map(|s| &s.ports)
             .filter(|p| p.name == name)
-            .map(|p| p.totals.link_corrupted)
+            .map(|p| {
+                if inbound {
+                    p.totals.rx_link_corrupted
+                } else {
+                    p.totals.link_corrupted
+                }
+            })
             .sum::<u64>()
     };
-    // s1:eth5 carries the data to the receiver; the other ports carry ACKs back.
-    let data = corrupted("eth5");
-    let acks: u64 = ["eth1", "eth2", "eth3", "eth4"].into_iter().map(corrupted).sum();
+    // Data: in from the senders at s1:eth1-4, out to the receiver at s1:eth5; ACKs the other
+    // way.
+    let senders = ["eth1", "eth2", "eth3", "eth4"];
+    let data = corrupted("eth5", false) + senders.into_iter().map(|p| corrupted(p, true)).sum::<u64>();
+    let acks = corrupted("eth5", true) + senders.into_iter().map(|p| corrupted(p, false)).sum::<u64>();
     let caught = r
         .hosts
         .iter()
@@ -212,4 +225,249 @@ dilation: 1
     );
     // Jitter of 50 us on ACKs a few us apart overtakes often, as netem's does.
     assert!(reordered > 0, "no frame overtook another");
+}
+
+/// Two switches joined by a link that impairs as `keys` say, a host on each, one flow of 3 MB
+/// from h1 to h2 across it; captured, seeded with `seed`.
+fn across_an_impaired_link(keys: &str, seed: u64) -> String {
+    format!(
+        "\
+name: rates
+defaults:
+  link: {{ rate: 100Mbps, delay: 200us, buffer: 2MB }}
+nodes:
+  s1: {{ kind: switch }}
+  s2: {{ kind: switch }}
+  h1: {{ kind: host }}
+  h2: {{ kind: host }}
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+  - endpoints: [\"s1:eth2\", \"s2:eth1\"]
+{keys}
+  - endpoints: [\"s2:eth2\", \"h2:eth0\"]
+controller: {{ name: dcqcn }}
+workload:
+  flows:
+    - {{ src: h1, dst: h2, size: 3MB }}
+capture: true
+dilation: 1
+seed: {seed}
+"
+    )
+}
+
+/// The rate of the link s1 to s2.
+const RATE_BPS: u64 = 100_000_000;
+/// What a frame takes on the wire beyond what a capture holds (preamble, FCS, gap), with room
+/// for rounding: 24 bytes at 100 Mb/s are 1.9 us.
+const FRAMING_NS: u64 = 3_000;
+
+/// What the link s1 to s2 did to one frame, as the captures tell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// s1 marks it dropped.
+    Lost,
+    /// Arrived once, after the link's delay.
+    OnTime,
+    /// Arrived once, ahead of the link's delay.
+    Early,
+    /// Arrived twice.
+    Twice,
+    /// Not known: no arrival, or more than two, could be put down to it.
+    Unknown,
+}
+
+/// Each frame s1 started sending on the link, in order, with its fate. Go-back-N sends the
+/// same bytes again (a frame that arrived ahead of others is answered with a NAK and sent
+/// again): each arrival of those bytes is put down to the copy whose send it follows by the
+/// time the link takes.
+fn link_fates(out: &Path, delay_ns: u64) -> Vec<Fate> {
+    let started: Vec<_> = support::captured_frames(&out.join("capture/s1-eth2.pcapng"))
+        .into_iter()
+        .filter(|f| f.direction == 2)
+        .collect();
+    let arrived = support::captured_frames(&out.join("capture/s2-eth1.pcapng"));
+    let mut arrivals: std::collections::HashMap<&[u8], Vec<u64>> = std::collections::HashMap::new();
+    for f in arrived.iter().filter(|f| f.direction == 1 && f.comment.is_none()) {
+        arrivals.entry(&f.bytes).or_default().push(f.t_ns);
+    }
+    let mut fates = vec![Fate::Unknown; started.len()];
+    let mut sends: std::collections::HashMap<&[u8], Vec<usize>> = std::collections::HashMap::new();
+    for (i, f) in started.iter().enumerate() {
+        match f.comment.as_deref() {
+            Some("dropped: injected_loss") => fates[i] = Fate::Lost,
+            _ => sends.entry(&f.bytes).or_default().push(i),
+        }
+    }
+    for (bytes, copies) in sends {
+        // An arrival is a copy's whose send it follows by the frame's serialization (the link
+        // sent it without its delay: reordered) or by that and the delay, within the Ethernet
+        // framing the capture does not hold: go-back-N may send a frame again before its first
+        // copy has arrived, so the latest copy sent before an arrival need not be its own.
+        let serialization_ns = bytes.len() as u64 * 8 * 1_000_000_000 / RATE_BPS;
+        let near = |a: u64, b: u64| a.abs_diff(b) <= FRAMING_NS;
+        let mut got: Vec<Vec<bool>> = vec![Vec::new(); copies.len()];
+        for &t in arrivals.get(bytes).map(Vec::as_slice).unwrap_or_default() {
+            let after = |j: usize| t.saturating_sub(started[copies[j]].t_ns);
+            let on_time = (0..copies.len()).find(|&j| near(after(j), delay_ns + serialization_ns));
+            let early = (0..copies.len()).find(|&j| near(after(j), serialization_ns));
+            match (on_time, early) {
+                (Some(j), _) => got[j].push(false),
+                (None, Some(j)) => got[j].push(true),
+                (None, None) => {}
+            }
+        }
+        for (&i, arrivals) in copies.iter().zip(&got) {
+            fates[i] = match arrivals.as_slice() {
+                [true] => Fate::Early,
+                [false] => Fate::OnTime,
+                [_, _] => Fate::Twice,
+                _ => Fate::Unknown,
+            };
+        }
+    }
+    fates
+}
+
+/// `share` of `n` draws is within four standard errors of `p` (a false alarm once in 16,000).
+fn binomial_agrees(what: &str, share: f64, p: f64, n: usize) {
+    let se = (p * (1.0 - p) / n as f64).sqrt();
+    eprintln!("{what}: {share:.4} of {n}, {p:.4} expected (standard error {se:.4})");
+    assert!(
+        (share - p).abs() < 4.0 * se,
+        "{what}: {share:.4} of {n}, {p:.4} expected within {:.4}",
+        4.0 * se
+    );
+}
+
+#[test]
+fn loss_duplication_and_reordering_on_the_captures_have_their_rates_and_follow_the_seed() {
+    support::require_root();
+    let _serial = support::serial();
+    let keys = "    loss: 2%\n    duplicate: 3%\n    reorder: 10%";
+    let mut fates = Vec::new();
+    for (tag, seed) in [("rates-a", 1), ("rates-b", 1), ("rates-c", 2)] {
+        let text = across_an_impaired_link(keys, seed);
+        let s = Scenario::from_text(&text, Path::new("rates.yaml"), &Overrides::default()).expect("valid");
+        let out = support::scratch_dir(tag);
+        let r = support::run_scenario_in(&out, tag, &s);
+        for f in &r.flows {
+            assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
+        }
+        fates.push(link_fates(&out, 200_000));
+    }
+    let a = &fates[0];
+    let count = |f: &[Fate], which: &[Fate]| f.iter().filter(|x| which.contains(x)).count();
+    let (sent, lost) = (a.len(), count(a, &[Fate::Lost]));
+    let (twice, early) = (count(a, &[Fate::Twice]), count(a, &[Fate::Early]));
+    let known = count(a, &[Fate::OnTime, Fate::Early, Fate::Twice]);
+    eprintln!("s1 to s2: {sent} frames sent, {lost} lost, {twice} twice, {early} early of {known} known");
+    assert!(sent > 2_500, "{sent} frames sent");
+    // netem's order: a frame is duplicated (3 %), then lost (2 %), but a duplicated frame that
+    // is lost still arrives once; the copy is judged again, never duplicated. Frames sent more
+    // than once cannot be told apart and are left out of the shares below.
+    let (pl, pd, pr) = (0.02, 0.03, 0.10);
+    binomial_agrees("lost", lost as f64 / sent as f64, pl * (1.0 - pd), sent);
+    binomial_agrees(
+        "arrived twice",
+        twice as f64 / known as f64,
+        pd * (1.0 - pl) * (1.0 - pl) / (1.0 - pl * (1.0 - pd)),
+        known,
+    );
+    // A reordered frame goes without the link's delay: it arrives within its serialization.
+    let once = count(a, &[Fate::OnTime, Fate::Early]);
+    binomial_agrees("ahead of the delay", early as f64 / once as f64, pr, once);
+    // The same seed draws the same fates for the same frames in order; another seed others.
+    let compared = |x: &[Fate], y: &[Fate]| {
+        let both: Vec<(Fate, Fate)> = x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| (*p, *q))
+            .filter(|&(p, q)| p != Fate::Unknown && q != Fate::Unknown)
+            .collect();
+        let differ = both.iter().filter(|(p, q)| p != q).count();
+        (both.len(), differ)
+    };
+    let (same_n, same_differ) = compared(a, &fates[1]);
+    let (other_n, other_differ) = compared(a, &fates[2]);
+    eprintln!(
+        "same seed: {same_differ} of {same_n} frames known in both runs differ; another seed: {other_differ} of {other_n}"
+    );
+    assert!(same_n > 2_000, "only {same_n} frames known in both runs");
+    assert_eq!(same_differ, 0, "the same seed gave {same_differ} frames another fate");
+    assert!(
+        other_differ > 100,
+        "another seed gave only {other_differ} frames another fate"
+    );
+}
+
+#[test]
+fn a_hosts_link_impairs_what_the_host_sends_or_only_one_way_with_towards() {
+    support::require_root();
+    let _serial = support::serial();
+    // 5 % loss on h1's link: both ways, then only towards s1 (what h1 sends), then only towards
+    // h1 (what s1 sends it).
+    let mut seen = Vec::new();
+    for (tag, towards) in [
+        ("both", ""),
+        ("to-s1", "    towards: s1\n"),
+        ("to-h1", "    towards: h1\n"),
+    ] {
+        let text = format!(
+            "\
+name: towards
+defaults:
+  link: {{ rate: 100Mbps, delay: 50us, buffer: 2MB }}
+nodes:
+  s1: {{ kind: switch }}
+  h1: {{ kind: host }}
+  h2: {{ kind: host }}
+links:
+  - endpoints: [\"s1:eth1\", \"h1:eth0\"]
+    loss: 5%
+{towards}  - endpoints: [\"s1:eth2\", \"h2:eth0\"]
+controller: {{ name: dcqcn }}
+workload:
+  flows:
+    - {{ src: h1, dst: h2, size: 2MB }}
+capture: true
+dilation: 1
+"
+        );
+        let s = Scenario::from_text(&text, Path::new("towards.yaml"), &Overrides::default()).expect("valid");
+        let out = support::scratch_dir(&format!("towards-{tag}"));
+        let r = support::run_scenario_in(&out, tag, &s);
+        assert_eq!(r.flows[0].bytes_received, r.flows[0].size, "{tag}: the flow intact");
+        let eth1 = r.switches[0].ports.iter().find(|p| p.name == "eth1").expect("s1:eth1");
+        let lost = eth1.drops.get("injected_loss").copied().unwrap_or(0);
+        let (inbound, outbound) = (eth1.totals.rx_link_lost, lost - eth1.totals.rx_link_lost);
+        // On the capture, a frame lost on its way in is recorded inbound, one on its way out
+        // outbound, each with the drop as its comment.
+        let marked = |direction: u32| {
+            support::captured_frames(&out.join("capture/s1-eth1.pcapng"))
+                .iter()
+                .filter(|f| f.direction == direction && f.comment.as_deref() == Some("dropped: injected_loss"))
+                .count() as u64
+        };
+        assert_eq!(
+            (marked(1), marked(2)),
+            (inbound, outbound),
+            "{tag}: the capture and the counters"
+        );
+        // h1 sends data (about 2,000 frames), s1 sends h1 the ACKs (as many): 5 % of each.
+        let data_in = eth1.totals.rx_frames + inbound;
+        let acks_out = eth1.totals.tx_frames + outbound;
+        eprintln!("{tag}: lost {inbound} of {data_in} frames from h1, {outbound} of {acks_out} to h1");
+        seen.push((
+            inbound as f64 / data_in as f64,
+            outbound as f64 / acks_out as f64,
+            data_in,
+            acks_out,
+        ));
+    }
+    let agrees = |share: f64, n: u64| (share - 0.05).abs() < 4.0 * (0.05 * 0.95 / n as f64).sqrt();
+    let (both, to_s1, to_h1) = (seen[0], seen[1], seen[2]);
+    assert!(agrees(both.0, both.2) && agrees(both.1, both.3), "both ways: {both:?}");
+    assert!(agrees(to_s1.0, to_s1.2) && to_s1.1 == 0.0, "towards s1: {to_s1:?}");
+    assert!(to_h1.0 == 0.0 && agrees(to_h1.1, to_h1.3), "towards h1: {to_h1:?}");
 }

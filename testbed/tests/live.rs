@@ -61,6 +61,20 @@ fn promtool_accepts(text: &str) {
     );
 }
 
+/// `child`'s standard error, line by line as it comes, from a thread that ends with it.
+fn stderr_lines(child: &mut std::process::Child) -> (crossbeam_channel::Receiver<String>, std::thread::JoinHandle<()>) {
+    let stderr = child.stderr.take().expect("its standard error");
+    let (tx, lines) = crossbeam_channel::unbounded();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (lines, reader)
+}
+
 /// The address a process printed in a line `... metrics at http://ADDR/metrics`.
 fn metrics_address(line: &str) -> Option<SocketAddr> {
     line.split("metrics at http://").nth(1)?.split('/').next()?.parse().ok()
@@ -86,15 +100,7 @@ fn a_run_serves_metrics_that_promtool_accepts_and_that_follow_the_traffic() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("intlab runs");
-    let (tx, lines) = crossbeam_channel::unbounded();
-    let stderr = child.stderr.take().expect("its standard error");
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (lines, reader) = stderr_lines(&mut child);
     let addr = lines
         .iter()
         .find_map(|l| metrics_address(&l))
@@ -243,15 +249,7 @@ fn the_live_page_draws_the_lab_in_headless_chromium_and_follows_it() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("intlab runs");
-    let stderr = child.stderr.take().expect("its standard error");
-    let (tx, lines) = crossbeam_channel::unbounded();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (lines, reader) = stderr_lines(&mut child);
     let addr: SocketAddr = lines
         .iter()
         .find_map(|l| {

@@ -139,6 +139,22 @@ fn pfc_keeps_an_incast_lossless_and_its_pauses_are_on_the_wire() {
     }
     assert_eq!(decoded_total, pfc.frames);
     assert_eq!(ports[3].totals.pfc_tx, 0, "the receiver's port pauses nobody");
+    // The hosts heard them, as the ns-3 HPCC simulator's pfc.txt says: time, node, node type
+    // (0: host), device, pause (1) or resume (0); one line per batch a host's NIC read.
+    let text = std::fs::read_to_string(out.join("ns3/pfc.txt")).expect("ns3/pfc.txt");
+    let lines: Vec<Vec<u64>> = text
+        .lines()
+        .map(|l| l.split(' ').map(|w| w.parse().expect("a number")).collect())
+        .collect();
+    assert!(lines.iter().all(|l| l.len() == 5 && l[2] <= 1 && l[4] <= 1), "{text}");
+    assert!(lines.windows(2).all(|w| w[0][0] <= w[1][0]), "in time order");
+    let hosts_heard: u64 = r.hosts.iter().map(|h| h.counters.pfc_rx).sum();
+    let host_lines = lines.iter().filter(|l| l[2] == 0).count() as u64;
+    assert!(
+        host_lines > 0 && host_lines <= hosts_heard,
+        "{host_lines} lines for {hosts_heard} pauses heard"
+    );
+    assert!(lines.iter().any(|l| l[2] == 0 && l[4] == 1) && lines.iter().any(|l| l[2] == 0 && l[4] == 0));
     // Every sender was held and let go: its port's XOFF time is counted and ended.
     for port in &ports[..3] {
         assert!(port.totals.pfc_xoff_ns[3] > 0, "{}: held in XOFF", port.name);

@@ -202,6 +202,9 @@ pub struct EndpointReport {
     /// Each sent flow's controller as it ran: its parameters resolved on the flow's path (in
     /// the lab's time, dilated like everything else).
     pub controllers: Vec<(u32, crate::cc::ControllerConfig)>,
+    /// The PFC words its NIC heeded: (arrival, lab ns; whether it paused), the last of each
+    /// batch of PFC frames read.
+    pub pfc_received: Vec<(u64, bool)>,
 }
 
 /// The answer to a reachability probe.

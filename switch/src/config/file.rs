@@ -321,6 +321,8 @@ impl Resolver<'_> {
                 ecn,
                 int: p.int,
                 impair,
+                // What arrives from a TAP or veth peer is the peer's to impair (tc on its end).
+                impair_inbound: crate::impair::ImpairmentSpec::default(),
                 p4_port,
             });
         }

@@ -85,6 +85,9 @@ pub struct PortSpec {
     /// What the egress link does to the frames it carries: jitter, loss, duplication,
     /// corruption, reordering (tc-netem's, see [`crate::impair`]).
     pub impair: crate::impair::ImpairmentSpec,
+    /// What a host's link does to the frames the host sends to this port (a link between two
+    /// switches is impaired each way by the egress of the end that sends).
+    pub impair_inbound: crate::impair::ImpairmentSpec,
     /// Its number in a P4 program (`standard_metadata.ingress_port`, `egress_spec`).
     pub p4_port: u16,
 }

@@ -133,6 +133,7 @@ pub fn cpu_port_spec(spec: &P4Spec, ports: &[PortSpec]) -> Option<PortSpec> {
         ecn: None,
         int: false,
         impair: crate::impair::ImpairmentSpec::default(),
+        impair_inbound: crate::impair::ImpairmentSpec::default(),
         p4_port,
     })
 }

@@ -120,6 +120,17 @@ fn mask(len: u8) -> u32 {
 mod tests {
     use super::*;
 
+    /// A RoCE flow's key from `sport`.
+    fn key(sport: u16) -> FlowKey {
+        FlowKey {
+            src: "198.18.0.1".parse().unwrap(),
+            dst: "198.18.1.1".parse().unwrap(),
+            protocol: 17,
+            src_port: sport,
+            dst_port: 4791,
+        }
+    }
+
     fn route(p: &str, len: u8, next: NextHop) -> Route {
         Route {
             prefix: p.parse().unwrap(),
@@ -143,13 +154,6 @@ mod tests {
     #[test]
     fn ecmp_spreads_source_ports_and_keeps_a_flow_on_one_path() {
         let t = Lpm::new(&[route("198.18.0.0", 16, NextHop::Ecmp(vec![3, 4, 5, 6]))]);
-        let key = |sport| FlowKey {
-            src: "198.18.0.1".parse().unwrap(),
-            dst: "198.18.1.1".parse().unwrap(),
-            protocol: 17,
-            src_port: sport,
-            dst_port: 4791,
-        };
         let mut hits = [0usize; 7];
         for sport in 49152..49152 + 4000 {
             hits[t.select(&key(sport), 1, |_| true).unwrap()] += 1;
@@ -163,13 +167,6 @@ mod tests {
     #[test]
     fn a_dead_member_loses_only_its_own_flows_and_they_spread_over_the_rest() {
         let t = Lpm::new(&[route("198.18.0.0", 16, NextHop::Ecmp(vec![3, 4, 5, 6]))]);
-        let key = |sport| FlowKey {
-            src: "198.18.0.1".parse().unwrap(),
-            dst: "198.18.1.1".parse().unwrap(),
-            protocol: 17,
-            src_port: sport,
-            dst_port: 4791,
-        };
         let mut moved = [0usize; 7];
         for sport in 49152..49152 + 4000 {
             let before = t.select(&key(sport), 1, |_| true).unwrap();

@@ -346,7 +346,7 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
 
 ![queue]({})
 
-Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON}; as the ns-3 HPCC simulator writes them: {ns3}/{fct}, {ns3}/{qlen} (docs/results.md).
+Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON}; as the ns-3 HPCC simulator writes them: {ns3}/{fct}, {ns3}/{qlen}, {ns3}/{pfc} (docs/results.md).
 ",
         r.summary.scenario,
         r.summary.controller,
@@ -356,6 +356,7 @@ Files: {FLOWS}, {SERIES}, {QUEUES}, {STALLS}, {COUNTERS}, {SUMMARY_JSON}; as the
         ns3 = super::ns3::DIR,
         fct = super::ns3::FCT,
         qlen = super::ns3::QLEN,
+        pfc = super::ns3::PFC,
     );
     std::fs::write(dir.join(REPORT), report).map_err(at(dir, REPORT))
 }

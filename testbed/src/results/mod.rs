@@ -175,6 +175,9 @@ pub struct HostCounters {
     pub host: String,
     /// Its counters.
     pub counters: EndpointCounters,
+    /// The PFC words its NIC heeded: (when, scenario ns from the start; whether it paused).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pfc_received: Vec<(u64, bool)>,
 }
 
 /// A host's endpoint thread woke up late (see [`intlab_transport::endpoint::Stall`]).
@@ -567,6 +570,7 @@ impl Results {
             hosts.push(HostCounters {
                 host: h.name,
                 counters: h.counters,
+                pfc_received: h.pfc_received.iter().map(|&(t, p)| (time.at(t), p)).collect(),
             });
         }
         let paths: Vec<Vec<usize>> = plan
@@ -615,6 +619,9 @@ impl Results {
         let mut switches = report.switches;
         for sw in &mut switches {
             for p in &mut sw.ports {
+                for (t, _) in &mut p.pfc_received {
+                    *t = time.at(*t);
+                }
                 let trace = std::mem::take(&mut p.queue_trace);
                 if p.totals.tx_frames > 0 {
                     queues.push(QueueSeries {
@@ -947,6 +954,7 @@ mod tests {
             .map(|h| HostCounters {
                 host: format!("h{h}"),
                 counters: EndpointCounters::default(),
+                pfc_received: Vec::new(),
             })
             .collect();
         let stall = |at_ns, late_ns| HostStall {

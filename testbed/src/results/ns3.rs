@@ -1,6 +1,6 @@
 //! The run's results in the files the ns-3 HPCC simulator writes (`simulation/scratch/third.cc`
 //! of alibaba-edu/High-Precision-Congestion-Control), so that its analysis scripts run on a
-//! lab's results: `ns3/fct.txt` and `ns3/qlen.txt`.
+//! lab's results: `ns3/fct.txt`, `ns3/qlen.txt` and `ns3/pfc.txt`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,6 +16,8 @@ pub const DIR: &str = "ns3";
 pub const FCT: &str = "fct.txt";
 /// Queue-length distributions per switch port.
 pub const QLEN: &str = "qlen.txt";
+/// Every PFC frame a port or a host's NIC received.
+pub const PFC: &str = "pfc.txt";
 
 /// The destination port ns-3's traffic generator gives every flow (its `fct_analysis.py` keeps
 /// flows of port 100): the lab's own is RoCEv2's 4791 for all.
@@ -26,7 +28,36 @@ pub fn write(dir: &Path, r: &Results) -> Result<(), WriteError> {
     let dir = dir.join(DIR);
     std::fs::create_dir_all(&dir).map_err(at(&dir, ""))?;
     std::fs::write(dir.join(FCT), fct(&r.flows)).map_err(at(&dir, FCT))?;
-    std::fs::write(dir.join(QLEN), qlen(&r.switches, &r.queues)).map_err(at(&dir, QLEN))
+    std::fs::write(dir.join(QLEN), qlen(&r.switches, &r.queues)).map_err(at(&dir, QLEN))?;
+    std::fs::write(dir.join(PFC), pfc(&r.switches, &r.hosts)).map_err(at(&dir, PFC))
+}
+
+/// ns-3's `get_pfc` line for each PFC frame a device received, in time order: time (ns),
+/// node id, node type (0 host, 1 switch), device index, 1 for a pause or 0 for a resume. A
+/// switch is its INT node id and its port's index from 1, as in `qlen.txt`; a host is its
+/// index among the hosts from 0 (ns-3 numbers hosts first) and device 1. A host's NIC reads PFC
+/// frames in batches and keeps the last of each: one line per batch.
+fn pfc(switches: &[SwitchSnapshot], hosts: &[super::HostCounters]) -> String {
+    let mut lines: Vec<(u64, u32, u8, usize, u8)> = Vec::new();
+    for sw in switches {
+        for (j, port) in sw.ports.iter().enumerate() {
+            lines.extend(
+                port.pfc_received
+                    .iter()
+                    .map(|&(t, pause)| (t, sw.node_id, 1, j + 1, u8::from(pause))),
+            );
+        }
+    }
+    for (k, h) in hosts.iter().enumerate() {
+        let id = u32::try_from(k).unwrap_or(u32::MAX);
+        lines.extend(h.pfc_received.iter().map(|&(t, pause)| (t, id, 0, 1, u8::from(pause))));
+    }
+    lines.sort_unstable();
+    let mut out = String::new();
+    for (t, node, kind, device, pause) in lines {
+        let _infallible = writeln!(out, "{t} {node} {kind} {device} {pause}");
+    }
+    out
 }
 
 /// ns-3's `qp_finish` line for each completed flow, in completion order: source and destination
@@ -125,5 +156,29 @@ mod tests {
         }];
         // eth1 carried nothing (no trace): no line; eth2 is device 2.
         assert_eq!(qlen(&switches, &queues), "time: 4000\n7 2 2 1 1\n");
+    }
+
+    #[test]
+    fn pfc_lines_have_ns3_s_columns_in_time_order() {
+        let switches = [SwitchSnapshot {
+            switch: "s1".into(),
+            node_id: 3,
+            ports: vec![
+                PortSnapshot {
+                    name: "eth1".into(),
+                    pfc_received: vec![(5_000, true), (9_000, false)],
+                    ..PortSnapshot::default()
+                },
+                PortSnapshot::default(),
+            ],
+            ..SwitchSnapshot::default()
+        }];
+        let hosts = [super::super::HostCounters {
+            host: "h1".into(),
+            counters: Default::default(),
+            pfc_received: vec![(7_000, true)],
+        }];
+        // ns-3's `%lu %u %u %u %u`: time, node, node type, device, pause (1) or resume (0).
+        assert_eq!(pfc(&switches, &hosts), "5000 3 1 1 1\n7000 0 0 1 1\n9000 3 1 1 0\n");
     }
 }

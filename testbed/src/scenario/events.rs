@@ -69,7 +69,7 @@ pub(super) fn check<E>(
                     )
                 })?;
                 keys.value
-                    .apply(&topology.links[li].props)
+                    .apply(&topology.links[li].props, topology.link_ends(li))
                     .map_err(|m| err(&keys.referenced, format!("events[{i}]: {}: {m}", l.value)))?;
                 EventAction::Set {
                     link: l.value.clone(),

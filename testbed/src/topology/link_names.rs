@@ -10,6 +10,14 @@ impl Topology {
         format!("{}-{}", self.nodes[a.node].name, self.nodes[b.node].name)
     }
 
+    /// Link `li`'s two nodes: index and name.
+    pub fn link_ends(&self, li: usize) -> [(usize, &str); 2] {
+        self.links[li]
+            .ends
+            .each_ref()
+            .map(|e| (e.node, self.nodes[e.node].name.as_str()))
+    }
+
     /// The links `name` means: the one between two nodes (`h1-s1`, either order), or, when
     /// `switches` allows, every link of switch `name`. Refused, saying why, when it names none
     /// or two nodes joined by several links.

@@ -164,6 +164,8 @@ struct RawLink {
     reorder: Option<Spanned<NetemValue>>,
     #[serde(default)]
     gap: Option<Spanned<u32>>,
+    #[serde(default)]
+    towards: Option<Spanned<String>>,
 }
 
 impl RawLink {
@@ -315,6 +317,12 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
         Some(d) if d.value.endpoints.is_some() => {
             return Err(err(&d.referenced, "defaults.link: expected no `endpoints`".into()));
         }
+        Some(d) if d.value.towards.is_some() => {
+            return Err(err(
+                &d.referenced,
+                "defaults.link: `towards` names one end of one link: set it on the link".into(),
+            ));
+        }
         Some(d) => &d.value,
         None => &no_defaults,
     };
@@ -385,12 +393,34 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
         check_rate(rate).map_err(|m| err(&l.referenced, format!("links[{li}]: {m}")))?;
         let buffer = p.buffer.or(defaults.buffer).unwrap_or(Bytes(1_000_000));
         check_buffer(buffer).map_err(|m| err(&l.referenced, format!("links[{li}]: {m}")))?;
+        let impair_towards = match &p.towards {
+            None => None,
+            Some(to) => Some(
+                ends.iter()
+                    .map(|e| e.node)
+                    .find(|&n| nodes[n].name == to.value)
+                    .ok_or_else(|| {
+                        err(
+                            &to.referenced,
+                            format!(
+                                "links[{li}]: towards `{}`: expected one of the link's ends ({})",
+                                to.value,
+                                ends.iter()
+                                    .map(|e| nodes[e.node].name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        )
+                    })?,
+            ),
+        };
         let props = LinkProps {
             rate,
             delay,
             buffer,
             ecn,
             impair,
+            impair_towards,
         };
         let [a, b]: [Endpoint; 2] = ends
             .try_into()
@@ -706,10 +736,15 @@ impl LinkKeys {
         parse_yaml(&yaml, origin)
     }
 
-    /// The link `props` with these keys set, and the change that makes it so. Impairment keys
-    /// replace the link's impairments whole, as `tc qdisc change ... netem` does: a key not
-    /// given is off afterwards.
-    pub fn apply(&self, props: &LinkProps) -> Result<(LinkProps, intlab_switch::LinkChange), String> {
+    /// The link `props` with these keys set, and the change that makes it so; `ends` are the
+    /// link's two nodes (index, name), which `towards` names one of. Impairment keys replace the
+    /// link's impairments whole, as `tc qdisc change ... netem` does: a key not given is off
+    /// afterwards.
+    pub fn apply(
+        &self,
+        props: &LinkProps,
+        ends: [(usize, &str); 2],
+    ) -> Result<(LinkProps, intlab_switch::LinkChange), String> {
         let k = &self.0;
         if k.endpoints.is_some() {
             return Err("`endpoints`: a link's ends cannot change".into());
@@ -745,10 +780,24 @@ impl LinkKeys {
             new.impair = keys
                 .resolve(new.delay)
                 .map_err(|e| format!("{} (line {}): {}", e.key, e.line, e.message))?;
+            new.impair_towards = None;
+            change.impair = Some(new.impair);
+        }
+        if let Some(to) = &k.towards {
+            let (n, _) = ends.iter().find(|(_, name)| *name == to.value).ok_or_else(|| {
+                format!(
+                    "towards `{}`: expected one of the link's ends ({}, {})",
+                    to.value, ends[0].1, ends[1].1
+                )
+            })?;
+            new.impair_towards = Some(*n);
             change.impair = Some(new.impair);
         }
         if change == intlab_switch::LinkChange::default() {
-            return Err("no key to set (rate, delay, buffer, ecn, jitter, distribution, loss, duplicate, corrupt, reorder, gap)".into());
+            return Err(
+                "no key to set (rate, delay, buffer, ecn, jitter, distribution, loss, duplicate, corrupt, reorder, gap, towards)"
+                    .into(),
+            );
         }
         Ok((new, change))
     }
@@ -768,6 +817,7 @@ static NO_LINK_KEYS: RawLink = RawLink {
     corrupt: None,
     reorder: None,
     gap: None,
+    towards: None,
 };
 
 /// Checks a name that becomes part of file and namespace names: 1 to `max` letters, digits,

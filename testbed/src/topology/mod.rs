@@ -139,9 +139,21 @@ pub struct LinkProps {
     pub buffer: Bytes,
     /// ECN marking at each switch end.
     pub ecn: Option<EcnSpec>,
-    /// What the link does to the frames it carries (tc-netem's impairments), the same both
-    /// ways.
+    /// What the link does to the frames it carries (tc-netem's impairments): both ways, or
+    /// only towards `impair_towards`.
     pub impair: intlab_switch::impair::ImpairmentSpec,
+    /// The node (one of the link's ends) whose way alone the impairments apply to (`towards:`).
+    pub impair_towards: Option<usize>,
+}
+
+impl LinkProps {
+    /// What the link does to the frames going towards node `to`.
+    pub fn impair_towards(&self, to: usize) -> intlab_switch::impair::ImpairmentSpec {
+        match self.impair_towards {
+            Some(n) if n != to => intlab_switch::impair::ImpairmentSpec::default(),
+            _ => self.impair,
+        }
+    }
 }
 
 /// A point-to-point link.

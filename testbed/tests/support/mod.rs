@@ -89,6 +89,7 @@ pub fn port(name: &str, io: PortIo) -> PortSpec {
         ecn: None,
         int: true,
         impair: intlab_switch::impair::ImpairmentSpec::default(),
+        impair_inbound: intlab_switch::impair::ImpairmentSpec::default(),
         p4_port: 1,
     }
 }

@@ -94,7 +94,13 @@ pub struct HostStack<W> {
     /// The latest time it acted at (ns): datagrams come stamped with when they arrived, which
     /// may be before a step it already made, and its time never runs back.
     time_ns: u64,
+    /// The PFC words its NIC heeded: (arrival ns, whether it paused), the last of each batch
+    /// read, the first [`PFC_KEPT`].
+    pfc_received: Vec<(u64, bool)>,
 }
+
+/// PFC words a host keeps the times of.
+const PFC_KEPT: usize = 100_000;
 
 impl<W: Wire> HostStack<W> {
     /// A host of `cfg` with no queue pairs, sending through `wire`; `finished` counts the flows
@@ -129,6 +135,7 @@ impl<W: Wire> HostStack<W> {
             controllers: Vec::new(),
             hiccup: None,
             time_ns: 0,
+            pfc_received: Vec::new(),
         })
     }
 
@@ -300,6 +307,9 @@ impl<W: Wire> HostStack<W> {
         self.counters.pfc_rx += frames as u64;
         if let Some(p) = last {
             self.nic.pause(p.at_ns, p.until_ns);
+            if self.pfc_received.len() < PFC_KEPT {
+                self.pfc_received.push((p.at_ns, p.until_ns > p.at_ns));
+            }
         }
     }
 
@@ -674,6 +684,7 @@ impl<W: Wire> HostStack<W> {
             },
             stalls: std::mem::take(&mut self.stalls),
             controllers: std::mem::take(&mut self.controllers),
+            pfc_received: std::mem::take(&mut self.pfc_received),
         }
     }
 }
