@@ -61,8 +61,25 @@ fn promtool_accepts(text: &str) {
     );
 }
 
-/// `child`'s standard error, line by line as it comes, from a thread that ends with it.
-fn stderr_lines(child: &mut std::process::Child) -> (crossbeam_channel::Receiver<String>, std::thread::JoinHandle<()>) {
+/// `intlab run` of the built-in scenario with `args` into `out`, and its standard error line by
+/// line as it comes, from a thread that ends with it.
+fn intlab_run(
+    args: &[&str],
+    out: &std::path::Path,
+) -> (
+    std::process::Child,
+    crossbeam_channel::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_intlab"))
+        .arg("run")
+        .args(args)
+        .args(["--force", "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("intlab runs");
     let stderr = child.stderr.take().expect("its standard error");
     let (tx, lines) = crossbeam_channel::unbounded();
     let reader = std::thread::spawn(move || {
@@ -72,7 +89,7 @@ fn stderr_lines(child: &mut std::process::Child) -> (crossbeam_channel::Receiver
             }
         }
     });
-    (lines, reader)
+    (child, lines, reader)
 }
 
 /// The address a process printed in a line `... metrics at http://ADDR/metrics`.
@@ -85,22 +102,7 @@ fn a_run_serves_metrics_that_promtool_accepts_and_that_follow_the_traffic() {
     support::require_root();
     let _serial = support::serial();
     let out = support::scratch_dir("live-metrics");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_intlab"))
-        .args([
-            "run",
-            "--metrics",
-            "127.0.0.1:0",
-            "--set",
-            "dilation=1",
-            "--force",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("intlab runs");
-    let (lines, reader) = stderr_lines(&mut child);
+    let (mut child, lines, reader) = intlab_run(&["--metrics", "127.0.0.1:0", "--set", "dilation=1"], &out);
     let addr = lines
         .iter()
         .find_map(|l| metrics_address(&l))
@@ -233,23 +235,15 @@ fn the_live_page_draws_the_lab_in_headless_chromium_and_follows_it() {
     support::require_root();
     let _serial = support::serial();
     let out = support::scratch_dir("live-page");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_intlab"))
-        .args([
-            "run",
-            "--web",
-            "127.0.0.1:0",
-            "--set",
-            "dilation=2",
-            "--set",
-            "workload.incast.size=10MB",
-        ])
-        .args(["--force", "--out"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("intlab runs");
-    let (lines, reader) = stderr_lines(&mut child);
+    let args = [
+        "--web",
+        "127.0.0.1:0",
+        "--set",
+        "dilation=2",
+        "--set",
+        "workload.incast.size=10MB",
+    ];
+    let (mut child, lines, reader) = intlab_run(&args, &out);
     let addr: SocketAddr = lines
         .iter()
         .find_map(|l| {
