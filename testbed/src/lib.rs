@@ -33,6 +33,7 @@ pub mod rlcc;
 pub mod run;
 pub mod scenario;
 pub mod sensitivity;
+pub mod site_plan;
 pub mod standing_lab;
 pub mod sweep;
 pub mod topology;

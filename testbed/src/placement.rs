@@ -75,7 +75,7 @@ impl Placement {
 
 /// Packets (data and ACKs) each link carries for `planned`, equal-cost paths sharing a
 /// flow's packets equally.
-fn link_packets(t: &Topology, planned: &[PlannedLoad], mtu: u64) -> Vec<u64> {
+pub(crate) fn link_packets(t: &Topology, planned: &[PlannedLoad], mtu: u64) -> Vec<u64> {
     let r = routes(t);
     let mut packets = vec![0f64; t.links.len()];
     for &(src, dst, bytes) in planned {

@@ -99,6 +99,8 @@ pub struct Scenario {
     pub events: Vec<ScenarioEvent>,
     /// How long after a link goes down or up the fabric's routes follow (scenario ns).
     pub reconverge_ns: u64,
+    /// Which machine runs which part (`sites:`), if the file says.
+    pub sites: Option<crate::site_plan::SitePlan>,
 }
 
 /// `reconverge:`, or its default.
@@ -350,6 +352,22 @@ impl Checker<'_> {
         let runtime = self.runtime(run.runtime.as_ref())?;
         let events = events::check(&run.events, &topology, |at, m| self.err(at, m))?;
         let reconverge_ns = reconverge_ns(run.reconverge.as_ref());
+        let sites = match &run.sites {
+            None => None,
+            Some(sites) => {
+                let names = sites.value.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
+                // Where the site the error is about is written, else where `sites:` is.
+                let at = |e: &crate::site_plan::SitesError| {
+                    e.site()
+                        .and_then(|k| sites.value.get(k))
+                        .map_or(&sites.referenced, |v| &v.referenced)
+                };
+                Some(
+                    crate::site_plan::SitePlan::from_names(&topology, &names)
+                        .map_err(|e| self.err(at(&e), format!("sites: {e}")))?,
+                )
+            }
+        };
         Ok(Scenario {
             file: self.file.to_owned(),
             text,
@@ -366,6 +384,7 @@ impl Checker<'_> {
             sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
             events,
             reconverge_ns,
+            sites,
         })
     }
 

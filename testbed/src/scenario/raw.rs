@@ -40,6 +40,8 @@ pub(crate) struct RawRun {
     pub events: Vec<Spanned<RawEvent>>,
     #[serde(default)]
     pub reconverge: Option<Spanned<Nanos>>,
+    #[serde(default)]
+    pub sites: Option<Spanned<std::collections::BTreeMap<String, Spanned<Vec<String>>>>>,
     // The topology's keys.
     #[serde(default, rename = "name")]
     _name: Option<IgnoredAny>,

@@ -88,6 +88,8 @@ struct RawTopology {
     _events: Option<IgnoredAny>,
     #[serde(default, rename = "reconverge")]
     _reconverge: Option<IgnoredAny>,
+    #[serde(default, rename = "sites")]
+    _sites: Option<IgnoredAny>,
 }
 
 /// A route that replaces the computed next hops of one switch towards one host.

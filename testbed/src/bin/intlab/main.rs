@@ -130,6 +130,19 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Plan how to spread a scenario over machines: which switches (with their hosts) go on
+    /// which site, balancing the planned traffic and cutting as few links as can be; prints the
+    /// plan as a `sites:` key and the links that become tunnels (docs/distributed.md).
+    Plan {
+        /// The scenario (default: the built-in 4-to-1 incast).
+        scenario: Option<PathBuf>,
+        /// How many sites (machines).
+        #[arg(long, default_value_t = 2)]
+        sites: usize,
+        /// Change one scenario key, as `key.path=value` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Decode a pcap or pcapng capture: Ethernet/IPv4/UDP, every INT hop, RoCEv2 and its ICRC.
     Inspect {
         /// The capture file.
@@ -470,6 +483,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             (metrics, web),
         ),
         Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
+        Command::Plan { scenario, sites, set } => commands::plan::plan(scenario.as_deref(), sites, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),
         Command::Switch { config } => commands::switch::run_switch(&config),
         Command::Doctor { scenario, set } => commands::doctor::run_doctor(scenario.as_deref(), set),

@@ -10,6 +10,7 @@ pub(crate) mod inspect;
 pub(crate) mod lab;
 pub(crate) mod link;
 pub(crate) mod p4;
+pub(crate) mod plan;
 pub(crate) mod rlcc;
 pub(crate) mod run;
 pub(crate) mod sensitivity;

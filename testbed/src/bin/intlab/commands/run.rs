@@ -23,6 +23,12 @@ pub(crate) fn run_scenario(
     (metrics, web): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
+    if let Some(sites) = &scenario.sites {
+        eprintln!(
+            "intlab: the scenario's `sites:` spreads it over {} machines, which intlab cannot do yet: it runs here whole",
+            sites.names.len()
+        );
+    }
     let live = serve_where_asked(metrics, web)?
         .into_iter()
         .map(std::sync::Arc::new)
