@@ -100,9 +100,6 @@ impl Ord for Held {
     }
 }
 
-/// Bytes of an Ethernet header: an impairment's bit flip lands in the IP packet after it.
-const ETHERNET_HEADER: usize = 14;
-
 impl PortSlot {
     /// Puts `d` on the wire: counted, captured, on its way to the far end.
     /// Puts `d` on the link as the link judges it; a frame the link loses comes back (it took
@@ -285,18 +282,15 @@ impl Shard {
     /// corrupted, duplicated, delayed as the link judges. Frames whose delays may reorder them
     /// wait in `held` until they arrive, so that they reach ingress in arrival order.
     fn carry_impaired(&mut self, s: usize, mut frame: FrameBuf) {
-        let ip_len = frame.len.saturating_sub(ETHERNET_HEADER);
         let slot = &mut self.slots[s];
-        let c = slot.inbound.carry(frame.arrival_ns, frame.len as u64, ip_len);
+        let c = slot.inbound.carry(frame.arrival_ns, frame.len);
         let v = c.verdict;
         if v.lost {
             frame.arrival_ns = c.sent_ns + slot.inbound.delay_ns();
             slot.counters.totals.rx_link_lost += 1;
             return self.drop_at(s, frame, DropReason::InjectedLoss, false);
         }
-        if let Some((byte, bit)) = v.corrupt {
-            frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
-        }
+        v.corrupt_frame(frame.bytes_mut());
         let t = &mut slot.counters.totals;
         t.rx_link_duplicated += u64::from(v.duplicate);
         t.rx_link_corrupted += u64::from(v.corrupt.is_some());
@@ -304,13 +298,11 @@ impl Shard {
         frame.arrival_ns = c.sent_ns + v.delay_ns;
         let copy = v
             .duplicate
-            .then(|| slot.inbound.carry_copy(ip_len))
+            .then(|| slot.inbound.carry_copy(frame.len))
             .filter(|cv| !cv.lost)
             .map(|cv| {
                 let mut copy = frame.duplicate();
-                if let Some((byte, bit)) = cv.corrupt {
-                    copy.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
-                }
+                cv.corrupt_frame(copy.bytes_mut());
                 copy.arrival_ns = c.sent_ns + cv.delay_ns;
                 copy
             });

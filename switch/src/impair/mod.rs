@@ -49,6 +49,75 @@ impl ImpairmentSpec {
     pub fn is_none(&self) -> bool {
         *self == ImpairmentSpec::default()
     }
+
+    /// A frame's delay may be shorter than one sent before it (jitter, reordering).
+    pub fn reorders(&self) -> bool {
+        self.jitter_ns > 0 || self.reorder.p > 0.0
+    }
+}
+
+/// Bytes before the IP packet of a lab frame (untagged Ethernet): corruption flips a bit after
+/// them, where the receiver's checks (IP checksum, RoCE's ICRC) can catch it.
+const ETHERNET_HEADER: usize = 14;
+
+impl Verdict {
+    /// Flips the bit it chose in `frame` (an Ethernet frame), if it corrupts it.
+    pub fn corrupt_frame(&self, frame: &mut [u8]) {
+        if let Some((byte, bit)) = self.corrupt {
+            frame[ETHERNET_HEADER + byte] ^= 1 << bit;
+        }
+    }
+}
+
+/// One link direction's impairments as they are set and changed while the link runs.
+#[derive(Debug, Clone, Default)]
+pub struct LinkImpairment {
+    /// The draws under way (`None`: the link carries frames as sent).
+    running: Option<Impairment>,
+    /// The seed they were made from.
+    seed: u64,
+}
+
+impl LinkImpairment {
+    /// Impairs as `spec` says (replacing what it did), its draws seeded by `seed`.
+    pub fn set(&mut self, spec: ImpairmentSpec, seed: u64) {
+        self.seed = seed;
+        self.running = (!spec.is_none()).then(|| Impairment::new(spec, seed));
+    }
+
+    /// Impairs as `spec` says from now on, with draws of a stream of their own (so that a
+    /// change does not replay the draws made before it).
+    pub fn change(&mut self, spec: ImpairmentSpec) {
+        self.set(spec, self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15));
+    }
+
+    /// What it does, if anything.
+    pub fn spec(&self) -> Option<&ImpairmentSpec> {
+        self.running.as_ref().map(Impairment::spec)
+    }
+
+    /// The fate of an Ethernet frame of `len` bytes on a link of delay `delay_ns` (only the
+    /// delay when it impairs nothing).
+    pub fn judge(&mut self, len: usize, delay_ns: u64) -> Verdict {
+        match self.running.as_mut() {
+            Some(im) => im.judge(len.saturating_sub(ETHERNET_HEADER), delay_ns),
+            None => Verdict {
+                delay_ns,
+                ..Verdict::default()
+            },
+        }
+    }
+
+    /// The fate of the second copy of a frame of `len` bytes it duplicated.
+    pub fn judge_duplicate(&mut self, len: usize, delay_ns: u64) -> Verdict {
+        match self.running.as_mut() {
+            Some(im) => im.judge_duplicate(len.saturating_sub(ETHERNET_HEADER), delay_ns),
+            None => Verdict {
+                delay_ns,
+                ..Verdict::default()
+            },
+        }
+    }
 }
 
 /// What happens to one frame.

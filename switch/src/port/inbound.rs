@@ -4,7 +4,7 @@
 //! the link does to the frames (netem's impairments) is done here too, as the switch's egress
 //! queue does it the other way.
 
-use crate::impair::{Impairment, ImpairmentSpec, Verdict};
+use crate::impair::{ImpairmentSpec, LinkImpairment, Verdict};
 use crate::units::{Nanos, Rate};
 
 /// The switch's model of what a host's link delivers.
@@ -15,10 +15,8 @@ pub struct InboundLink {
     /// When the previous frame finished arriving (ps): the next cannot finish sooner than one
     /// serialization time later.
     free_ps: u64,
-    /// What the link does to the frames it carries (`None`: it carries them as sent).
-    impairment: Option<Impairment>,
-    /// The seed its impairment's draws were made from.
-    impair_seed: u64,
+    /// What the link does to the frames it carries.
+    impairment: LinkImpairment,
 }
 
 /// What the link did to one frame (see [`InboundLink::carry`]).
@@ -37,22 +35,19 @@ impl InboundLink {
             rate,
             delay_ns: delay.0,
             free_ps: 0,
-            impairment: None,
-            impair_seed: 0,
+            impairment: LinkImpairment::default(),
         }
     }
 
     /// The link impairs the frames it carries as `spec` says (replacing what it did), its draws
     /// seeded by `seed`.
     pub fn impair(&mut self, spec: ImpairmentSpec, seed: u64) {
-        self.impair_seed = seed;
-        self.impairment = (!spec.is_none()).then(|| Impairment::new(spec, seed));
+        self.impairment.set(spec, seed);
     }
 
     /// The link impairs as `spec` says from now on, with draws of a stream of their own.
     pub fn change_impairment(&mut self, spec: ImpairmentSpec) {
-        let next = self.impair_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.impair(spec, next);
+        self.impairment.change(spec);
     }
 
     /// Its one-way delay (ns).
@@ -62,42 +57,30 @@ impl InboundLink {
 
     /// Whether it impairs the frames it carries at all.
     pub fn is_impaired(&self) -> bool {
-        self.impairment.is_some()
+        self.impairment.spec().is_some()
     }
 
     /// Whether a frame's delay may be shorter than one sent before it (jitter, reordering): its
     /// frames must then be held until they arrive, to reach ingress in arrival order.
     pub fn reorders(&self) -> bool {
-        self.impairment
-            .as_ref()
-            .is_some_and(|i| i.spec().jitter_ns > 0 || i.spec().reorder.p > 0.0)
+        self.impairment.spec().is_some_and(ImpairmentSpec::reorders)
     }
 
-    /// A frame of `len` bytes (`ip_len` of them its IP packet) the host handed to the link at
-    /// `sent_ns`, through an impaired link: when it left, and what the link does to it (its
-    /// arrival is `sent_ns` plus the verdict's delay).
-    pub fn carry(&mut self, sent_ns: u64, len: u64, ip_len: usize) -> Carried {
-        let arrival = self.arrival_ns(sent_ns, len);
-        let sent_ns = arrival - self.delay_ns;
-        let verdict = match self.impairment.as_mut() {
-            Some(im) => im.judge(ip_len, self.delay_ns),
-            None => Verdict {
-                delay_ns: self.delay_ns,
-                ..Verdict::default()
-            },
-        };
-        Carried { verdict, sent_ns }
-    }
-
-    /// The fate of the second copy of a frame the link duplicated.
-    pub fn carry_copy(&mut self, ip_len: usize) -> Verdict {
-        match self.impairment.as_mut() {
-            Some(im) => im.judge_duplicate(ip_len, self.delay_ns),
-            None => Verdict {
-                delay_ns: self.delay_ns,
-                ..Verdict::default()
-            },
+    /// An Ethernet frame of `len` bytes the host handed to the link at `sent_ns`, through an
+    /// impaired link: when it left, and what the link does to it (its arrival is `sent_ns`
+    /// plus the verdict's delay).
+    pub fn carry(&mut self, sent_ns: u64, len: usize) -> Carried {
+        let arrival = self.arrival_ns(sent_ns, len as u64);
+        let verdict = self.impairment.judge(len, self.delay_ns);
+        Carried {
+            verdict,
+            sent_ns: arrival - self.delay_ns,
         }
+    }
+
+    /// The fate of the second copy of a frame of `len` bytes the link duplicated.
+    pub fn carry_copy(&mut self, len: usize) -> Verdict {
+        self.impairment.judge_duplicate(len, self.delay_ns)
     }
 
     /// The link runs at `rate` for frames sent from now on.

@@ -25,13 +25,10 @@ use int_format::pfc::PauseState;
 use super::pfc_watchdog::{PfcWatchdog, StormEvent, StormState};
 use super::scheduler::{Dwrr, Scheduler};
 use crate::frame::FrameBuf;
-use crate::impair::{Impairment, ImpairmentSpec, Verdict};
+use crate::impair::{ImpairmentSpec, LinkImpairment, Verdict};
 use crate::units::{Nanos, Rate};
 
 const PS_PER_NS: u64 = 1000;
-/// Bytes before the IP packet of a lab frame (untagged Ethernet): corruption flips a bit after
-/// them, where the receiver's checks (IP checksum, RoCE's ICRC) can catch it.
-const ETHERNET_HEADER: usize = 14;
 
 /// Priorities of a port (802.1p): those a PFC frame addresses.
 pub use int_format::pfc::PRIORITIES;
@@ -189,9 +186,7 @@ pub struct EgressQueue {
     /// Round robin between the priorities (`None`: strict priority).
     dwrr: Option<Dwrr>,
     /// What the link does to the frames it carries (`None`: it carries them as sent).
-    impairment: Option<Impairment>,
-    /// The seed its impairment's draws were made from.
-    impair_seed: u64,
+    impairment: LinkImpairment,
 }
 
 impl EgressQueue {
@@ -211,8 +206,7 @@ impl EgressQueue {
             watchdog: None,
             watchdog_trips: 0,
             dwrr: None,
-            impairment: None,
-            impair_seed: 0,
+            impairment: LinkImpairment::default(),
         }
     }
 
@@ -516,24 +510,23 @@ impl EgressQueue {
     /// The link impairs the frames it carries as `spec` says (replacing what it did), its draws
     /// seeded by `seed`.
     pub fn impair(&mut self, spec: ImpairmentSpec, seed: u64) {
-        self.impair_seed = seed;
-        if spec.is_none() {
-            self.impairment = None;
-            return;
-        }
-        // A frame's own delay may be shorter than the link's (jitter, reordering): the worker
-        // must look at each start, not only at the earliest release a start implies.
-        if spec.jitter_ns > 0 || spec.reorder.p > 0.0 {
-            self.wake_at_starts = true;
-        }
-        self.impairment = Some(Impairment::new(spec, seed));
+        self.impairment.set(spec, seed);
+        self.wake_for(spec);
     }
 
     /// The link impairs the frames it carries as `spec` says from now on, with draws of a
     /// stream of their own (so that a change does not replay the draws made before it).
     pub fn change_impairment(&mut self, spec: ImpairmentSpec) {
-        let next = self.impair_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.impair(spec, next);
+        self.impairment.change(spec);
+        self.wake_for(spec);
+    }
+
+    /// A frame's own delay may be shorter than the link's (jitter, reordering): the worker
+    /// must then look at each start, not only at the earliest release a start implies.
+    fn wake_for(&mut self, spec: ImpairmentSpec) {
+        if spec.reorders() {
+            self.wake_at_starts = true;
+        }
     }
 
     /// The link runs at `rate` from the next frame that starts.
@@ -562,17 +555,14 @@ impl EgressQueue {
     /// (corruption is done to the frame here).
     pub fn judge(&mut self, d: &mut Dequeued) -> Verdict {
         let delay_ns = self.delay_ps / PS_PER_NS;
-        let Some(im) = self.impairment.as_mut().filter(|_| !d.mac_control) else {
+        if d.mac_control {
             return Verdict {
                 delay_ns,
                 ..Verdict::default()
             };
-        };
-        let ip_len = d.frame.len.saturating_sub(ETHERNET_HEADER);
-        let v = im.judge(ip_len, delay_ns);
-        if let Some((byte, bit)) = v.corrupt {
-            d.frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
         }
+        let v = self.impairment.judge(d.frame.len, delay_ns);
+        v.corrupt_frame(d.frame.bytes_mut());
         v
     }
 
@@ -581,16 +571,12 @@ impl EgressQueue {
     /// order of their release times, as netem's time-sorted queue delivers them.
     pub fn send_judged(&mut self, d: Dequeued, v: &Verdict) {
         let tx_end_ps = self.transmit(&d) - self.delay_ps;
-        if v.duplicate
-            && let Some(im) = self.impairment.as_mut()
-        {
-            let copy = im.judge_duplicate(d.frame.len.saturating_sub(ETHERNET_HEADER), self.delay_ps / PS_PER_NS);
+        if v.duplicate {
+            let copy = self.impairment.judge_duplicate(d.frame.len, self.delay_ps / PS_PER_NS);
             // A lost copy is simply not made; a corrupted one is flipped as the original.
             if !copy.lost {
                 let mut frame = d.frame.duplicate();
-                if let Some((byte, bit)) = copy.corrupt {
-                    frame.bytes_mut()[ETHERNET_HEADER + byte] ^= 1 << bit;
-                }
+                copy.corrupt_frame(frame.bytes_mut());
                 self.put_on_wire(frame, tx_end_ps + copy.delay_ns * PS_PER_NS);
             }
         }

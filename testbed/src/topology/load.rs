@@ -772,7 +772,8 @@ impl LinkKeys {
             new.ecn = Some(ecn);
             change.ecn = Some(Some(ecn));
         }
-        let keys = k.netem(&NO_LINK_KEYS);
+        let no_defaults = RawLink::default();
+        let keys = k.netem(&no_defaults);
         let given = [keys.jitter, keys.loss, keys.duplicate, keys.corrupt, keys.reorder]
             .iter()
             .any(Option::is_some)
@@ -804,23 +805,6 @@ impl LinkKeys {
         Ok((new, change))
     }
 }
-
-/// No link keys: what a link's own keys fall back on when there are no defaults.
-static NO_LINK_KEYS: RawLink = RawLink {
-    endpoints: None,
-    rate: None,
-    delay: None,
-    buffer: None,
-    ecn: None,
-    jitter: None,
-    distribution: None,
-    loss: None,
-    duplicate: None,
-    corrupt: None,
-    reorder: None,
-    gap: None,
-    towards: None,
-};
 
 /// Checks a name that becomes part of file and namespace names: 1 to `max` letters, digits,
 /// `-`, `_` and `.`, not starting with `-` or `.`.
