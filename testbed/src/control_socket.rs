@@ -57,12 +57,24 @@ pub enum LinkRequest {
 }
 
 /// What a command printed, or why it failed.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Answer {
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+impl From<Result<Option<String>, String>> for Answer {
+    fn from(done: Result<Option<String>, String>) -> Answer {
+        match done {
+            Ok(output) => Answer { output, error: None },
+            Err(e) => Answer {
+                output: None,
+                error: Some(e),
+            },
+        }
+    }
 }
 
 /// A P4 switch as the control plane sees it.
@@ -119,20 +131,14 @@ pub fn serve(path: &Path, switches: Vec<(String, Arc<Datapath>)>, links: Option<
 fn answer_client(client: UnixStream, switches: &[SwitchControl], links: Option<&Arc<LabLinks>>) -> io::Result<()> {
     let mut out = client.try_clone()?;
     for line in BufReader::new(client).lines() {
-        let answer = match serde_json::from_str::<Request>(&line?) {
+        let answer = Answer::from(match serde_json::from_str::<Request>(&line?) {
             Ok(Request::P4 { switch, command }) => run(switches, &switch, &command),
             Ok(Request::Link { link }) => match links {
                 Some(links) => change_links(links, &link),
-                None => Answer {
-                    error: Some("this lab's links cannot be changed".into()),
-                    ..Answer::default()
-                },
+                None => Err("this lab's links cannot be changed".into()),
             },
-            Err(e) => Answer {
-                error: Some(format!("not a request: {e}")),
-                ..Answer::default()
-            },
-        };
+            Err(e) => Err(format!("not a request: {e}")),
+        });
         let mut text = serde_json::to_string(&answer).map_err(io::Error::other)?;
         text.push('\n');
         out.write_all(text.as_bytes())?;
@@ -141,7 +147,7 @@ fn answer_client(client: UnixStream, switches: &[SwitchControl], links: Option<&
 }
 
 /// Does what `r` asks of the lab's links.
-fn change_links(links: &Arc<LabLinks>, r: &LinkRequest) -> Answer {
+fn change_links(links: &Arc<LabLinks>, r: &LinkRequest) -> Result<Option<String>, String> {
     let done = match r {
         LinkRequest::Set { link, keys } => LinkKeys::from_words(keys, Path::new("intlab link set"))
             .map_err(|e| e.message)
@@ -150,44 +156,24 @@ fn change_links(links: &Arc<LabLinks>, r: &LinkRequest) -> Answer {
         LinkRequest::Up { target } => links.set_up(target, true, None).map_err(|e| e.to_string()),
         LinkRequest::Show => Ok(links.show().trim_end().to_owned()),
     };
-    match done {
-        Ok(output) => Answer {
-            output: Some(output),
-            ..Answer::default()
-        },
-        Err(e) => Answer {
-            error: Some(e),
-            ..Answer::default()
-        },
-    }
+    done.map(Some)
 }
 
-fn run(switches: &[SwitchControl], switch: &str, command: &str) -> Answer {
+/// Runs a `simple_switch_CLI` command on P4 switch `switch`.
+fn run(switches: &[SwitchControl], switch: &str, command: &str) -> Result<Option<String>, String> {
     let Some(sw) = switches.iter().find(|s| s.name == switch) else {
         let names: Vec<&str> = switches.iter().map(|s| s.name.as_str()).collect();
         let known = match names.is_empty() {
             true => "none of its switches runs a P4 program".to_owned(),
             false => format!("P4 switches: {}", names.join(", ")),
         };
-        return Answer {
-            error: Some(format!("no P4 switch `{switch}` in this lab ({known})")),
-            ..Answer::default()
-        };
+        return Err(format!("no P4 switch `{switch}` in this lab ({known})"));
     };
     if command.trim().is_empty() {
-        return Answer::default();
+        return Ok(None);
     }
     let mut session = sw.session.lock().unwrap_or_else(PoisonError::into_inner);
-    match session.run(&sw.datapath, command) {
-        Ok(output) => Answer {
-            output,
-            ..Answer::default()
-        },
-        Err(e) => Answer {
-            error: Some(e),
-            ..Answer::default()
-        },
-    }
+    session.run(&sw.datapath, command)
 }
 
 /// Why a command could not be sent or failed.
