@@ -1,8 +1,10 @@
 //! The time a lab runs on: nanoseconds since the process first asked, on the monotonic clock.
 //! INT timestamps, schedules and timers of every switch and host in the process share it, so
-//! they compare along a path; a step of the wall clock changes none of them.
+//! they compare along a path; a step of the wall clock changes none of them. A lab spread over
+//! several machines shifts each site's clock to read as its coordinator's ([`Clock::align`]).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The process-wide lab clock.
@@ -12,6 +14,8 @@ pub struct Clock {
     epoch_ns_at_origin: u128,
     /// CLOCK_MONOTONIC's reading at the origin (the clock `Instant` reads on Linux).
     monotonic_ns_at_origin: u64,
+    /// Added to every reading: what another machine's lab clock read when this one read 0.
+    shift_ns: AtomicI64,
 }
 
 static CLOCK: OnceLock<Clock> = OnceLock::new();
@@ -31,6 +35,7 @@ impl Clock {
                 origin,
                 epoch_ns_at_origin: offset.max(0) as u128,
                 monotonic_ns_at_origin,
+                shift_ns: AtomicI64::new(0),
             }
         })
     }
@@ -39,9 +44,26 @@ impl Clock {
     /// such as an XDP program's), never later than now: both are the same clock, so no wall
     /// clock step can shift it.
     pub fn lab_ns_of_monotonic(&self, monotonic_ns: u64) -> u64 {
-        monotonic_ns
-            .saturating_sub(self.monotonic_ns_at_origin)
-            .min(self.now_ns())
+        let since_origin = monotonic_ns.saturating_sub(self.monotonic_ns_at_origin);
+        shifted(since_origin, self.shift()).min(self.now_ns())
+    }
+
+    /// Shifts every reading by `shift_ns` from now on, so that this clock reads what another
+    /// process's lab clock reads (a lab site's coordinator, whose offset it measured). Only
+    /// between runs: a reading taken before and one after do not compare.
+    pub fn align(&self, shift_ns: i64) {
+        self.shift_ns.store(shift_ns, Ordering::Relaxed);
+    }
+
+    /// The shift [`Clock::align`] set (0 unless a coordinator aligned it).
+    pub fn shift(&self) -> i64 {
+        self.shift_ns.load(Ordering::Relaxed)
+    }
+
+    /// The reading this clock would give with no shift (what [`Clock::align`] is measured
+    /// against).
+    pub fn unshifted_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
     }
 
     /// The instant readings count from, so other components can share the time base.
@@ -52,7 +74,7 @@ impl Clock {
     /// Nanoseconds since the origin.
     #[inline]
     pub fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        shifted(self.origin.elapsed().as_nanos() as u64, self.shift())
     }
 
     /// How to turn wall-clock readings taken around now (a kernel receive timestamp, which is
@@ -65,8 +87,14 @@ impl Clock {
 
     /// Wall-clock nanoseconds since the Unix epoch of a lab-clock reading (for capture files).
     pub fn epoch_ns(&self, t: u64) -> u128 {
-        self.epoch_ns_at_origin + u128::from(t)
+        (self.epoch_ns_at_origin as i128 + i128::from(t) - i128::from(self.shift())).max(0) as u128
     }
+}
+
+/// `t` shifted by `shift`, never below 0.
+#[inline]
+fn shifted(t: u64, shift: i64) -> u64 {
+    t.saturating_add_signed(shift)
 }
 
 /// Wall-clock readings bracketed by lab-clock readings this close (ns) give the clocks' offset
@@ -163,6 +191,13 @@ mod tests {
             5_000_000,
             "a frame of 8 ms ago lands where it arrived"
         );
+    }
+
+    #[test]
+    fn a_shifted_reading_saturates_at_zero() {
+        assert_eq!(shifted(100, -30), 70);
+        assert_eq!(shifted(100, 30), 130);
+        assert_eq!(shifted(10, -30), 0, "a coordinator's clock is never before 0");
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl WorkerShared {
 }
 
 /// What one worker measured of itself over its life.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct WorkerStats {
     /// The worker's index.
     pub worker: usize,

@@ -171,6 +171,17 @@ pub struct PortTotals {
     /// Frames a host's link delivered ahead of frames sent before them.
     #[serde(default)]
     pub rx_link_reordered: u64,
+    /// Frames that came over a tunnel from another machine after the lab time they were due
+    /// to arrive at: the machines' network (plus the sites' clock offset) took longer than the
+    /// link's delay.
+    #[serde(default)]
+    pub tunnel_late: u64,
+    /// The latest of them (ns).
+    #[serde(default)]
+    pub tunnel_late_max_ns: u64,
+    /// Frames received on a tunnel device that carried no arrival stamp (dropped as malformed).
+    #[serde(default)]
+    pub tunnel_unstamped: u64,
 }
 
 /// Live counters of one port.
@@ -420,7 +431,7 @@ impl PortSnapshot {
 }
 
 /// Every port of a switch at one moment.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, Default)]
 pub struct SwitchSnapshot {
     /// Switch name.
     pub switch: String,

@@ -404,7 +404,10 @@ impl Fabric {
                     }
                     _ => None,
                 };
-                let queue = egress_queue(spec, i, has_mmu);
+                let mut queue = egress_queue(spec, i, has_mmu);
+                if matches!(p.io, PortIo::Tunnel { .. }) {
+                    queue.release_when_serialized();
+                }
                 slots[w].push(PortSlot {
                     global,
                     switch: si,

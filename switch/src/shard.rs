@@ -260,6 +260,10 @@ impl Shard {
             for i in 0..n {
                 let fresh = self.frames.get();
                 let mut frame = std::mem::replace(&mut self.rx[i], fresh);
+                if matches!(self.slots[s].port, Port::Tunnel(_)) {
+                    self.arrive_from_tunnel(s, frame, now);
+                    continue;
+                }
                 if !frame.arrival_known {
                     frame.arrival_ns = now;
                 }
@@ -319,6 +323,43 @@ impl Shard {
                 self.arrivals.push((f.arrival_ns, s, f));
             }
         }
+    }
+
+    /// Takes `frame` from the tunnel of slot `s` at lab time `now`: it arrives at the time its
+    /// stamp says, as over an in-process link, and waits in `held` until then. One that came
+    /// after it is counted late and run at once (a link whose far end is on another machine
+    /// cannot deliver before the machines' network does).
+    fn arrive_from_tunnel(&mut self, s: usize, mut frame: FrameBuf, now: u64) {
+        // Late is against when the kernel received it, not when this worker read it: the
+        // worker's own lateness is counted as it releases frames.
+        let received = if frame.arrival_known {
+            frame.arrival_ns.min(now)
+        } else {
+            now
+        };
+        let Some(at) = crate::port::tunnel::unstamp(&mut frame) else {
+            self.slots[s].counters.totals.tunnel_unstamped += 1;
+            frame.arrival_ns = now;
+            return self.drop_at(s, frame, DropReason::Malformed, false);
+        };
+        frame.arrival_ns = at;
+        frame.arrival_known = true;
+        if at < received {
+            let t = &mut self.slots[s].counters.totals;
+            t.tunnel_late += 1;
+            t.tunnel_late_max_ns = t.tunnel_late_max_ns.max(received - at);
+        }
+        if at <= now {
+            self.arrivals.push((at, s, frame));
+            return;
+        }
+        self.held_seq += 1;
+        self.held.push(Reverse(Held {
+            arrival_ns: at,
+            seq: self.held_seq,
+            slot: s,
+            frame,
+        }));
     }
 
     /// Moves the held frames that have arrived by `now` to ingress.
@@ -784,14 +825,23 @@ impl Shard {
         let peer = self.fabric.peer[self.slots[s].global];
         let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
         let slot = &mut self.slots[s];
+        let tunnel = matches!(slot.port, Port::Tunnel(_));
+        let ahead = slot.queue.released_ahead_ns();
         while let Some(r) = slot.queue.release_due(now) {
             if r.release_ns >= measure_from {
-                slot.counters.record_lateness(now.saturating_sub(r.release_ns));
+                slot.counters
+                    .record_lateness(now.saturating_sub(r.release_ns.saturating_sub(ahead)));
             }
             let mut frame = r.frame;
-            // On an in-process link the frame arrives at the far end exactly now.
+            // On an in-process link the frame arrives at the far end exactly now; over a
+            // tunnel, at the time it carries.
             frame.arrival_ns = r.release_ns;
             frame.arrival_known = true;
+            if tunnel && !crate::port::tunnel::stamp(&mut frame, r.release_ns) {
+                slot.counters.drop(DropReason::Oversize);
+                self.frames.put(frame);
+                continue;
+            }
             self.tx.push(frame);
         }
         self.rearm(s, None);

@@ -187,8 +187,9 @@ struct Counts {
 fn counts(lab: &Lab, target: &ProbeTarget) -> Counts {
     Counts {
         switches: lab.switch_counters(),
-        src: lab.namespace(target.src).kernel_counters().ok(),
-        dst: lab.namespace(target.dst).kernel_counters().ok(),
+        // A lab spread over sites has only some of the hosts here.
+        src: lab.host_namespace(target.src).and_then(|ns| ns.kernel_counters().ok()),
+        dst: lab.host_namespace(target.dst).and_then(|ns| ns.kernel_counters().ok()),
     }
 }
 

@@ -84,6 +84,8 @@ pub struct LabConfig {
     /// The traffic the workload plans, which the placement of hosts and ports on workers
     /// balances (empty: round robin).
     pub planned: Vec<PlannedLoad>,
+    /// The part this machine builds of a lab spread over several (None: all of it).
+    pub site: Option<crate::sites::SitePart>,
 }
 
 /// The transport settings every host of a lab shares.
@@ -145,7 +147,13 @@ impl LabConfig {
             transport: TransportSettings::default(),
             reconverge_ns: crate::lab_links::DEFAULT_RECONVERGE_NS,
             planned: Vec::new(),
+            site: None,
         }
+    }
+
+    /// Whether this machine builds node `n`.
+    fn here(&self, n: usize) -> bool {
+        self.site.as_ref().is_none_or(|p| p.here[n])
     }
 }
 
@@ -203,13 +211,24 @@ impl Lab {
         let host_order: Vec<usize> = t.hosts().collect();
         let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
         let mac_of: HashMap<usize, MacAddress> = host_order.iter().map(|&h| (h, interface(h).mac)).collect();
-        for &h in &host_order {
+        for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
             hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
         }
         // Host links: veth with the host's end named as in the topology, the switch's end `x<link>`.
         let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
         for (li, link) in t.links.iter().enumerate() {
             let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
+            let here = link.ends.each_ref().map(|e| cfg.here(e.node));
+            if here == [false, false] {
+                continue;
+            }
+            if let Some(tunnel) = cfg.site.as_ref().and_then(|p| p.tunnel(li)) {
+                let end = usize::from(here[1]);
+                let device = crate::sites::create_tunnel(li, tunnel, link_mtu, &switch_ns)?;
+                let netns = switch_ns.path();
+                ends.insert((li, end), PortIo::Tunnel { device, netns });
+                continue;
+            }
             match kinds {
                 [NodeKind::Switch, NodeKind::Switch] => {
                     let (a, b) = intlab_switch::port::link_pair();
@@ -251,7 +270,10 @@ impl Lab {
         // host's MAC from the start, as the p4lang tutorials' hosts do with static entries.
         // A host given a gateway or neighbours gets exactly those.
         if t.nodes.iter().any(|n| n.p4.is_some()) {
-            for &h in host_order.iter().filter(|&&h| !interface(h).is_explicit()) {
+            for &h in host_order
+                .iter()
+                .filter(|&&h| cfg.here(h) && !interface(h).is_explicit())
+            {
                 let ns = hosts[h].as_ref().expect("host namespace");
                 let dev = t
                     .links
@@ -276,7 +298,9 @@ impl Lab {
         // (switch, port) → worker.
         let mut port_worker: Vec<Vec<usize>> = Vec::new();
         let mut link_ports: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; t.links.len()];
-        for (k, s) in t.switches().enumerate() {
+        // The k-th switch of the topology keeps its node id and seed on whichever site it runs.
+        for (k, s) in t.switches().enumerate().filter(|&(_, s)| cfg.here(s)) {
+            let fabric_index = specs.len();
             let mut ports = Vec::new();
             let mut workers = Vec::new();
             let mut port_of_link = HashMap::new();
@@ -309,7 +333,7 @@ impl Lab {
             let table = crate::lab_links::switch_routes(t, &routes, s, |li| port_of_link.get(&li).copied());
             for (&li, &p) in &port_of_link {
                 let end = usize::from(t.links[li].ends[1].node == s);
-                link_ports[li][end] = Some((k, p));
+                link_ports[li][end] = Some((fabric_index, p));
             }
             port_worker.push(workers);
             specs.push(SwitchSpec {
@@ -386,12 +410,13 @@ impl Lab {
             host_worker: placement
                 .host
                 .iter()
+                .filter(|&(&h, _)| cfg.here(h))
                 .map(|(&h, &w)| (t.nodes[h].name.clone(), w))
                 .collect(),
             port_worker: port_names,
         };
         let drain = longest_drain_ns(t);
-        for &h in &host_order {
+        for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
             let node = &t.nodes[h];
             let rate = t
                 .links_of(h)
@@ -459,6 +484,11 @@ impl Lab {
     /// The namespace of host node `n`.
     pub fn namespace(&self, n: usize) -> &Namespace {
         self.hosts[n].as_ref().expect("a host node")
+    }
+
+    /// The namespace of host node `n`, when this machine runs it.
+    pub fn host_namespace(&self, n: usize) -> Option<&Namespace> {
+        self.hosts.get(n)?.as_ref()
     }
 
     /// Its links, to set, take down and bring up while it runs.

@@ -78,8 +78,8 @@ pub struct LabLinks {
 }
 
 impl LabLinks {
-    /// The links of `topology` (as the lab runs it, dilated by `dilation`) on `fabric`, whose
-    /// switch `k` is the topology's `k`-th switch and whose ports are `ports`; routes follow
+    /// The links of `topology` (as the lab runs it, dilated by `dilation`) on `fabric` (which
+    /// holds its switches, or a site's share of them), whose ports are `ports`; routes follow
     /// `reconverge_ns` (scenario time) after a link goes down or up.
     pub fn new(
         fabric: Fabric,
@@ -88,11 +88,17 @@ impl LabLinks {
         dilation: Dilation,
         reconverge_ns: u64,
     ) -> LabLinks {
+        // A lab spread over sites runs some of the switches here: found by name.
         let built_in = topology
             .switches()
-            .enumerate()
-            .filter(|&(_, s)| topology.nodes[s].p4.is_none())
-            .map(|(k, s)| (s, k))
+            .filter(|&s| topology.nodes[s].p4.is_none())
+            .filter_map(|s| {
+                let k = fabric
+                    .specs()
+                    .iter()
+                    .position(|spec| spec.name == topology.nodes[s].name)?;
+                Some((s, k))
+            })
             .collect();
         let props = topology
             .links

@@ -34,6 +34,7 @@ pub mod run;
 pub mod scenario;
 pub mod sensitivity;
 pub mod site_plan;
+pub mod sites;
 pub mod standing_lab;
 pub mod sweep;
 pub mod topology;

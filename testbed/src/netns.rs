@@ -38,6 +38,11 @@ fn run(program: &str, args: &[&str]) -> Result<Output, CommandError> {
     Ok(out)
 }
 
+/// Runs `program ARGS` and returns what it printed.
+pub fn output(program: &str, args: &[&str]) -> Result<String, CommandError> {
+    run(program, args).map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
 /// Runs `ip ARGS`.
 pub fn ip(args: &[&str]) -> Result<(), CommandError> {
     run("ip", args).map(|_| ())

@@ -90,6 +90,14 @@ pub enum RunError {
     /// The thread that plays the scenario's `events:` did not start.
     #[error("starting the thread of the scenario's events: {0}")]
     Events(std::io::Error),
+    /// A site of a lab spread over machines failed or could not be reached.
+    #[error("site {site}: {message}")]
+    Site {
+        /// The site (or the sites file).
+        site: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A host's transport stopped working.
     #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
     Host {
@@ -115,14 +123,14 @@ impl From<WriteError> for RunError {
 }
 
 /// How often the run looks at its flows, the clock and the stop flag.
-const POLL: Duration = Duration::from_millis(50);
+pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// Time between the lab being ready and the first flow, so every endpoint has its flows.
-const START_MARGIN_NS: u64 = 20_000_000;
+pub(crate) const START_MARGIN_NS: u64 = 20_000_000;
 /// How long the data path check waits for every flow's probes at least (real time).
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// CPU time stolen by the hypervisor and all CPU time so far, from /proc/stat (jiffies).
-fn cpu_steal_and_total() -> Option<(u64, u64)> {
+pub(crate) fn cpu_steal_and_total() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
     let fields: Vec<u64> = cpu.split_whitespace().filter_map(|f| f.parse().ok()).collect();
@@ -205,30 +213,22 @@ fn run_once(
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = Dilation::new(s.dilation);
-    let topology = d.topology(&s.topology);
-    let mut cfg = LabConfig::new(&opts.tag);
-    cfg.seed = s.seed;
-    cfg.workers = s.runtime.workers;
-    cfg.poll = s.runtime.poll;
-    cfg.packet_io = s.runtime.packet_io;
-    cfg.dilation = d;
-    if s.capture || opts.capture {
+    let capture = if s.capture || opts.capture {
         let dir = opts.out.join("capture");
         std::fs::create_dir_all(&dir).map_err(|cause| WriteError {
             file: dir.display().to_string(),
             cause,
         })?;
-        cfg.capture = Some(dir);
-    }
-    cfg.transport = s.transport;
-    cfg.reconverge_ns = s.reconverge_ns;
-    cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
-    let plan = s.flows();
-    cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
-    let base_rtt = lab::base_rtt_ns(&topology, &cfg);
-    cfg.transport.sample_every_ns = base_rtt / 2;
-    cfg.queue_trace_every_ns = base_rtt / 2;
-
+        Some(dir)
+    } else {
+        None
+    };
+    let LabPlan {
+        topology,
+        cfg,
+        plan,
+        base_rtt,
+    } = LabPlan::new(s, &opts.tag, capture);
     progress.step(&format!(
         "building {} ({} hosts, {} switches)",
         s.topology.name,
@@ -243,18 +243,7 @@ fn run_once(
     let apps = s.workload.applications();
     let controller = d.controller(&s.controller);
     let src_ports = crate::workload::source_ports(&plan);
-    let spec = |k: usize, start_ns: u64| {
-        let f = &plan[k];
-        FlowSpec {
-            id: f.id,
-            src: topology.nodes[f.src].address.expect("hosts have addresses"),
-            dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
-            size: f.size,
-            start_ns,
-            kind: f.kind,
-            src_port: src_ports[k],
-        }
-    };
+    let spec = |k: usize, start_ns: u64| flow_spec(&topology, &plan, &src_ports, k, start_ns);
     progress.step("checking the data path");
     let targets: Vec<ProbeTarget> = plan
         .iter()
@@ -275,32 +264,7 @@ fn run_once(
             return Err(e.into());
         }
     };
-    let hop_bytes = results::int_hop_bytes(s);
-    // A host probing many flows at once queues its own probes behind each other, so a flow's
-    // probe RTT overstates what the hosts add; the least any flow between the same two hosts
-    // measured is the hosts' overhead.
-    let mut least: std::collections::HashMap<(usize, usize), u64> = std::collections::HashMap::new();
-    for (f, r) in plan.iter().zip(&reach) {
-        let o = base_rtt::host_overhead_ns(&topology, &r.links, r.rtt_min_ns);
-        least
-            .entry((f.src, f.dst))
-            .and_modify(|m| *m = (*m).min(o))
-            .or_insert(o);
-    }
-    let overheads: Vec<u64> = plan.iter().map(|f| least[&(f.src, f.dst)]).collect();
-    let mut paths: Vec<FlowPath> = reach
-        .iter()
-        .zip(&overheads)
-        .map(|(r, &overhead)| FlowPath {
-            base_rtt_ns: base_rtt::data_rtt_ns(&topology, &r.links, s.transport.mtu, hop_bytes) + overhead,
-            fabric_rtt_ns: 0,
-            hops: r.links.len().saturating_sub(1) as u32,
-        })
-        .collect();
-    let fabric_rtt_ns = paths.iter().map(|p| p.base_rtt_ns).max().unwrap_or(base_rtt);
-    for p in &mut paths {
-        p.fabric_rtt_ns = fabric_rtt_ns;
-    }
+    let (paths, overheads) = flow_paths(s, &topology, &plan, &reach);
     let clock = Clock::get();
     let t0 = clock.now_ns() + START_MARGIN_NS;
     let send = |k: usize, start_ns: u64| {
@@ -412,8 +376,106 @@ fn run_once(
     Ok(results)
 }
 
+/// What a run builds its lab from: the scenario's topology at its dilation, the lab's
+/// configuration, the planned flows and the base RTT they size from.
+pub(crate) struct LabPlan {
+    /// The topology, dilated.
+    pub(crate) topology: crate::topology::Topology,
+    /// How to build the lab.
+    pub(crate) cfg: LabConfig,
+    /// The workload's flows.
+    pub(crate) plan: Vec<crate::workload::PlannedFlow>,
+    /// The base RTT a lab of the topology gives its controllers (ns).
+    pub(crate) base_rtt: u64,
+}
+
+impl LabPlan {
+    /// The lab of `s` (at its dilation), its namespaces tagged `tag`, captured into `capture`.
+    pub(crate) fn new(s: &Scenario, tag: &str, capture: Option<PathBuf>) -> LabPlan {
+        let d = Dilation::new(s.dilation);
+        let topology = d.topology(&s.topology);
+        let mut cfg = LabConfig::new(tag);
+        cfg.seed = s.seed;
+        cfg.workers = s.runtime.workers;
+        cfg.poll = s.runtime.poll;
+        cfg.packet_io = s.runtime.packet_io;
+        cfg.dilation = d;
+        cfg.capture = capture;
+        cfg.transport = s.transport;
+        cfg.reconverge_ns = s.reconverge_ns;
+        cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
+        let plan = s.flows();
+        cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
+        let base_rtt = lab::base_rtt_ns(&topology, &cfg);
+        cfg.transport.sample_every_ns = base_rtt / 2;
+        cfg.queue_trace_every_ns = base_rtt / 2;
+        LabPlan {
+            topology,
+            cfg,
+            plan,
+            base_rtt,
+        }
+    }
+}
+
+/// Flow `k` of `plan` as its hosts are told it, starting at lab time `start_ns`.
+pub(crate) fn flow_spec(
+    topology: &crate::topology::Topology,
+    plan: &[crate::workload::PlannedFlow],
+    src_ports: &[u16],
+    k: usize,
+    start_ns: u64,
+) -> FlowSpec {
+    let f = &plan[k];
+    FlowSpec {
+        id: f.id,
+        src: topology.nodes[f.src].address.expect("hosts have addresses"),
+        dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
+        size: f.size,
+        start_ns,
+        kind: f.kind,
+        src_port: src_ports[k],
+    }
+}
+
+/// What each flow's controller is told of its path, from what its probes found (`reach`), and
+/// each flow's host overhead (ns): a host probing many flows at once queues its own probes
+/// behind each other, so a flow's probe RTT overstates what the hosts add; the least any flow
+/// between the same two hosts measured is the hosts' overhead.
+pub(crate) fn flow_paths(
+    s: &Scenario,
+    topology: &crate::topology::Topology,
+    plan: &[crate::workload::PlannedFlow],
+    reach: &[datapath::Reach],
+) -> (Vec<FlowPath>, Vec<u64>) {
+    let hop_bytes = results::int_hop_bytes(s);
+    let mut least: std::collections::HashMap<(usize, usize), u64> = std::collections::HashMap::new();
+    for (f, r) in plan.iter().zip(reach) {
+        let o = base_rtt::host_overhead_ns(topology, &r.links, r.rtt_min_ns);
+        least
+            .entry((f.src, f.dst))
+            .and_modify(|m| *m = (*m).min(o))
+            .or_insert(o);
+    }
+    let overheads: Vec<u64> = plan.iter().map(|f| least[&(f.src, f.dst)]).collect();
+    let mut paths: Vec<FlowPath> = reach
+        .iter()
+        .zip(&overheads)
+        .map(|(r, &overhead)| FlowPath {
+            base_rtt_ns: base_rtt::data_rtt_ns(topology, &r.links, s.transport.mtu, hop_bytes) + overhead,
+            fabric_rtt_ns: 0,
+            hops: r.links.len().saturating_sub(1) as u32,
+        })
+        .collect();
+    let fabric_rtt_ns = paths.iter().map(|p| p.base_rtt_ns).max().unwrap_or(0);
+    for p in &mut paths {
+        p.fabric_rtt_ns = fabric_rtt_ns;
+    }
+    (paths, overheads)
+}
+
 /// Why a run stopped at flow `x`: where it was, and what every switch port dropped so far.
-fn no_progress_report(lab: &Lab, x: &Stuck, src: &str, dst: &str) -> String {
+pub(crate) fn no_progress_report(lab: &Lab, x: &Stuck, src: &str, dst: &str) -> String {
     let mut out = format!(
         "flow {} ({src} -> {dst}) made no progress through {} retransmission timeouts in a row: {} of {} packets acknowledged",
         x.id,

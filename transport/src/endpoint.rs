@@ -128,7 +128,7 @@ impl EndpointConfig {
 }
 
 /// What an endpoint counted.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct EndpointCounters {
     /// Datagrams received.
     pub rx_datagrams: u64,
@@ -173,7 +173,7 @@ pub struct EndpointCounters {
 /// A run of the host that came late by at least `SenderTiming::stall_ns`: the host could not
 /// send or receive meanwhile, as no real NIC would fail to. A stalled sender leaves its
 /// bottleneck idle, which a controller measuring utilization (HPCC) answers by speeding up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Stall {
     /// When the thread should have woken (endpoint clock, ns).
     pub at_ns: u64,
@@ -185,7 +185,7 @@ pub struct Stall {
 pub(crate) const MAX_STALLS_KEPT: usize = 100_000;
 
 /// Everything an endpoint has to say at the end.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct EndpointReport {
     /// Endpoint name.
     pub name: String,

@@ -43,7 +43,7 @@ pub fn source_port(n: usize) -> u16 {
 
 /// What the lab knows of the way a flow takes, for its controller (see
 /// [`crate::cc::PathInfo`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FlowPath {
     /// Base RTT of the flow's path (ns).
     pub base_rtt_ns: u64,
@@ -54,7 +54,7 @@ pub struct FlowPath {
 }
 
 /// What the sender saw of a flow.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct FlowRecord {
     /// Flow id.
     pub id: u32,
@@ -94,7 +94,7 @@ impl FlowRecord {
 }
 
 /// What the receiver saw of a flow.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ReceiveRecord {
     /// Flow id.
     pub id: u32,
@@ -113,7 +113,7 @@ pub struct ReceiveRecord {
 }
 
 /// One point of a flow's time series.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq)]
 pub struct Sample {
     /// Time (ns).
     pub t_ns: u64,
@@ -162,7 +162,7 @@ pub struct FlowNow {
 }
 
 /// A sent flow became fully acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Completion {
     /// Flow id.
     pub id: u32,
@@ -173,7 +173,7 @@ pub struct Completion {
 /// A sent flow has made no progress through [`STUCK_AFTER_TIMEOUTS`] retransmission timeouts in
 /// a row: no byte it sent again was acknowledged. In a working lab this does not happen; the
 /// run should stop and say why rather than wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Stuck {
     /// Flow id.
     pub id: u32,
@@ -191,7 +191,7 @@ pub struct Stuck {
 pub const STUCK_AFTER_TIMEOUTS: u32 = 4;
 
 /// What an endpoint tells whoever waits on its sent flows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum FlowEvent {
     /// Fully acknowledged.
     Completed(Completion),

@@ -29,6 +29,14 @@ pub enum PortIo {
     },
     /// One end of an in-process link to another switch port of the same fabric.
     Link(crate::port::LinkEnd),
+    /// A tunnel device (VXLAN) to a switch port on another machine, opened in `netns`: the
+    /// frames it carries are stamped with their arrival time on the lab clock.
+    Tunnel {
+        /// Interface name.
+        device: String,
+        /// Namespace (a path such as /var/run/netns/NAME) the interface lives in.
+        netns: PathBuf,
+    },
     /// A P4 switch's CPU port (`p4.cpu_port`), whose other end is the P4Runtime server.
     Controller,
 }

@@ -1,12 +1,14 @@
 //! Where frames enter and leave the switch: TAP devices, AF_PACKET sockets on veth ends,
-//! in-process links between switches (which the worker delivers itself, see [`link`]), and a P4
-//! switch's CPU port to its P4Runtime server ([`controller`]).
+//! in-process links between switches (which the worker delivers itself, see [`link`]), tunnels
+//! to a switch on another machine ([`tunnel`]), and a P4 switch's CPU port to its P4Runtime
+//! server ([`controller`]).
 
 mod controller;
 mod inbound;
 mod link;
 mod packet_socket;
 mod tap;
+pub mod tunnel;
 
 use std::io;
 use std::os::fd::RawFd;
@@ -33,6 +35,9 @@ pub enum Port {
     Packet(PacketSocket),
     /// An in-process link (the worker moves its frames).
     Link(LinkEnd),
+    /// A tunnel device to a switch on another machine: frames go stamped with the lab time
+    /// they arrive at ([`tunnel`]).
+    Tunnel(PacketSocket),
     /// A P4 switch's CPU port.
     Controller(ControllerSocket),
 }
@@ -52,6 +57,13 @@ impl Port {
                 }
             }
             PortIo::Link(end) => Ok(Port::Link(end.clone())),
+            // Each frame is stamped and unstamped on its way: read and written with system
+            // calls (the stamp needs the frame in the switch's own buffer).
+            PortIo::Tunnel { device, netns } => {
+                let device = device.clone();
+                let open = move || PacketSocket::open(&device, PacketIo::Syscalls, max_frame);
+                intlab_runtime::sys::netns::run_in(netns, open).map(Port::Tunnel)
+            }
             PortIo::Controller => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a CPU port is opened with its controller's end (ControllerSocket::pair)",
@@ -64,7 +76,7 @@ impl Port {
     pub fn recv_batch(&mut self, bufs: &mut [FrameBuf], meta: &mut [RecvMeta], map: &RealtimeMap) -> io::Result<usize> {
         match self {
             Port::Tap(t) => t.recv_batch(bufs),
-            Port::Packet(p) => p.recv_batch(bufs, meta, map),
+            Port::Packet(p) | Port::Tunnel(p) => p.recv_batch(bufs, meta, map),
             Port::Controller(c) => c.recv_batch(bufs),
             Port::Link(_) => Ok(0),
         }
@@ -74,7 +86,7 @@ impl Port {
     pub fn send_batch(&mut self, frames: &[FrameBuf]) -> io::Result<usize> {
         match self {
             Port::Tap(t) => t.send_batch(frames),
-            Port::Packet(p) => p.send_batch(frames),
+            Port::Packet(p) | Port::Tunnel(p) => p.send_batch(frames),
             Port::Controller(c) => c.send_batch(frames),
             Port::Link(_) => Ok(0),
         }
@@ -84,7 +96,7 @@ impl Port {
     /// the ones before (a TAP device's drops show in its interface statistics instead).
     pub fn take_rx_dropped(&mut self) -> io::Result<u64> {
         match self {
-            Port::Packet(p) => p.take_rx_dropped(),
+            Port::Packet(p) | Port::Tunnel(p) => p.take_rx_dropped(),
             Port::Tap(_) | Port::Link(_) | Port::Controller(_) => Ok(0),
         }
     }
@@ -95,6 +107,7 @@ impl Port {
             Port::Tap(_) => "tap",
             Port::Packet(p) => p.io_name(),
             Port::Link(_) => "link",
+            Port::Tunnel(_) => "tunnel",
             Port::Controller(_) => "cpu",
         }
     }
@@ -103,7 +116,7 @@ impl Port {
     pub fn poll_fd(&self) -> Option<RawFd> {
         match self {
             Port::Tap(t) => Some(t.fd()),
-            Port::Packet(p) => Some(p.fd()),
+            Port::Packet(p) | Port::Tunnel(p) => Some(p.fd()),
             Port::Controller(c) => Some(c.fd()),
             Port::Link(_) => None,
         }

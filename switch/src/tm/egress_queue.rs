@@ -179,6 +179,9 @@ pub struct EgressQueue {
     starting: bool,
     /// Wake the worker at each start, not only at releases (see [`EgressQueue::wake_at_starts`]).
     wake_at_starts: bool,
+    /// Release frames as they finish serializing, a link's delay before they reach the far
+    /// end (see [`EgressQueue::release_when_serialized`]).
+    release_ahead: bool,
     /// The PFC watchdog's limits (`None`: pauses hold however long they last).
     watchdog: Option<PfcWatchdog>,
     /// Storms the watchdog declared.
@@ -203,6 +206,7 @@ impl EgressQueue {
             tx_bytes: 0,
             starting: false,
             wake_at_starts: false,
+            release_ahead: false,
             watchdog: None,
             watchdog_trips: 0,
             dwrr: None,
@@ -272,6 +276,23 @@ impl EgressQueue {
     /// when it starts, not a link's delay later.
     pub fn wake_at_starts(&mut self) {
         self.wake_at_starts = true;
+    }
+
+    /// Releases each frame when its serialization ends rather than when it reaches the far
+    /// end (its release time still says when that is): for a tunnel to another machine, whose
+    /// network then has the link's delay to carry it in.
+    pub fn release_when_serialized(&mut self) {
+        self.release_ahead = true;
+    }
+
+    /// How long before its arrival at the far end a frame is released (ns).
+    pub fn released_ahead_ns(&self) -> u64 {
+        self.ahead_ps() / PS_PER_NS
+    }
+
+    /// How long before its arrival at the far end a frame is released (ps).
+    fn ahead_ps(&self) -> u64 {
+        if self.release_ahead { self.delay_ps } else { 0 }
     }
 
     fn serialization_ps(&self, bytes: u64) -> u64 {
@@ -407,13 +428,14 @@ impl EgressQueue {
     /// the next frame to start could be released (egress may make it longer, never earlier
     /// unless it shortens the frame).
     pub fn next_event_ns(&self) -> Option<u64> {
-        let release = self.on_wire.front().map(|o| o.release_ps);
+        let ahead = self.ahead_ps();
+        let release = self.on_wire.front().map(|o| o.release_ps.saturating_sub(ahead));
         let start = self.next_start().and_then(|(s, p)| {
             if self.wake_at_starts {
                 return Some(s);
             }
             let head = self.fifos[p].waiting.front()?;
-            Some(s + self.serialization_ps(head.frame.len as u64) + self.delay_ps)
+            Some(s + self.serialization_ps(head.frame.len as u64) + self.delay_ps - ahead)
         });
         let storm = self.next_storm_event().map(|e| e.0);
         let t = [release, start, storm].into_iter().flatten().min()?;
@@ -495,9 +517,10 @@ impl EgressQueue {
         d.frame
     }
 
-    /// Takes the next frame that has reached the far end by `now_ns`.
+    /// Takes the next frame that has reached the far end by `now_ns` (or finished serializing,
+    /// see [`EgressQueue::release_when_serialized`]).
     pub fn release_due(&mut self, now_ns: u64) -> Option<Released> {
-        if self.on_wire.front()?.release_ps > now_ns * PS_PER_NS {
+        if self.on_wire.front()?.release_ps.saturating_sub(self.ahead_ps()) > now_ns * PS_PER_NS {
             return None;
         }
         let o = self.on_wire.pop_front()?;
@@ -711,6 +734,20 @@ mod tests {
             d.frame.len += grow;
             q.send(d);
         }
+    }
+
+    #[test]
+    fn a_tunnel_queue_releases_frames_as_they_finish_serializing() {
+        let pool = FramePool::new(2048, 16);
+        let mut q = queue(1_000_000, 50_000);
+        q.release_when_serialized();
+        let mut seen = vec![];
+        offer(&mut q, frame(&pool, 1000, 10), &mut seen).unwrap();
+        assert_eq!(q.next_event_ns(), Some(10 + 1_000_000), "serialized, not arrived");
+        start_all(&mut q, 1_000_009, &mut seen, 0);
+        assert!(q.release_due(1_000_009).is_none());
+        let r = q.release_due(1_000_010).expect("released once serialized");
+        assert_eq!(r.release_ns, 1_050_010, "still says when it reaches the far end");
     }
 
     #[test]

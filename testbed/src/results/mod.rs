@@ -391,6 +391,10 @@ pub struct Summary {
     pub diagnosis: Option<String>,
     /// The fidelity figures per runtime worker, with what each ran.
     pub workers: Vec<WorkerFidelity>,
+    /// How well the sites of a lab spread over machines kept one clock and one schedule
+    /// (None for a lab on one machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<crate::sites::SitesTiming>,
 }
 
 /// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
@@ -900,6 +904,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         host_overhead_ns: None,
         diagnosis: None,
         workers: Vec::new(),
+        sites: None,
     }
 }
 

@@ -241,6 +241,9 @@ pub fn summary_table(s: &Summary) -> String {
             steal * 100.0
         );
     }
+    if let Some(sites) = &s.sites {
+        out.push_str(&sites.report());
+    }
     if s.timing_warning {
         let _ = writeln!(
             out,

@@ -55,7 +55,14 @@ enum Command {
         /// utilisation, queues, flows, events); ADDR as for --metrics.
         #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
         web: Option<std::net::SocketAddr>,
+        /// Spread the lab over machines: each site of the scenario's `sites:` runs on the
+        /// `intlab site serve` this file names (`NAME: HOST:PORT`; see docs/distributed.md).
+        #[arg(long, value_name = "SITES.yaml")]
+        sites: Option<PathBuf>,
     },
+    /// One machine's share of labs spread over several (see docs/distributed.md).
+    #[command(subcommand)]
+    Site(SiteCommand),
     /// Run one scenario once per controller (same seed) and put them side by side: a table
     /// (compare.txt, .csv), overlaid plots and report.md, each run in its own folder.
     Compare {
@@ -293,6 +300,18 @@ enum ImportCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum SiteCommand {
+    /// Wait for a coordinator (`intlab run --sites`), build the part of its lab it names, run
+    /// it and report back; everything is torn down after each run. Until Ctrl-C.
+    Serve {
+        /// Where to listen: a port alone listens on 127.0.0.1; name an address the other
+        /// machines reach (e.g. 10.0.0.1:7700) to serve them.
+        #[arg(long, value_name = "ADDR", default_value = "7700", value_parser = intlab_testbed::live::listen_address)]
+        listen: std::net::SocketAddr,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum P4Command {
     /// Parse and check a program and list what its control plane sees: the pipeline, the
     /// parser's states, every table with its keys and actions, and the actions' parameters.
@@ -470,6 +489,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             force,
             metrics,
             web,
+            sites,
         } => commands::run::run_scenario(
             scenario.as_deref(),
             Overrides {
@@ -477,11 +497,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 set,
                 only,
             },
-            out,
-            capture,
-            force,
-            (metrics, web),
+            commands::run::Where {
+                out,
+                capture,
+                force,
+                live: (metrics, web),
+                sites,
+            },
         ),
+        Command::Site(SiteCommand::Serve { listen }) => commands::site::serve(listen),
         Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
         Command::Plan { scenario, sites, set } => commands::plan::plan(scenario.as_deref(), sites, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),

@@ -16,6 +16,13 @@ pub(crate) fn clean(prefix: &str, force: bool) -> Result<ExitCode> {
     for name in intlab_testbed::standing_lab::forget_dead()? {
         println!("forgot lab {name}: its process no longer runs");
     }
+    let (site_leftovers, site_failures) = intlab_testbed::sites::remove_leftovers(force);
+    for what in &site_leftovers {
+        println!("removed {what}, left by a killed `intlab site serve`");
+    }
+    for e in &site_failures {
+        eprintln!("intlab: {e}");
+    }
     for n in &c.removed {
         println!("removed namespace {n}");
     }
@@ -31,7 +38,7 @@ pub(crate) fn clean(prefix: &str, force: bool) -> Result<ExitCode> {
         c.live.len(),
         c.failed.len()
     );
-    Ok(if c.failed.is_empty() {
+    Ok(if c.failed.is_empty() && site_failures.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -15,5 +15,6 @@ pub(crate) mod rlcc;
 pub(crate) mod run;
 pub(crate) mod sensitivity;
 pub(crate) mod signals;
+pub(crate) mod site;
 pub(crate) mod sweep;
 pub(crate) mod switch;

@@ -8,33 +8,50 @@ use intlab_testbed::live::serve_where_asked;
 use intlab_testbed::results::summary_table;
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_testbed::sites::{SiteAddresses, run_on_sites};
 
 use super::signals::{exit_code, free_folder, stop_on_signals};
 use crate::progress;
 
+/// Where a run writes and what it shows, as the command line says.
+pub(crate) struct Where {
+    /// The results folder, if named.
+    pub(crate) out: Option<PathBuf>,
+    /// Capture every port.
+    pub(crate) capture: bool,
+    /// Replace an earlier run's files.
+    pub(crate) force: bool,
+    /// `--metrics` and `--web`.
+    pub(crate) live: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    /// `--sites`: the sites file of a lab spread over machines.
+    pub(crate) sites: Option<PathBuf>,
+}
+
 /// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 4 when a
 /// flow made no progress, 130 when interrupted (results written in every case).
-pub(crate) fn run_scenario(
-    file: Option<&std::path::Path>,
-    overrides: Overrides,
-    out: Option<PathBuf>,
-    capture: bool,
-    force: bool,
-    (metrics, web): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
-) -> Result<ExitCode> {
+pub(crate) fn run_scenario(file: Option<&std::path::Path>, overrides: Overrides, w: Where) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
-    if let Some(sites) = &scenario.sites {
-        eprintln!(
-            "intlab: the scenario's `sites:` spreads it over {} machines, which intlab cannot do yet: it runs here whole",
-            sites.names.len()
-        );
-    }
-    let live = serve_where_asked(metrics, web)?
+    let addresses = match (&w.sites, &scenario.sites) {
+        (Some(path), _) => Some(SiteAddresses::load(path)?),
+        (None, Some(sites)) => {
+            eprintln!(
+                "intlab: the scenario's `sites:` spreads it over {} machines: without --sites SITES.yaml (where each runs) it runs here whole",
+                sites.names.len()
+            );
+            None
+        }
+        (None, None) => None,
+    };
+    anyhow::ensure!(
+        addresses.is_none() || (w.live.0.is_none() && w.live.1.is_none()),
+        "--metrics and --web show a lab on one machine: not with --sites"
+    );
+    let live = serve_where_asked(w.live.0, w.live.1)?
         .into_iter()
         .map(std::sync::Arc::new)
         .collect();
     let stop = stop_on_signals()?;
-    let out = out.unwrap_or_else(|| {
+    let out = w.out.unwrap_or_else(|| {
         free_folder(&format!(
             "results/{}-{}",
             scenario.topology.name,
@@ -43,13 +60,16 @@ pub(crate) fn run_scenario(
     });
     let opts = RunOptions {
         out: out.clone(),
-        capture,
+        capture: w.capture,
         tag: "r".into(),
-        force,
+        force: w.force,
         live,
     };
     let mut progress = progress::Reporter::new();
-    let results = lab_run::run(&scenario, &opts, &stop, &mut progress)?;
+    let results = match addresses {
+        Some(a) => run_on_sites(&scenario, &a, &opts, &stop, &mut progress)?,
+        None => lab_run::run(&scenario, &opts, &stop, &mut progress)?,
+    };
     print!("{}", summary_table(&results.summary));
     println!("results: {}", out.display());
     Ok(exit_code(&stop, std::iter::once(results.summary.ending)))

@@ -1,0 +1,637 @@
+//! `intlab run SCENARIO --sites sites.yaml`: drives a lab spread over machines. It connects
+//! to every site's server, aligns their lab clocks on its own, has each build its part, checks
+//! the data path, starts the workload at one lab time, relays what must cross sites (the
+//! completions that release later iterations), stops every site and gathers their reports and
+//! captures into one results folder and one summary. A site whose coordinator goes away tears
+//! its part down by itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use intlab_runtime::clock::Clock;
+use intlab_transport::flow::FlowEvent;
+use serde::Deserialize;
+
+use super::clock_sync::{self, Exchange};
+use super::protocol::{self, BuildOrder, Frame, FromSite, SiteReport, ToSite, VERSION};
+use super::timing::{SiteClock, SitesTiming, TunnelTiming};
+use crate::datapath::Reach;
+use crate::dilation::Dilation;
+use crate::lab::LabReport;
+use crate::results::{self, Ending, Results, Timebase, WriteError};
+use crate::run::{Progress, RunError, RunOptions, flow_paths};
+use crate::scenario::Scenario;
+use crate::workload::Iterations;
+
+/// Clock exchanges per measurement (the one with the shortest round trip counts).
+const EXCHANGES: usize = 16;
+/// How often the offsets are measured again while the workload runs.
+const REMEASURE_EVERY: Duration = Duration::from_secs(1);
+/// How long a site may take to answer a step (building a large part takes seconds).
+const STEP_LIMIT: Duration = Duration::from_secs(120);
+/// Time between the sites being told to start and the first flow (real ns): every site must
+/// have its flows by then.
+const START_MARGIN_NS: u64 = 300_000_000;
+
+/// One site's entry in the sites file: its server's address, and the address its tunnels use
+/// when not the server's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum SiteEntry {
+    /// `east: 10.0.0.1:7700`
+    Control(String),
+    /// `east: { control: 10.0.0.1:7700, tunnel: 192.168.1.1 }`
+    Both {
+        control: String,
+        #[serde(default)]
+        tunnel: Option<Ipv4Addr>,
+    },
+}
+
+/// Where each site is.
+#[derive(Debug, Clone)]
+pub struct SiteAddresses {
+    /// Site name → (its server, its tunnels' address).
+    pub sites: BTreeMap<String, (SocketAddr, Ipv4Addr)>,
+}
+
+impl SiteAddresses {
+    /// Reads a sites file: `NAME: HOST:PORT` or `NAME: { control: HOST:PORT, tunnel: ADDR }`.
+    pub fn load(path: &Path) -> Result<SiteAddresses, RunError> {
+        let err = |message: String| RunError::Site {
+            site: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let raw: BTreeMap<String, SiteEntry> = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut sites = BTreeMap::new();
+        for (name, entry) in raw {
+            let (control, tunnel) = match entry {
+                SiteEntry::Control(c) => (c, None),
+                SiteEntry::Both { control, tunnel } => (control, tunnel),
+            };
+            let addr = control
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.find(SocketAddr::is_ipv4))
+                .ok_or_else(|| err(format!("site `{name}`: `{control}` is no HOST:PORT of an IPv4 address")))?;
+            let tunnel = match (tunnel, addr.ip()) {
+                (Some(t), _) => t,
+                (None, std::net::IpAddr::V4(ip)) => ip,
+                (None, std::net::IpAddr::V6(_)) => unreachable!("filtered to IPv4"),
+            };
+            sites.insert(name, (addr, tunnel));
+        }
+        if sites.is_empty() {
+            return Err(err("no site".into()));
+        }
+        Ok(SiteAddresses { sites })
+    }
+}
+
+/// A message from site `usize`, with the coordinator's lab time it arrived at; None when the
+/// site's connection ended.
+type Incoming = (usize, Option<FromSite>, u64);
+
+/// The coordinator's connections.
+struct Sites {
+    names: Vec<String>,
+    streams: Vec<TcpStream>,
+    incoming: Receiver<Incoming>,
+    /// Raw bytes follow a `File` message; kept per site in arrival order.
+    files: Receiver<(usize, Vec<u8>)>,
+}
+
+impl Sites {
+    fn connect(addresses: &SiteAddresses, order: &[String]) -> Result<Sites, RunError> {
+        let (tx, incoming) = crossbeam_channel::unbounded();
+        let (ftx, files) = crossbeam_channel::unbounded();
+        let mut streams = Vec::new();
+        for (i, name) in order.iter().enumerate() {
+            let (addr, _) = addresses.sites[name];
+            let site_err = |message: String| RunError::Site {
+                site: name.clone(),
+                message,
+            };
+            let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
+                site_err(format!(
+                    "connecting to its server at {addr}: {e} (is `intlab site serve` running there?)"
+                ))
+            })?;
+            stream.set_nodelay(true).map_err(|e| site_err(e.to_string()))?;
+            let reader = stream.try_clone().map_err(|e| site_err(e.to_string()))?;
+            spawn_reader(i, reader, tx.clone(), ftx.clone()).map_err(|e| site_err(e.to_string()))?;
+            streams.push(stream);
+        }
+        Ok(Sites {
+            names: order.to_vec(),
+            streams,
+            incoming,
+            files,
+        })
+    }
+
+    fn tell(&mut self, i: usize, m: &ToSite) -> Result<(), RunError> {
+        protocol::send(&mut self.streams[i], m).map_err(|e| RunError::Site {
+            site: self.names[i].clone(),
+            message: format!("sending: {e}"),
+        })
+    }
+
+    /// Waits for one answer from each site in `from` (the first that `want` accepts), clock
+    /// answers and progress aside.
+    fn answers<T>(
+        &self,
+        from: &[usize],
+        what: &str,
+        mut want: impl FnMut(usize, FromSite) -> Option<Result<T, String>>,
+    ) -> Result<Vec<(usize, T)>, RunError> {
+        let started = Instant::now();
+        let mut out = Vec::new();
+        while out.len() < from.len() {
+            let left = STEP_LIMIT.saturating_sub(started.elapsed());
+            let (i, m, _) = self.incoming.recv_timeout(left).map_err(|_| RunError::Site {
+                site: from
+                    .iter()
+                    .find(|i| !out.iter().any(|(j, _)| j == *i))
+                    .map_or_else(String::new, |&i| self.names[i].clone()),
+                message: format!("no answer while {what} within {} s", STEP_LIMIT.as_secs()),
+            })?;
+            let site_err = |message: String| RunError::Site {
+                site: self.names[i].clone(),
+                message,
+            };
+            let m = m.ok_or_else(|| site_err(format!("its server went away while {what}")))?;
+            if let FromSite::Failed(e) = m {
+                return Err(site_err(e));
+            }
+            if let Some(r) = want(i, m) {
+                out.push((i, r.map_err(site_err)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Measures site `i`'s clock offset with [`EXCHANGES`] exchanges.
+    fn measure(&mut self, i: usize) -> Result<clock_sync::Offset, RunError> {
+        let clock = Clock::get();
+        let mut exchanges = Vec::new();
+        for _ in 0..EXCHANGES {
+            self.tell(
+                i,
+                &ToSite::Clock {
+                    sent_ns: clock.now_ns(),
+                },
+            )?;
+            let got = self.answers(&[i], "measuring its clock", |_, m| match m {
+                FromSite::Clock {
+                    sent_ns,
+                    received_ns,
+                    answered_ns,
+                } => Some(Ok((sent_ns, received_ns, answered_ns))),
+                _ => None,
+            })?;
+            let back_ns = clock.now_ns();
+            let (_, (sent_ns, received_ns, answered_ns)) = got[0];
+            exchanges.push(Exchange {
+                sent_ns,
+                received_ns,
+                answered_ns,
+                back_ns,
+            });
+        }
+        clock_sync::best(&exchanges).ok_or_else(|| RunError::Site {
+            site: self.names[i].clone(),
+            message: "no clock exchange".into(),
+        })
+    }
+}
+
+/// Reads site `i`'s messages onto `tx` (with the time each arrived), files onto `ftx`.
+fn spawn_reader(
+    i: usize,
+    mut stream: TcpStream,
+    tx: Sender<Incoming>,
+    ftx: Sender<(usize, Vec<u8>)>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(format!("site{i}"))
+        .spawn(move || {
+            loop {
+                let frame = protocol::receive::<FromSite>(&mut stream);
+                let at = Clock::get().now_ns();
+                match frame {
+                    Ok(Some(Frame::Message(m))) => {
+                        if tx.send((i, Some(m), at)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(Frame::Bytes(b))) => {
+                        if ftx.send((i, b)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        // A closed channel only means the run is over.
+                        tx.send((i, None, at)).ok();
+                        return;
+                    }
+                }
+            }
+        })
+        .map(|_| ())
+}
+
+/// Runs `s` over the sites at `addresses`, as [`crate::run::run`] runs it on one machine.
+pub fn run_on_sites(
+    s: &Scenario,
+    addresses: &SiteAddresses,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Results, RunError> {
+    let plan_sites = s.sites.as_ref().ok_or_else(|| RunError::Site {
+        site: "scenario".into(),
+        message: "it has no `sites:` saying which machine runs which node (intlab plan --sites N writes one)".into(),
+    })?;
+    if s.dilation_auto {
+        return Err(RunError::Site {
+            site: "scenario".into(),
+            message: "`dilation: auto` measures one machine: a lab over several needs a number".into(),
+        });
+    }
+    for name in &plan_sites.names {
+        if !addresses.sites.contains_key(name) {
+            return Err(RunError::Site {
+                site: name.clone(),
+                message: "the sites file gives no address for it".into(),
+            });
+        }
+    }
+    results::prepare(&opts.out, opts.force)?;
+    results::write_scenario(&opts.out, &s.text)?;
+    let d = Dilation::new(s.dilation);
+    let topology = d.topology(&s.topology);
+    let plan = s.flows();
+    let n = plan_sites.names.len();
+    progress.step(&format!("connecting to {n} sites"));
+    let mut sites = Sites::connect(addresses, &plan_sites.names)?;
+    let all: Vec<usize> = (0..n).collect();
+    for i in 0..n {
+        sites.tell(i, &ToSite::Hello { version: VERSION })?;
+    }
+    sites.answers(&all, "saying hello", |_, m| match m {
+        FromSite::Hello { version, .. } if version == VERSION => Some(Ok(())),
+        FromSite::Hello { version, .. } => {
+            Some(Err(format!("it speaks version {version}, this coordinator {VERSION}")))
+        }
+        _ => None,
+    })?;
+    progress.step("aligning the sites' lab clocks");
+    let mut aligned = Vec::new();
+    for i in 0..n {
+        let o = sites.measure(i)?;
+        sites.tell(i, &ToSite::Align { shift_ns: -o.offset_ns })?;
+        aligned.push(o);
+    }
+    progress.step(&format!(
+        "building {} over {n} sites ({} hosts, {} switches)",
+        s.topology.name,
+        topology.hosts().count(),
+        topology.switches().count()
+    ));
+    let capture = s.capture || opts.capture;
+    let tunnel_addresses: BTreeMap<String, Ipv4Addr> =
+        addresses.sites.iter().map(|(k, (_, t))| (k.clone(), *t)).collect();
+    for (i, name) in plan_sites.names.iter().enumerate() {
+        let order = BuildOrder {
+            scenario: s.text.clone(),
+            file: s.file.clone(),
+            dilation: s.dilation,
+            site: name.clone(),
+            addresses: tunnel_addresses.clone(),
+            capture,
+        };
+        sites.tell(i, &ToSite::Build(order))?;
+    }
+    sites.answers(&all, "building its part", |_, m| match m {
+        FromSite::Built { .. } => Some(Ok(())),
+        _ => None,
+    })?;
+    progress.step("checking the data path");
+    let site_of_flow: Vec<usize> = plan.iter().map(|f| plan_sites.site_of[f.src]).collect();
+    let mut probing = Vec::new();
+    for i in 0..n {
+        let flows: Vec<usize> = (0..plan.len()).filter(|&k| site_of_flow[k] == i).collect();
+        if !flows.is_empty() {
+            sites.tell(i, &ToSite::Probe { flows })?;
+            probing.push(i);
+        }
+    }
+    let reached = match sites.answers(&probing, "checking the data path", |_, m| match m {
+        FromSite::Reached(r) => Some(Ok(r)),
+        _ => None,
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            results::write_text(&opts.out, results::DATAPATH, &e.to_string())?;
+            return Err(e);
+        }
+    };
+    let mut reach: Vec<Option<Reach>> = vec![None; plan.len()];
+    for (_, r) in reached {
+        for (k, rtt_min_ns, links) in r {
+            if let Some(slot) = reach.get_mut(k) {
+                *slot = Some(Reach { rtt_min_ns, links });
+            }
+        }
+    }
+    let reach: Vec<Reach> = reach
+        .into_iter()
+        .enumerate()
+        .map(|(k, r)| {
+            r.ok_or_else(|| RunError::Site {
+                site: plan_sites.names[site_of_flow[k]].clone(),
+                message: format!("it did not report flow {k}'s probes"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let (paths, overheads) = flow_paths(s, &topology, &plan, &reach);
+    let clock = Clock::get();
+    let t0 = clock.now_ns() + START_MARGIN_NS;
+    for i in 0..n {
+        let sends = (0..plan.len())
+            .filter(|&k| site_of_flow[k] == i && !Iterations::is_deferred(&plan[k]))
+            .map(|k| (k, t0 + d.lab_ns(plan[k].start_ns), paths[k]))
+            .collect();
+        sites.tell(i, &ToSite::Start { t0_ns: t0, sends })?;
+    }
+    let mut iterations = Iterations::new(s.workload.applications(), &plan, d);
+    let deadline = t0 + d.lab_ns(s.duration.0);
+    progress.begin(plan.len() as u64);
+    let mut finished = vec![0usize; n];
+    let mut diagnosis = None;
+    let mut drift = vec![0u64; n];
+    let mut pending: Vec<Option<u64>> = vec![None; n];
+    let mut next_measure = Instant::now() + REMEASURE_EVERY;
+    let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); n];
+    let ending = loop {
+        match sites.incoming.recv_timeout(crate::run::POLL) {
+            Ok((i, None, _)) => {
+                return Err(RunError::Site {
+                    site: sites.names[i].clone(),
+                    message: "its server went away while the workload ran".into(),
+                });
+            }
+            Ok((i, Some(m), at)) => match m {
+                FromSite::Event { event, diagnosis: why } => match event {
+                    FlowEvent::Completed(c) => {
+                        if let Some(r) = iterations.complete(c.id, c.end_ns) {
+                            for &k in &r.flows {
+                                let to = site_of_flow[k];
+                                sites.tell(
+                                    to,
+                                    &ToSite::Send {
+                                        flow: k,
+                                        start_ns: r.start_ns,
+                                        path: paths[k],
+                                    },
+                                )?;
+                            }
+                        }
+                    }
+                    FlowEvent::Stuck(x) => {
+                        if diagnosis.is_none() {
+                            diagnosis = Some(why.unwrap_or_else(|| format!("flow {} made no progress", x.id)));
+                        }
+                    }
+                },
+                FromSite::Finished(k) => finished[i] = k,
+                FromSite::Clock {
+                    sent_ns,
+                    received_ns,
+                    answered_ns,
+                } => {
+                    pending[i] = None;
+                    exchanges[i].push(Exchange {
+                        sent_ns,
+                        received_ns,
+                        answered_ns,
+                        back_ns: at,
+                    });
+                }
+                FromSite::Failed(e) => {
+                    return Err(RunError::Site {
+                        site: sites.names[i].clone(),
+                        message: e,
+                    });
+                }
+                _ => {}
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => unreachable!("the readers' sender lives in `sites`"),
+        }
+        // The offsets, measured again (sites answer in their unshifted clock): how far each
+        // moved from the one aligned on, beyond what the measurement cannot tell apart.
+        if Instant::now() >= next_measure {
+            next_measure = Instant::now() + REMEASURE_EVERY;
+            for i in 0..n {
+                if let Some(o) = clock_sync::best(&exchanges[i]) {
+                    let moved = (o.offset_ns - aligned[i].offset_ns).unsigned_abs();
+                    drift[i] = drift[i].max(moved.saturating_sub(o.uncertainty_ns));
+                    exchanges[i].clear();
+                }
+                if pending[i].is_none() {
+                    let now = clock.now_ns();
+                    pending[i] = Some(now);
+                    sites.tell(i, &ToSite::Clock { sent_ns: now })?;
+                }
+            }
+        }
+        let done: usize = finished.iter().sum();
+        progress.advance((done / 2) as u64);
+        if done >= 2 * plan.len() {
+            break Ending::Completed;
+        }
+        if diagnosis.is_some() {
+            break Ending::NoProgress;
+        }
+        if stop.load(Ordering::Relaxed) {
+            break Ending::Interrupted;
+        }
+        if clock.now_ns() >= deadline {
+            break Ending::TimedOut;
+        }
+    };
+    let end_ns = clock.now_ns();
+    progress.end();
+    progress.step("stopping every site and gathering results");
+    for i in 0..n {
+        sites.tell(i, &ToSite::Stop)?;
+    }
+    let capture_dir = opts.out.join("capture");
+    if capture {
+        std::fs::create_dir_all(&capture_dir).map_err(|cause| WriteError {
+            file: capture_dir.display().to_string(),
+            cause,
+        })?;
+    }
+    let mut reports: Vec<Option<SiteReport>> = vec![None; n];
+    let mut names: Vec<Vec<String>> = vec![Vec::new(); n];
+    // One wait for everything a site sends once stopped: report, files, done.
+    sites.answers(&all, "reporting", |i, m| match m {
+        FromSite::Report(r) => {
+            reports[i] = Some(*r);
+            None
+        }
+        FromSite::File { name } => {
+            names[i].push(name);
+            None
+        }
+        FromSite::Done => Some(Ok(())),
+        _ => None,
+    })?;
+    // Each site's files came in the order it announced them (one reader per site).
+    let mut taken = vec![0usize; n];
+    for (i, bytes) in sites.files.try_iter() {
+        let Some(name) = names[i].get(taken[i]) else {
+            continue;
+        };
+        taken[i] += 1;
+        // A name is a file's, never a path: nothing a site says lands outside the folder.
+        let Some(file) = Path::new(name).file_name() else {
+            continue;
+        };
+        let path = capture_dir.join(file);
+        std::fs::write(&path, bytes).map_err(|cause| WriteError {
+            file: path.display().to_string(),
+            cause,
+        })?;
+    }
+    let reports: Vec<SiteReport> = reports.into_iter().map(Option::unwrap_or_default).collect();
+    let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &drift, &sites.names);
+    let (report, link_events) = merge(&topology, reports);
+    let time = Timebase {
+        t0_ns: t0,
+        end_ns,
+        dilation: d,
+    };
+    let measured = results::Measurements {
+        paths: &paths,
+        host_overhead_ns: &overheads,
+    };
+    let failed_host = report.failed_hosts.first().cloned();
+    let mut results = Results::collect(s, &plan, report, time, ending, &measured);
+    results.summary.diagnosis = diagnosis;
+    results.events = link_events
+        .into_iter()
+        .map(|(at, what)| results::NetworkEvent {
+            t_ns: d.scenario_ns(at.saturating_sub(t0)),
+            epoch_ns: u64::try_from(clock.epoch_ns(at)).unwrap_or(u64::MAX),
+            what,
+        })
+        .collect();
+    results.summary.timing_warning |= timing.warning;
+    results.summary.sites = Some(timing);
+    progress.step("writing results");
+    results::write_all(&opts.out, &results)?;
+    if let Some((host, error)) = failed_host {
+        return Err(RunError::Host { host, error });
+    }
+    Ok(results)
+}
+
+/// The sites' timing: their clocks as aligned and re-measured, each cut link's frames as its
+/// two tunnel ports received them.
+fn sites_timing(
+    t: &crate::topology::Topology,
+    plan: &crate::site_plan::SitePlan,
+    reports: &[SiteReport],
+    aligned: &[clock_sync::Offset],
+    drift: &[u64],
+    names: &[String],
+) -> SitesTiming {
+    let clocks: Vec<SiteClock> = names
+        .iter()
+        .enumerate()
+        .map(|(i, site)| SiteClock {
+            site: site.clone(),
+            uncertainty_ns: aligned[i].uncertainty_ns + drift[i],
+            round_trip_ns: aligned[i].round_trip_ns,
+            drift_ns: drift[i],
+        })
+        .collect();
+    let port_of: HashMap<(&str, &str), &intlab_switch::PortSnapshot> = reports
+        .iter()
+        .flat_map(|r| &r.switches)
+        .flat_map(|sw| sw.ports.iter().map(move |p| ((sw.switch.as_str(), p.name.as_str()), p)))
+        .collect();
+    let tunnels = plan
+        .cut_links(t)
+        .into_iter()
+        .map(|li| {
+            let link = &t.links[li];
+            let ends: Vec<&intlab_switch::PortSnapshot> = link
+                .ends
+                .iter()
+                .filter_map(|e| {
+                    port_of
+                        .get(&(t.nodes[e.node].name.as_str(), e.interface.as_str()))
+                        .copied()
+                })
+                .collect();
+            TunnelTiming {
+                link: t.link_name(li),
+                delay_ns: link.props.delay.0,
+                frames: ends.iter().map(|p| p.totals.rx_frames).sum(),
+                late: ends.iter().map(|p| p.totals.tunnel_late).sum(),
+                late_max_ns: ends.iter().map(|p| p.totals.tunnel_late_max_ns).max().unwrap_or(0),
+            }
+        })
+        .collect();
+    // The coordinator runs next to one site or apart from all: the longest way to a site is
+    // the machines' network one way and back, or more.
+    let one_way = aligned.iter().map(|o| o.round_trip_ns / 2).max().unwrap_or(0);
+    SitesTiming::new(clocks, tunnels, one_way)
+}
+
+/// One report of the sites' reports: hosts and switches in the topology's order, each site's
+/// workers numbered after the previous site's; and the link changes they made (one per
+/// change, the two ends of a cut link logging it alike).
+fn merge(t: &crate::topology::Topology, reports: Vec<SiteReport>) -> (LabReport, Vec<(u64, String)>) {
+    let order: HashMap<&str, usize> = t.nodes.iter().enumerate().map(|(k, n)| (n.name.as_str(), k)).collect();
+    let mut out = LabReport {
+        hosts: Vec::new(),
+        switches: Vec::new(),
+        failed_hosts: Vec::new(),
+        workers: Vec::new(),
+        host_worker: HashMap::new(),
+        port_worker: HashMap::new(),
+    };
+    let mut events = BTreeSet::new();
+    let mut base = 0;
+    for r in reports {
+        let workers = r.workers.iter().map(|w| w.worker + 1).max().unwrap_or(0);
+        out.workers.extend(r.workers.into_iter().map(|mut w| {
+            w.worker += base;
+            w
+        }));
+        out.host_worker
+            .extend(r.host_worker.into_iter().map(|(h, w)| (h, w + base)));
+        out.port_worker
+            .extend(r.port_worker.into_iter().map(|(s, p, w)| ((s, p), w + base)));
+        out.hosts.extend(r.hosts);
+        out.switches.extend(r.switches);
+        out.failed_hosts.extend(r.failed_hosts);
+        events.extend(r.events);
+        base += workers;
+    }
+    let rank = |name: &str| order.get(name).copied().unwrap_or(usize::MAX);
+    out.hosts.sort_by_key(|h| rank(&h.name));
+    out.switches.sort_by_key(|s| rank(&s.switch));
+    (out, events.into_iter().collect())
+}
