@@ -373,6 +373,8 @@ pub fn run_on_sites(
     let mut iterations = Iterations::new(s.workload.applications(), &plan, d);
     let deadline = t0 + d.lab_ns(s.duration.0);
     progress.begin(plan.len() as u64);
+    // This machine's: on one machine, every site's; else the coordinator's alone.
+    let cpu_before = crate::run::cpu_steal_and_total();
     let mut finished = vec![0usize; n];
     let mut diagnosis = None;
     let mut drift = vec![0u64; n];
@@ -468,6 +470,7 @@ pub fn run_on_sites(
         }
     };
     let end_ns = clock.now_ns();
+    let cpu_after = crate::run::cpu_steal_and_total();
     progress.end();
     progress.step("stopping every site and gathering results");
     for i in 0..n {
@@ -535,6 +538,11 @@ pub fn run_on_sites(
             what,
         })
         .collect();
+    if let (Some((steal0, total0)), Some((steal1, total1))) = (cpu_before, cpu_after)
+        && total1 > total0
+    {
+        results.summary.cpu_steal = Some(steal1.saturating_sub(steal0) as f64 / (total1 - total0) as f64);
+    }
     results.summary.timing_warning |= timing.warning;
     results.summary.sites = Some(timing);
     progress.step("writing results");

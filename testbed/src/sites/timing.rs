@@ -37,6 +37,13 @@ pub struct TunnelTiming {
     pub late_max_ns: u64,
 }
 
+impl TunnelTiming {
+    /// Over [`LATE_SHARE_LIMIT`] of its frames came late.
+    fn is_late(&self) -> bool {
+        self.late as f64 > LATE_SHARE_LIMIT * self.frames.max(1) as f64
+    }
+}
+
 /// The sites' timing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SitesTiming {
@@ -61,9 +68,7 @@ impl SitesTiming {
         let uncertainty = clocks.iter().map(|c| c.uncertainty_ns).max().unwrap_or(0);
         let needed_ns = one_way_ns + uncertainty;
         let short = tunnels.iter().any(|t| t.delay_ns < needed_ns);
-        let late = tunnels
-            .iter()
-            .any(|t| t.late as f64 > LATE_SHARE_LIMIT * t.frames.max(1) as f64);
+        let late = tunnels.iter().any(TunnelTiming::is_late);
         SitesTiming {
             clocks,
             tunnels,
@@ -99,15 +104,28 @@ impl SitesTiming {
                 us(t.late_max_ns)
             );
         }
-        if self.warning {
-            let shortest = self.tunnels.iter().map(|t| t.delay_ns).min().unwrap_or(0);
+        let shortest = self.tunnels.iter().map(|t| t.delay_ns).min().unwrap_or(u64::MAX);
+        if shortest < self.needed_ns {
             let _ = writeln!(
                 out,
                 "  WARNING: the machines' network does not keep the lab's schedule across sites: a frame needs {:.0} us \
-                 (one way plus the clocks' uncertainty) and the shortest cut link's delay is {:.0} us, or over 1 % of a \
-                 tunnel's frames came late; raise `dilation` or cut links of longer delay (intlab plan).",
+                 (one way plus the clocks' uncertainty) but the shortest cut link's delay is {:.0} us; raise `dilation` \
+                 or cut links of longer delay (intlab plan).",
                 us(self.needed_ns),
                 us(shortest)
+            );
+        }
+        for t in self.tunnels.iter().filter(|t| t.is_late()) {
+            let _ = writeln!(
+                out,
+                "  WARNING: the machines' network does not keep the lab's schedule across sites: {} of the {} frames \
+                 over {} came after their due time (the latest {:.0} us), the link's delay being {:.0} us; raise \
+                 `dilation` or give the machines a faster network.",
+                t.late,
+                t.frames,
+                t.link,
+                us(t.late_max_ns),
+                us(t.delay_ns)
             );
         }
         out

@@ -521,9 +521,27 @@ pub fn run_scenario_in(
     tag: &str,
     s: &intlab_testbed::scenario::Scenario,
 ) -> intlab_testbed::results::Results {
+    run_scenario_capturing(out, tag, s, false)
+}
+
+/// [`run_scenario_in`], capturing every switch port into `out`/capture.
+pub fn run_scenario_with_capture(
+    out: &Path,
+    tag: &str,
+    s: &intlab_testbed::scenario::Scenario,
+) -> intlab_testbed::results::Results {
+    run_scenario_capturing(out, tag, s, true)
+}
+
+fn run_scenario_capturing(
+    out: &Path,
+    tag: &str,
+    s: &intlab_testbed::scenario::Scenario,
+    capture: bool,
+) -> intlab_testbed::results::Results {
     let opts = intlab_testbed::run::RunOptions {
         out: out.to_owned(),
-        capture: false,
+        capture,
         tag: tag.into(),
         force: false,
         live: Vec::new(),
