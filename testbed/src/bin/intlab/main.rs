@@ -162,7 +162,8 @@ enum Command {
         int_port: u16,
     },
     /// Remove what a killed run left behind: every lab network namespace (and the interfaces in
-    /// it) whose intlab process no longer runs.
+    /// it) whose intlab process no longer runs, and what a killed `intlab site serve` left in
+    /// this namespace (a tunnel device not yet moved into its lab, its captures' folder).
     Clean {
         /// Only namespaces whose name starts with this (default: every intlab namespace).
         #[arg(long, default_value = intlab_testbed::netns::PREFIX)]

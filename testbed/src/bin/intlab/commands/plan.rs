@@ -5,9 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use intlab_testbed::scenario::{Overrides, Scenario};
 use intlab_testbed::site_plan;
-
-/// Bytes a VXLAN tunnel adds to each frame it carries: outer Ethernet, IPv4, UDP, VXLAN.
-const VXLAN_OVERHEAD: u64 = 50;
+use intlab_testbed::sites::TUNNEL_OVERHEAD;
 
 /// `intlab plan`: the plan, the load of each site and the links that become tunnels, with the
 /// MTU the machines' network must carry for them.
@@ -39,9 +37,9 @@ pub(crate) fn plan(file: Option<&std::path::Path>, sites: usize, set: Vec<String
     let cut = p.cut_links(t);
     let frame = u64::from(s.transport.link_mtu()) + 14;
     println!(
-        "# {} link(s) cross sites, each a VXLAN tunnel: the machines' network must carry {} B frames ({frame} + {VXLAN_OVERHEAD})",
+        "# {} link(s) cross sites, each a VXLAN tunnel: the machines' network must carry {} B frames ({frame} + {TUNNEL_OVERHEAD}: VXLAN's headers and the lab-time stamp)",
         cut.len(),
-        frame + VXLAN_OVERHEAD
+        frame + u64::from(TUNNEL_OVERHEAD)
     );
     for li in cut {
         let props = &t.links[li].props;
