@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
 use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
+use intlab_benches::apps::{Hosts, iperf3_tcp, iperf3_udp, ping_ms};
 use intlab_benches::bare_forwarder::{BareForwarder, BareIo};
 use intlab_switch::Switch;
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
@@ -525,7 +526,11 @@ fn p4_programs(secs: u64, workers: usize) {
     let means = mirrored(pipelines.len(), |i| {
         let path = through_switch(workers, pipelines[i], PacketIo::Syscalls);
         let (pps, _) = blast(&path, &payload, secs);
-        let udp = if iperf { iperf3_udp(&path, 64, secs).0 } else { f64::NAN };
+        let udp = if iperf {
+            iperf3_udp(path.hosts(), 64, secs).0
+        } else {
+            f64::NAN
+        };
         drop(path);
         println!(
             "    {:<16} blaster {:>8.1} kpps, iperf3 UDP {:>8.1} kpps",
@@ -564,58 +569,15 @@ struct AppFigures {
     ping_ms: f64,
 }
 
-/// Runs `iperf3 ARGS` in h1 against a one-off server in h2 and returns its JSON report.
-fn iperf3(path: &Path, args: &[&str]) -> serde_json::Value {
-    let server = std::process::Command::new("ip")
-        .args(["netns", "exec", path.h2.name(), "iperf3", "-s", "-1", "-B"])
-        .arg(host(2).1.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("iperf3 server starts");
-    std::thread::sleep(Duration::from_millis(300));
-    let out = path
-        .h1
-        .exec("iperf3", &[&["-c", &host(2).1.to_string(), "-J"], args].concat())
-        .expect("iperf3 client runs");
-    let mut server = server;
-    let _status = server.wait().expect("iperf3 server ends");
-    serde_json::from_slice(&out.stdout).expect("iperf3 -J prints JSON")
-}
-
-/// iperf3 UDP at unlimited rate with `len`-byte payloads: (datagrams/s, loss share, Gb/s) as the
-/// receiver counted them.
-fn iperf3_udp(path: &Path, len: usize, secs: u64) -> (f64, f64, f64) {
-    let j = iperf3(
-        path,
-        &["-u", "-b", "0", "-l", &len.to_string(), "-t", &secs.to_string()],
-    );
-    let sum = &j["end"]["sum"];
-    let packets = sum["packets"].as_f64().unwrap_or(0.0);
-    let lost = sum["lost_packets"].as_f64().unwrap_or(0.0);
-    let seconds = sum["seconds"].as_f64().unwrap_or(secs as f64).max(1e-9);
-    let received = (packets - lost).max(0.0);
-    let gbps = received * len as f64 * 8.0 / seconds / 1e9;
-    (received / seconds, lost / packets.max(1.0), gbps)
-}
-
-/// iperf3 TCP: Gb/s the receiver got.
-fn iperf3_tcp(path: &Path, secs: u64) -> f64 {
-    let j = iperf3(path, &["-t", &secs.to_string()]);
-    j["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9
-}
-
-/// Mean ping round trip (ms) of 200 pings 10 ms apart.
-fn ping_ms(path: &Path) -> f64 {
-    let out = path
-        .h1
-        .exec("ping", &["-q", "-c", "200", "-i", "0.01", &host(2).1.to_string()])
-        .expect("ping runs");
-    // "rtt min/avg/max/mdev = 0.031/0.045/0.120/0.010 ms"
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.split_once(" = ")?.1.split('/').nth(1)?.parse().ok())
-        .unwrap_or(f64::NAN)
+impl Path {
+    /// Its two hosts, for the applications.
+    fn hosts(&self) -> Hosts<'_> {
+        Hosts {
+            h1: &self.h1,
+            h2: &self.h2,
+            dst: host(2).1,
+        }
+    }
 }
 
 /// Ping alone through the bridge and the switch, each twice in mirrored order.
@@ -626,7 +588,7 @@ fn ping_alone(workers: usize) {
         } else {
             through_switch(workers, SwitchPipeline::BuiltIn, PacketIo::Auto)
         };
-        [ping_ms(&path)]
+        [ping_ms(path.hosts())]
     });
     let (b, s) = (means[0][0], means[1][0]);
     println!(
@@ -636,14 +598,14 @@ fn ping_alone(workers: usize) {
 }
 
 fn applications(path: &Path, secs: u64) -> AppFigures {
-    let (pps, loss, _) = iperf3_udp(path, 64, secs);
-    let (_, _, gbps) = iperf3_udp(path, 1400, secs);
+    let (pps, loss, _) = iperf3_udp(path.hosts(), 64, secs);
+    let (_, _, gbps) = iperf3_udp(path.hosts(), 1400, secs);
     AppFigures {
         udp64_kpps: pps / 1e3,
         udp64_loss: loss,
         udp1400_gbps: gbps,
-        tcp_gbps: iperf3_tcp(path, secs),
-        ping_ms: ping_ms(path),
+        tcp_gbps: iperf3_tcp(path.hosts(), secs),
+        ping_ms: ping_ms(path.hosts()),
     }
 }
 

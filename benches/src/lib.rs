@@ -2,4 +2,5 @@
 
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod bare_forwarder;
