@@ -90,6 +90,10 @@ pub enum RunError {
     /// The thread that plays the scenario's `events:` did not start.
     #[error("starting the thread of the scenario's events: {0}")]
     Events(std::io::Error),
+    /// A lab spread over machines could not run (no `sites:`, no address for a site,
+    /// interrupted before it started).
+    #[error("{0}")]
+    Sites(String),
     /// A site of a lab spread over machines failed or could not be reached.
     #[error("site {site}: {message}")]
     Site {
@@ -312,20 +316,10 @@ fn run_once(
                 }
             }
         }
-        // Each completed flow counts at both ends.
         let finished = lab.finished();
         progress.advance((finished / 2) as u64);
-        if finished >= 2 * plan.len() {
-            break Ending::Completed;
-        }
-        if stuck.is_some() {
-            break Ending::NoProgress;
-        }
-        if stop.load(Ordering::Relaxed) {
-            break Ending::Interrupted;
-        }
-        if clock.now_ns() >= deadline {
-            break Ending::TimedOut;
+        if let Some(e) = ending_now(finished, plan.len(), stuck.is_some(), stop, clock.now_ns() >= deadline) {
+            break e;
         }
     };
     let end_ns = clock.now_ns();
@@ -363,17 +357,37 @@ fn run_once(
     results.summary.diagnosis = diagnosis;
     results.events = events;
     results.summary.dilation_warned = warned.to_vec();
-    if let (Some((s0, t0)), Some((s1, t1))) = (cpu_before, cpu_after)
-        && t1 > t0
-    {
-        results.summary.cpu_steal = Some(s1.saturating_sub(s0) as f64 / (t1 - t0) as f64);
-    }
+    results.summary.cpu_steal = steal_share(cpu_before, cpu_after);
     progress.step("writing results");
     results::write_all(&opts.out, &results)?;
     if let Some((host, error)) = failed_host {
         return Err(RunError::Host { host, error });
     }
     Ok(results)
+}
+
+/// How a run ends now, if it does: `finished` flows counted at both ends of `flows`, a flow
+/// `stuck`, a `stop` asked, the duration `over`; None while it goes on.
+pub(crate) fn ending_now(finished: usize, flows: usize, stuck: bool, stop: &AtomicBool, over: bool) -> Option<Ending> {
+    // Each completed flow counts at both ends.
+    if finished >= 2 * flows {
+        Some(Ending::Completed)
+    } else if stuck {
+        Some(Ending::NoProgress)
+    } else if stop.load(Ordering::Relaxed) {
+        Some(Ending::Interrupted)
+    } else if over {
+        Some(Ending::TimedOut)
+    } else {
+        None
+    }
+}
+
+/// The share of the CPU time the hypervisor took between two readings of
+/// [`cpu_steal_and_total`] (None when either is missing).
+pub(crate) fn steal_share(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
+    let ((steal0, total0), (steal1, total1)) = (before?, after?);
+    (total1 > total0).then(|| steal1.saturating_sub(steal0) as f64 / (total1 - total0) as f64)
 }
 
 /// What a run builds its lab from: the scenario's topology at its dilation, the lab's

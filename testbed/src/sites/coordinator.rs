@@ -22,7 +22,7 @@ use super::timing::{SiteClock, SitesTiming, TunnelTiming};
 use crate::datapath::Reach;
 use crate::dilation::Dilation;
 use crate::lab::LabReport;
-use crate::results::{self, Ending, Results, Timebase, WriteError};
+use crate::results::{self, Results, Timebase, WriteError};
 use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
 use crate::workload::Iterations;
@@ -98,16 +98,18 @@ impl SiteAddresses {
 type Incoming = (usize, Option<FromSite>, u64);
 
 /// The coordinator's connections.
-struct Sites {
+struct Sites<'a> {
     names: Vec<String>,
+    /// Raised by Ctrl-C: a step waiting for the sites gives up.
+    stop: &'a AtomicBool,
     streams: Vec<TcpStream>,
     incoming: Receiver<Incoming>,
     /// Raw bytes follow a `File` message; kept per site in arrival order.
     files: Receiver<(usize, Vec<u8>)>,
 }
 
-impl Sites {
-    fn connect(addresses: &SiteAddresses, order: &[String]) -> Result<Sites, RunError> {
+impl<'a> Sites<'a> {
+    fn connect(addresses: &SiteAddresses, order: &[String], stop: &'a AtomicBool) -> Result<Sites<'a>, RunError> {
         let (tx, incoming) = crossbeam_channel::unbounded();
         let (ftx, files) = crossbeam_channel::unbounded();
         let mut streams = Vec::new();
@@ -129,6 +131,7 @@ impl Sites {
         }
         Ok(Sites {
             names: order.to_vec(),
+            stop,
             streams,
             incoming,
             files,
@@ -148,19 +151,31 @@ impl Sites {
         &self,
         from: &[usize],
         what: &str,
-        mut want: impl FnMut(usize, FromSite) -> Option<Result<T, String>>,
+        mut want: impl FnMut(usize, FromSite, u64) -> Option<Result<T, String>>,
     ) -> Result<Vec<(usize, T)>, RunError> {
         let started = Instant::now();
         let mut out = Vec::new();
         while out.len() < from.len() {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(RunError::Sites(format!(
+                    "interrupted while {what}: every site tears its part down"
+                )));
+            }
             let left = STEP_LIMIT.saturating_sub(started.elapsed());
-            let (i, m, _) = self.incoming.recv_timeout(left).map_err(|_| RunError::Site {
-                site: from
-                    .iter()
-                    .find(|i| !out.iter().any(|(j, _)| j == *i))
-                    .map_or_else(String::new, |&i| self.names[i].clone()),
-                message: format!("no answer while {what} within {} s", STEP_LIMIT.as_secs()),
-            })?;
+            let (i, m, at) = match self.incoming.recv_timeout(left.min(crate::run::POLL)) {
+                Ok(x) => x,
+                Err(_) if !left.is_zero() => continue,
+                Err(_) => {
+                    let site = from
+                        .iter()
+                        .find(|i| !out.iter().any(|(j, _)| j == *i))
+                        .map_or_else(String::new, |&i| self.names[i].clone());
+                    return Err(RunError::Site {
+                        site,
+                        message: format!("no answer while {what} within {} s", STEP_LIMIT.as_secs()),
+                    });
+                }
+            };
             let site_err = |message: String| RunError::Site {
                 site: self.names[i].clone(),
                 message,
@@ -169,7 +184,7 @@ impl Sites {
             if let FromSite::Failed(e) = m {
                 return Err(site_err(e));
             }
-            if let Some(r) = want(i, m) {
+            if let Some(r) = want(i, m, at) {
                 out.push((i, r.map_err(site_err)?));
             }
         }
@@ -187,22 +202,22 @@ impl Sites {
                     sent_ns: clock.now_ns(),
                 },
             )?;
-            let got = self.answers(&[i], "measuring its clock", |_, m| match m {
+            // Timed when the reader thread took it off the connection, not when this thread
+            // got to it.
+            let got = self.answers(&[i], "measuring its clock", |_, m, back_ns| match m {
                 FromSite::Clock {
                     sent_ns,
                     received_ns,
                     answered_ns,
-                } => Some(Ok((sent_ns, received_ns, answered_ns))),
+                } => Some(Ok(Exchange {
+                    sent_ns,
+                    received_ns,
+                    answered_ns,
+                    back_ns,
+                })),
                 _ => None,
             })?;
-            let back_ns = clock.now_ns();
-            let (_, (sent_ns, received_ns, answered_ns)) = got[0];
-            exchanges.push(Exchange {
-                sent_ns,
-                received_ns,
-                answered_ns,
-                back_ns,
-            });
+            exchanges.push(got[0].1);
         }
         clock_sync::best(&exchanges).ok_or_else(|| RunError::Site {
             site: self.names[i].clone(),
@@ -254,22 +269,22 @@ pub fn run_on_sites(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
-    let plan_sites = s.sites.as_ref().ok_or_else(|| RunError::Site {
-        site: "scenario".into(),
-        message: "it has no `sites:` saying which machine runs which node (intlab plan --sites N writes one)".into(),
+    let file = s.file.display();
+    let plan_sites = s.sites.as_ref().ok_or_else(|| {
+        RunError::Sites(format!(
+            "{file}: no `sites:` says which machine runs which node (intlab plan --sites N writes one)"
+        ))
     })?;
     if s.dilation_auto {
-        return Err(RunError::Site {
-            site: "scenario".into(),
-            message: "`dilation: auto` measures one machine: a lab over several needs a number".into(),
-        });
+        return Err(RunError::Sites(format!(
+            "{file}: `dilation: auto` measures one machine: a lab over several needs a number (`--set dilation=N`)"
+        )));
     }
     for name in &plan_sites.names {
         if !addresses.sites.contains_key(name) {
-            return Err(RunError::Site {
-                site: name.clone(),
-                message: "the sites file gives no address for it".into(),
-            });
+            return Err(RunError::Sites(format!(
+                "{file} names site `{name}`, for which the sites file gives no address"
+            )));
         }
     }
     results::prepare(&opts.out, opts.force)?;
@@ -279,12 +294,12 @@ pub fn run_on_sites(
     let plan = s.flows();
     let n = plan_sites.names.len();
     progress.step(&format!("connecting to {n} sites"));
-    let mut sites = Sites::connect(addresses, &plan_sites.names)?;
+    let mut sites = Sites::connect(addresses, &plan_sites.names, stop)?;
     let all: Vec<usize> = (0..n).collect();
     for i in 0..n {
         sites.tell(i, &ToSite::Hello { version: VERSION })?;
     }
-    sites.answers(&all, "saying hello", |_, m| match m {
+    sites.answers(&all, "saying hello", |_, m, _| match m {
         FromSite::Hello { version, .. } if version == VERSION => Some(Ok(())),
         FromSite::Hello { version, .. } => {
             Some(Err(format!("it speaks version {version}, this coordinator {VERSION}")))
@@ -318,7 +333,7 @@ pub fn run_on_sites(
         };
         sites.tell(i, &ToSite::Build(order))?;
     }
-    sites.answers(&all, "building its part", |_, m| match m {
+    sites.answers(&all, "building its part", |_, m, _| match m {
         FromSite::Built { .. } => Some(Ok(())),
         _ => None,
     })?;
@@ -332,7 +347,7 @@ pub fn run_on_sites(
             probing.push(i);
         }
     }
-    let reached = match sites.answers(&probing, "checking the data path", |_, m| match m {
+    let reached = match sites.answers(&probing, "checking the data path", |_, m, _| match m {
         FromSite::Reached(r) => Some(Ok(r)),
         _ => None,
     }) {
@@ -456,17 +471,9 @@ pub fn run_on_sites(
         }
         let done: usize = finished.iter().sum();
         progress.advance((done / 2) as u64);
-        if done >= 2 * plan.len() {
-            break Ending::Completed;
-        }
-        if diagnosis.is_some() {
-            break Ending::NoProgress;
-        }
-        if stop.load(Ordering::Relaxed) {
-            break Ending::Interrupted;
-        }
-        if clock.now_ns() >= deadline {
-            break Ending::TimedOut;
+        let over = clock.now_ns() >= deadline;
+        if let Some(e) = crate::run::ending_now(done, plan.len(), diagnosis.is_some(), stop, over) {
+            break e;
         }
     };
     let end_ns = clock.now_ns();
@@ -486,7 +493,7 @@ pub fn run_on_sites(
     let mut reports: Vec<Option<SiteReport>> = vec![None; n];
     let mut names: Vec<Vec<String>> = vec![Vec::new(); n];
     // One wait for everything a site sends once stopped: report, files, done.
-    sites.answers(&all, "reporting", |i, m| match m {
+    sites.answers(&all, "reporting", |i, m, _| match m {
         FromSite::Report(r) => {
             reports[i] = Some(*r);
             None
@@ -538,11 +545,7 @@ pub fn run_on_sites(
             what,
         })
         .collect();
-    if let (Some((steal0, total0)), Some((steal1, total1))) = (cpu_before, cpu_after)
-        && total1 > total0
-    {
-        results.summary.cpu_steal = Some(steal1.saturating_sub(steal0) as f64 / (total1 - total0) as f64);
-    }
+    results.summary.cpu_steal = crate::run::steal_share(cpu_before, cpu_after);
     results.summary.timing_warning |= timing.warning;
     results.summary.sites = Some(timing);
     progress.step("writing results");
