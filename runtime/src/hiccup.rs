@@ -20,42 +20,63 @@ impl Hiccup {
     }
 }
 
-/// The latest hiccup of any worker of one runtime, shared by them all.
+/// Hiccups kept: a task that was itself held up reads the ones that came meanwhile.
+const KEPT: usize = 16;
+
+/// The recent hiccups of every worker of one runtime, shared by them all: the latest
+/// [`KEPT`], each numbered in the order recorded.
 #[derive(Debug, Default)]
 pub(crate) struct LatestHiccup {
-    start_ns: AtomicU64,
-    end_ns: AtomicU64,
+    slots: [(AtomicU64, AtomicU64); KEPT],
+    /// Hiccups recorded so far; the latest is number `recorded - 1`.
+    recorded: AtomicU64,
 }
 
 impl LatestHiccup {
-    /// Keeps `h` if it ended later than the one kept, joined to it when the two overlap (two
+    /// Records `h` if it ended later than the latest, joined to it when the two overlap (two
     /// workers held up at once, or one again before its first hold-up was over): a frame in
     /// flight during either is then still known to be. Two workers may record at once; a
     /// reader may then see one's start with the other's end for a moment, which only widens
     /// the stretch it judges.
     pub(crate) fn record(&self, h: Hiccup) {
-        let (start, end) = (
-            self.start_ns.load(Ordering::Relaxed),
-            self.end_ns.load(Ordering::Relaxed),
-        );
-        if h.end_ns > end {
-            let joined = if h.start_ns <= end {
-                h.start_ns.min(start)
-            } else {
-                h.start_ns
-            };
-            self.start_ns.store(joined, Ordering::Relaxed);
-            self.end_ns.store(h.end_ns, Ordering::Release);
+        let latest = self.get();
+        if latest.is_some_and(|l| h.end_ns <= l.end_ns) {
+            return;
+        }
+        let start = match latest {
+            Some(l) if h.start_ns <= l.end_ns => h.start_ns.min(l.start_ns),
+            _ => h.start_ns,
+        };
+        let n = self.recorded.load(Ordering::Relaxed);
+        let (s, e) = &self.slots[(n % KEPT as u64) as usize];
+        s.store(start, Ordering::Relaxed);
+        e.store(h.end_ns, Ordering::Relaxed);
+        self.recorded.store(n + 1, Ordering::Release);
+    }
+
+    /// Hiccup number `n`, while still kept.
+    fn nth(&self, n: u64) -> Hiccup {
+        let (s, e) = &self.slots[(n % KEPT as u64) as usize];
+        let end_ns = e.load(Ordering::Relaxed);
+        Hiccup {
+            start_ns: s.load(Ordering::Relaxed).min(end_ns),
+            end_ns,
         }
     }
 
-    /// The hiccup kept, if any.
+    /// The latest hiccup, if any.
     pub(crate) fn get(&self) -> Option<Hiccup> {
-        let end_ns = self.end_ns.load(Ordering::Acquire);
-        (end_ns > 0).then(|| Hiccup {
-            start_ns: self.start_ns.load(Ordering::Relaxed).min(end_ns),
-            end_ns,
-        })
+        let n = self.recorded.load(Ordering::Acquire);
+        (n > 0).then(|| self.nth(n - 1))
+    }
+
+    /// The hiccups recorded since a reader had seen `seen` of them (the latest [`KEPT`] at
+    /// most), oldest first; `seen` moves on to all of them.
+    pub(crate) fn since(&self, seen: &mut u64) -> Vec<Hiccup> {
+        let n = self.recorded.load(Ordering::Acquire);
+        let from = (*seen).max(n.saturating_sub(KEPT as u64));
+        *seen = n;
+        (from..n).map(|k| self.nth(k)).collect()
     }
 }
 
@@ -105,6 +126,26 @@ mod tests {
                 end_ns: 1500
             })
         );
+    }
+
+    #[test]
+    fn a_reader_held_up_meanwhile_sees_every_hiccup_since_it_last_looked() {
+        let l = LatestHiccup::default();
+        let mut seen = 0;
+        assert!(l.since(&mut seen).is_empty());
+        let h = |start_ns, end_ns| Hiccup { start_ns, end_ns };
+        l.record(h(100, 400));
+        l.record(h(900, 1200));
+        assert_eq!(l.since(&mut seen), vec![h(100, 400), h(900, 1200)]);
+        assert!(l.since(&mut seen).is_empty(), "each once");
+        l.record(h(1100, 1500));
+        assert_eq!(l.since(&mut seen), vec![h(900, 1500)], "joined");
+        for k in 0..40 {
+            l.record(h(10_000 + k * 1000, 10_500 + k * 1000));
+        }
+        let kept = l.since(&mut seen);
+        assert_eq!(kept.len(), KEPT, "the latest kept");
+        assert_eq!(kept.last(), Some(&h(49_000, 49_500)));
     }
 
     #[test]

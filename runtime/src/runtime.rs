@@ -291,6 +291,8 @@ mod tests {
         /// The holder's run; the watcher's every hiccup seen.
         at: Arc<Mutex<Vec<(u64, u64)>>>,
         then: Option<crate::task::Waker>,
+        /// Hiccups it has read so far.
+        seen: u64,
     }
 
     impl Task for Holder {
@@ -312,12 +314,11 @@ mod tests {
                 None => {
                     // The hold-up is recorded once the holder's run returns, maybe after this
                     // looks: look again for a while.
-                    if let Some(h) = cx.latest_hiccup() {
-                        let mut seen = self.at.lock().unwrap();
-                        if seen.last() != Some(&(h.start_ns, h.end_ns)) {
-                            seen.push((h.start_ns, h.end_ns));
-                        }
-                    }
+                    let new = cx.hiccups_since(&mut self.seen);
+                    self.at
+                        .lock()
+                        .unwrap()
+                        .extend(new.iter().map(|h| (h.start_ns, h.end_ns)));
                     return Some(cx.now() + 1_000_000);
                 }
             }
@@ -341,6 +342,7 @@ mod tests {
                 hold: std::time::Duration::ZERO,
                 at: seen.clone(),
                 then: None,
+                seen: 0,
             }),
         );
         let _holder = rt.spawn(
@@ -349,6 +351,7 @@ mod tests {
                 hold: std::time::Duration::from_nanos(2 * crate::HICCUP_NS),
                 at: held.clone(),
                 then: Some(watcher),
+                seen: 0,
             }),
         );
         // The watcher looks every millisecond: a few of its looks after the hold-up.

@@ -56,6 +56,13 @@ impl Context<'_> {
     pub fn latest_hiccup(&self) -> Option<Hiccup> {
         self.hiccup.get()
     }
+
+    /// The hiccups of any worker since a task had seen `seen` of them (the latest 16 at most),
+    /// oldest first; `seen` (0 at first) moves on. A task that was held up itself learns of
+    /// those that came while it waited, not only the latest.
+    pub fn hiccups_since(&self, seen: &mut u64) -> Vec<Hiccup> {
+        self.hiccup.since(seen)
+    }
 }
 
 /// Wakes one task from any thread: it runs on its worker soon, once however many wakes came.

@@ -155,8 +155,24 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
     crate::prerequisites::check()?;
+    stepping_up(s, opts, stop, progress, &mut run_once)
+}
+
+/// One run of a scenario at its dilation, given the dilations `dilation: auto` tried before.
+pub(crate) type RunOnce<'a> =
+    dyn FnMut(&Scenario, &RunOptions, &AtomicBool, &mut dyn Progress, &[f64]) -> Result<Results, RunError> + 'a;
+
+/// Runs `s` with `once`; with `dilation: auto`, from the dilation this machine is expected to
+/// keep time at, one step up while a run warns (see [`run`]).
+pub(crate) fn stepping_up(
+    s: &Scenario,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+    once: &mut RunOnce<'_>,
+) -> Result<Results, RunError> {
     if !s.dilation_auto {
-        return run_once(s, opts, stop, progress, &[]);
+        return once(s, opts, stop, progress, &[]);
     }
     // Refused before the machine is measured, not a second later.
     results::prepare(&opts.out, opts.force)?;
@@ -164,7 +180,7 @@ pub fn run(
     let mut warned = Vec::new();
     let mut opts = opts.clone();
     loop {
-        let r = run_once(&at_dilation(s, d), &opts, stop, progress, &warned)?;
+        let r = once(&at_dilation(s, d), &opts, stop, progress, &warned)?;
         match step_up_after(&r, stop, progress) {
             Some(next) => {
                 warned.push(d);

@@ -261,7 +261,9 @@ fn spawn_reader(
         .map(|_| ())
 }
 
-/// Runs `s` over the sites at `addresses`, as [`crate::run::run`] runs it on one machine.
+/// Runs `s` over the sites at `addresses`, as [`crate::run::run`] runs it on one machine. With
+/// `dilation: auto` it starts where this machine would keep time and steps up while a run
+/// warns, the sites' own warning (a machines' network slower than a cut link) included.
 pub fn run_on_sites(
     s: &Scenario,
     addresses: &SiteAddresses,
@@ -269,17 +271,26 @@ pub fn run_on_sites(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
+    crate::run::stepping_up(s, opts, stop, progress, &mut |s, opts, stop, progress, warned| {
+        run_once_on_sites(s, addresses, opts, stop, progress, warned)
+    })
+}
+
+/// One run of `s` over the sites at its dilation; `warned` are the dilations tried before.
+fn run_once_on_sites(
+    s: &Scenario,
+    addresses: &SiteAddresses,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+    warned: &[f64],
+) -> Result<Results, RunError> {
     let file = s.file.display();
     let plan_sites = s.sites.as_ref().ok_or_else(|| {
         RunError::Sites(format!(
             "{file}: no `sites:` says which machine runs which node (intlab plan --sites N writes one)"
         ))
     })?;
-    if s.dilation_auto {
-        return Err(RunError::Sites(format!(
-            "{file}: `dilation: auto` measures one machine: a lab over several needs a number (`--set dilation=N`)"
-        )));
-    }
     for name in &plan_sites.names {
         if !addresses.sites.contains_key(name) {
             return Err(RunError::Sites(format!(
@@ -537,6 +548,7 @@ pub fn run_on_sites(
     let failed_host = report.failed_hosts.first().cloned();
     let mut results = Results::collect(s, &plan, report, time, ending, &measured);
     results.summary.diagnosis = diagnosis;
+    results.summary.dilation_warned = warned.to_vec();
     results.events = link_events
         .into_iter()
         .map(|(at, what)| results::NetworkEvent {
