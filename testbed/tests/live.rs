@@ -107,17 +107,19 @@ fn a_run_serves_metrics_that_promtool_accepts_and_that_follow_the_traffic() {
         .iter()
         .find_map(|l| metrics_address(&l))
         .expect("intlab run says where its metrics are");
-    // Once every flow has had an ACK: a scrape mid-run.
+    // Once every flow has had an ACK and an RTT sample (a flow's first ACKs give none while
+    // they span a worker's hiccup): a scrape mid-run.
     let started = Instant::now();
     let first = loop {
         let text = scrape(addr);
         let acked = (1..=4).filter_map(|f| sample(&text, "intlab_flow_acked_bytes_total", &format!("flow=\"{f}\"")));
-        if acked.filter(|&b| b > 0.0).count() == 4 {
+        let timed = (1..=4).filter(|f| sample(&text, "intlab_flow_rtt_seconds", &format!("flow=\"{f}\"")).is_some());
+        if acked.filter(|&b| b > 0.0).count() == 4 && timed.count() == 4 {
             break text;
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "no flow acknowledged in a minute:\n{text}"
+            "not every flow acknowledged and timed in a minute:\n{text}"
         );
         std::thread::sleep(Duration::from_millis(100));
     };
