@@ -189,7 +189,7 @@ fn a_flow_that_makes_no_progress_ends_the_run_with_a_diagnosis() {
     assert_eq!(r.summary.ending, Ending::NoProgress);
     assert_eq!(r.summary.completed, 0);
     let d = r.summary.diagnosis.clone().expect("a diagnosis");
-    assert!(d.contains("made no progress through 4 retransmission timeouts"), "{d}");
+    assert!(d.contains("made no progress through 7 retransmission timeouts"), "{d}");
     assert!(d.contains("0 of 196 packets acknowledged"), "{d}");
     assert!(
         d.contains("switch s1 port eth5 dropped") && d.contains("(buffer_full)"),

@@ -187,8 +187,11 @@ pub struct Stuck {
     pub at_ns: u64,
 }
 
-/// Retransmission timeouts in a row without progress after which a flow is [`Stuck`].
-pub const STUCK_AFTER_TIMEOUTS: u32 = 4;
+/// Retransmission timeouts in a row without progress after which a flow is [`Stuck`]: the
+/// most a RoCE QP retries before it fails (InfiniBand's `retry_cnt` is 3 bits, 7 at most).
+/// Four stopped correct runs: on a link losing frames in bursts (netem's Gilbert-Elliott), a
+/// last packet resent alone meets the burst again with the burst's own probability each time.
+pub const STUCK_AFTER_TIMEOUTS: u32 = 7;
 
 /// What an endpoint tells whoever waits on its sent flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
