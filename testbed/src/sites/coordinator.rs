@@ -404,7 +404,8 @@ fn run_once_on_sites(
     let mut finished = vec![0usize; n];
     let mut diagnosis = None;
     let mut drift = vec![0u64; n];
-    let mut pending: Vec<Option<u64>> = vec![None; n];
+    // A clock exchange sent and not answered yet, per site.
+    let mut pending = vec![false; n];
     let mut next_measure = Instant::now() + REMEASURE_EVERY;
     let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); n];
     let ending = loop {
@@ -444,7 +445,7 @@ fn run_once_on_sites(
                     received_ns,
                     answered_ns,
                 } => {
-                    pending[i] = None;
+                    pending[i] = false;
                     exchanges[i].push(Exchange {
                         sent_ns,
                         received_ns,
@@ -461,7 +462,12 @@ fn run_once_on_sites(
                 _ => {}
             },
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => unreachable!("the readers' sender lives in `sites`"),
+            // Every reader ended (each says so first, which returns above).
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(RunError::Sites(
+                    "every site's connection ended while the workload ran".into(),
+                ));
+            }
         }
         // The offsets, measured again (sites answer in their unshifted clock): how far each
         // moved from the one aligned on, beyond what the measurement cannot tell apart.
@@ -473,10 +479,14 @@ fn run_once_on_sites(
                     drift[i] = drift[i].max(moved.saturating_sub(o.uncertainty_ns));
                     exchanges[i].clear();
                 }
-                if pending[i].is_none() {
-                    let now = clock.now_ns();
-                    pending[i] = Some(now);
-                    sites.tell(i, &ToSite::Clock { sent_ns: now })?;
+                if !pending[i] {
+                    pending[i] = true;
+                    sites.tell(
+                        i,
+                        &ToSite::Clock {
+                            sent_ns: clock.now_ns(),
+                        },
+                    )?;
                 }
             }
         }
