@@ -543,7 +543,16 @@ fn run_once_on_sites(
             cause,
         })?;
     }
-    let reports: Vec<SiteReport> = reports.into_iter().map(Option::unwrap_or_default).collect();
+    let reports: Vec<SiteReport> = reports
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.ok_or_else(|| RunError::Site {
+                site: sites.names[i].clone(),
+                message: "it ended without its report".into(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
     let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &drift, &sites.names);
     let (report, link_events) = merge(&topology, reports);
     let time = Timebase {
