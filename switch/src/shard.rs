@@ -312,17 +312,23 @@ impl Shard {
             });
         for f in std::iter::once(frame).chain(copy) {
             if self.slots[s].inbound.reorders() {
-                self.held_seq += 1;
-                self.held.push(Reverse(Held {
-                    arrival_ns: f.arrival_ns,
-                    seq: self.held_seq,
-                    slot: s,
-                    frame: f,
-                }));
+                self.hold(s, f);
             } else {
                 self.arrivals.push((f.arrival_ns, s, f));
             }
         }
+    }
+
+    /// Keeps `frame`, arriving on slot `s` at its `arrival_ns`, until then: frames held reach
+    /// ingress in arrival order, those of equal times in the order held.
+    fn hold(&mut self, s: usize, frame: FrameBuf) {
+        self.held_seq += 1;
+        self.held.push(Reverse(Held {
+            arrival_ns: frame.arrival_ns,
+            seq: self.held_seq,
+            slot: s,
+            frame,
+        }));
     }
 
     /// Takes `frame` from the tunnel of slot `s` at lab time `now`: it arrives at the time its
@@ -351,15 +357,9 @@ impl Shard {
         }
         if at <= now {
             self.arrivals.push((at, s, frame));
-            return;
+        } else {
+            self.hold(s, frame);
         }
-        self.held_seq += 1;
-        self.held.push(Reverse(Held {
-            arrival_ns: at,
-            seq: self.held_seq,
-            slot: s,
-            frame,
-        }));
     }
 
     /// Moves the held frames that have arrived by `now` to ingress.
@@ -826,11 +826,9 @@ impl Shard {
         let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
         let slot = &mut self.slots[s];
         let tunnel = matches!(slot.port, Port::Tunnel(_));
-        let ahead = slot.queue.released_ahead_ns();
         while let Some(r) = slot.queue.release_due(now) {
             if r.release_ns >= measure_from {
-                slot.counters
-                    .record_lateness(now.saturating_sub(r.release_ns.saturating_sub(ahead)));
+                slot.counters.record_lateness(now.saturating_sub(r.due_ns));
             }
             let mut frame = r.frame;
             // On an in-process link the frame arrives at the far end exactly now; over a

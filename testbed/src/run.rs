@@ -129,7 +129,7 @@ impl From<WriteError> for RunError {
 /// How often the run looks at its flows, the clock and the stop flag.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// Time between the lab being ready and the first flow, so every endpoint has its flows.
-pub(crate) const START_MARGIN_NS: u64 = 20_000_000;
+const START_MARGIN_NS: u64 = 20_000_000;
 /// How long the data path check waits for every flow's probes at least (real time).
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
@@ -289,7 +289,7 @@ fn run_once(
     let t0 = clock.now_ns() + START_MARGIN_NS;
     let send = |k: usize, start_ns: u64| {
         let f = &plan[k];
-        let cc = controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity));
+        let cc = flow_controller(&controller, apps, f);
         lab.endpoint(f.src).send(spec(k, start_ns), cc, paths[k])
     };
     let host_failed = |n: usize, e: std::io::Error| RunError::Host {
@@ -348,23 +348,19 @@ fn run_once(
     progress.step("stopping the lab");
     drop(shown);
     drop(player);
-    let events: Vec<results::NetworkEvent> = lab
-        .links()
-        .events()
-        .into_iter()
-        .map(|e| results::NetworkEvent {
-            t_ns: d.scenario_ns(e.at_ns.saturating_sub(t0)),
-            epoch_ns: u64::try_from(clock.epoch_ns(e.at_ns)).unwrap_or(u64::MAX),
-            what: e.what,
-        })
-        .collect();
-    let report = lab.stop();
-    let failed_host = report.failed_hosts.first().cloned();
     let time = Timebase {
         t0_ns: t0,
         end_ns,
         dilation: d,
     };
+    let events: Vec<results::NetworkEvent> = lab
+        .links()
+        .events()
+        .into_iter()
+        .map(|e| time.event(e.at_ns, e.what))
+        .collect();
+    let report = lab.stop();
+    let failed_host = report.failed_hosts.first().cloned();
     let measured = results::Measurements {
         paths: &paths,
         host_overhead_ns: &overheads,
@@ -466,6 +462,16 @@ pub(crate) fn flow_spec(
         kind: f.kind,
         src_port: src_ports[k],
     }
+}
+
+/// The controller flow `f` runs: `controller`, tuned to its application's delay sensitivity
+/// when it belongs to one of `apps` (Netscope).
+pub(crate) fn flow_controller(
+    controller: &intlab_transport::cc::ControllerConfig,
+    apps: &[crate::workload::Application],
+    f: &crate::workload::PlannedFlow,
+) -> intlab_transport::cc::ControllerConfig {
+    controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity))
 }
 
 /// What each flow's controller is told of its path, from what its probes found (`reach`), and

@@ -17,7 +17,7 @@ const MARK: u64 = 0x1AB0;
 const TIME_MASK: u64 = (1 << 48) - 1;
 
 /// Appends the lab time `arrival_ns` the frame reaches the far end at; false when the frame's
-/// buffer has no room (it then goes unstamped, and the far end drops it).
+/// buffer has no room (the frame is then not to be sent: the far end could not place it).
 pub fn stamp(frame: &mut FrameBuf, arrival_ns: u64) -> bool {
     let len = frame.len;
     let Some(room) = frame.buffer_mut().get_mut(len..len + STAMP_LEN) else {

@@ -137,6 +137,9 @@ pub struct Released {
     pub frame: FrameBuf,
     /// When it reached the far end (ns): end of transmission plus delay.
     pub release_ns: u64,
+    /// When it was due to leave the queue (ns): `release_ns`, or the end of its serialization
+    /// on a queue that releases then ([`EgressQueue::release_when_serialized`]).
+    pub due_ns: u64,
 }
 
 /// A limit on the starts to make now, exclusive (ps).
@@ -283,11 +286,6 @@ impl EgressQueue {
     /// network then has the link's delay to carry it in.
     pub fn release_when_serialized(&mut self) {
         self.release_ahead = true;
-    }
-
-    /// How long before its arrival at the far end a frame is released (ns).
-    pub fn released_ahead_ns(&self) -> u64 {
-        self.ahead_ps() / PS_PER_NS
     }
 
     /// How long before its arrival at the far end a frame is released (ps).
@@ -520,13 +518,15 @@ impl EgressQueue {
     /// Takes the next frame that has reached the far end by `now_ns` (or finished serializing,
     /// see [`EgressQueue::release_when_serialized`]).
     pub fn release_due(&mut self, now_ns: u64) -> Option<Released> {
-        if self.on_wire.front()?.release_ps.saturating_sub(self.ahead_ps()) > now_ns * PS_PER_NS {
+        let due_ps = self.on_wire.front()?.release_ps.saturating_sub(self.ahead_ps());
+        if due_ps > now_ns * PS_PER_NS {
             return None;
         }
         let o = self.on_wire.pop_front()?;
         Some(Released {
             frame: o.frame,
             release_ns: o.release_ps.div_ceil(PS_PER_NS),
+            due_ns: due_ps.div_ceil(PS_PER_NS),
         })
     }
 
@@ -748,6 +748,7 @@ mod tests {
         assert!(q.release_due(1_000_009).is_none());
         let r = q.release_due(1_000_010).expect("released once serialized");
         assert_eq!(r.release_ns, 1_050_010, "still says when it reaches the far end");
+        assert_eq!(r.due_ns, 1_000_010, "and when it was due to leave");
     }
 
     #[test]

@@ -509,6 +509,15 @@ impl Timebase {
     pub fn rate(&self, lab_bps: u64) -> u64 {
         self.dilation.scenario_bps(lab_bps)
     }
+
+    /// Change `what` made to the network at lab time `lab_ns`, as the results list it.
+    pub fn event(&self, lab_ns: u64, what: String) -> NetworkEvent {
+        NetworkEvent {
+            t_ns: self.at(lab_ns),
+            epoch_ns: u64::try_from(intlab_runtime::clock::Clock::get().epoch_ns(lab_ns)).unwrap_or(u64::MAX),
+            what,
+        }
+    }
 }
 
 /// What the lab measured of its paths before the flows started (lab units), by flow in plan

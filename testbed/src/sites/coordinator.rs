@@ -568,14 +568,7 @@ fn run_once_on_sites(
     let mut results = Results::collect(s, &plan, report, time, ending, &measured);
     results.summary.diagnosis = diagnosis;
     results.summary.dilation_warned = warned.to_vec();
-    results.events = link_events
-        .into_iter()
-        .map(|(at, what)| results::NetworkEvent {
-            t_ns: d.scenario_ns(at.saturating_sub(t0)),
-            epoch_ns: u64::try_from(clock.epoch_ns(at)).unwrap_or(u64::MAX),
-            what,
-        })
-        .collect();
+    results.events = link_events.into_iter().map(|(at, what)| time.event(at, what)).collect();
     results.summary.cpu_steal = crate::run::steal_share(cpu_before, cpu_after);
     results.summary.timing_warning |= timing.warning;
     results.summary.sites = Some(timing);

@@ -408,10 +408,7 @@ fn send(b: &Built, k: usize, start_ns: u64, path: FlowPath) -> Result<(), String
             b.topology.nodes[f.src].name
         ));
     }
-    let apps = b.scenario.workload.applications();
-    let cc = b
-        .controller
-        .for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity));
+    let cc = crate::run::flow_controller(&b.controller, b.scenario.workload.applications(), f);
     b.lab
         .endpoint(f.src)
         .send(flow_spec(&b.topology, &b.plan, &b.src_ports, k, start_ns), cc, path)
