@@ -12,7 +12,7 @@ use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::{EndpointConfig, EndpointReport};
 use intlab_transport::flow::{FlowPath, FlowRecord, FlowSpec, MessageKind, Sample, source_port};
-use intlab_transport::sender::WIRE_OVERHEAD;
+use intlab_transport::packet::WIRE_OVERHEAD;
 
 use crate::{Bed, BedError, HostId, SwitchId};
 

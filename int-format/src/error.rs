@@ -23,6 +23,12 @@ pub enum Layer {
     Reth,
     /// ACK Extended Transport Header.
     Aeth,
+    /// Atomic Extended Transport Header.
+    AtomicEth,
+    /// Atomic ACK Extended Transport Header.
+    AtomicAckEth,
+    /// Datagram Extended Transport Header.
+    Deth,
     /// Immediate data.
     ImmDt,
     /// Congestion Notification Packet body.
@@ -45,6 +51,9 @@ impl fmt::Display for Layer {
             Layer::Bth => "BTH",
             Layer::Reth => "RETH",
             Layer::Aeth => "AETH",
+            Layer::AtomicEth => "AtomicETH",
+            Layer::AtomicAckEth => "AtomicAckETH",
+            Layer::Deth => "DETH",
             Layer::ImmDt => "ImmDt",
             Layer::Cnp => "CNP",
             Layer::Icrc => "ICRC",

@@ -9,7 +9,8 @@ use crate::field::{set_u16, u16_at};
 use crate::int::IntHeaders;
 use crate::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, PROTOCOL_UDP};
 use crate::roce::{
-    Aeth, AethRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody, IMMDT_LEN, ImmDt, Opcode, ROCEV2_PORT, Reth, RethRepr, icrc,
+    ATOMIC_ACK_ETH_LEN, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody,
+    Deth, DethRepr, IMMDT_LEN, ImmDt, Opcode, ROCEV2_PORT, Reth, RethRepr, icrc,
 };
 use crate::udp::{UdpPacket, UdpRepr};
 
@@ -244,10 +245,16 @@ pub struct RoceFrameRepr {
     pub udp_src_port: u16,
     /// BTH (the pad count is filled in).
     pub bth: BthRepr,
+    /// DETH, required exactly for the UD opcodes.
+    pub deth: Option<DethRepr>,
     /// RETH, required exactly for the opcodes that carry one.
     pub reth: Option<RethRepr>,
+    /// AtomicETH, required exactly for the atomic requests.
+    pub atomic: Option<AtomicEthRepr>,
     /// AETH, required exactly for the opcodes that carry one.
     pub aeth: Option<AethRepr>,
+    /// AtomicAckETH, required exactly for ATOMIC ACKNOWLEDGE.
+    pub atomic_ack: Option<AtomicAckEth>,
     /// Immediate data, required exactly for the *_IMM opcodes.
     pub immdt: Option<ImmDt>,
 }
@@ -280,8 +287,11 @@ impl RoceFrameRepr {
             },
             udp_src_port,
             bth,
+            deth: None,
             reth: None,
+            atomic: None,
             aeth: None,
+            atomic_ack: None,
             immdt: None,
         }
     }
@@ -305,6 +315,9 @@ impl RoceFrameRepr {
         if op.has_reth() != self.reth.is_some()
             || op.has_aeth() != self.aeth.is_some()
             || op.has_immdt() != self.immdt.is_some()
+            || op.has_deth() != self.deth.is_some()
+            || op.has_atomic_eth() != self.atomic.is_some()
+            || op.has_atomic_ack_eth() != self.atomic_ack.is_some()
         {
             return Err(Error::Malformed {
                 layer: Layer::Bth,
@@ -348,13 +361,25 @@ impl RoceFrameRepr {
         }
         .emit(&mut Bth::new_unchecked(&mut buf[at..]));
         at += Bth::<&[u8]>::LEN;
+        if let Some(d) = &self.deth {
+            d.emit(&mut Deth::new_unchecked(&mut buf[at..]));
+            at += Deth::<&[u8]>::LEN;
+        }
         if let Some(r) = &self.reth {
             r.emit(&mut Reth::new_unchecked(&mut buf[at..]));
             at += Reth::<&[u8]>::LEN;
         }
+        if let Some(a) = &self.atomic {
+            a.emit(&mut AtomicEth::new_unchecked(&mut buf[at..]));
+            at += AtomicEth::<&[u8]>::LEN;
+        }
         if let Some(a) = &self.aeth {
             a.emit(&mut Aeth::new_unchecked(&mut buf[at..]));
             at += Aeth::<&[u8]>::LEN;
+        }
+        if let Some(a) = &self.atomic_ack {
+            a.emit(&mut buf[at..]);
+            at += ATOMIC_ACK_ETH_LEN;
         }
         if let Some(i) = &self.immdt {
             i.emit(&mut buf[at..]);

@@ -8,7 +8,10 @@ use int_format::int::{
     HopRecord, Instructions, IntHeaders, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType, sink, source, transit,
 };
 use int_format::ipv4::{Ecn, Ipv4Packet, Ipv4Repr};
-use int_format::roce::{Aeth, AethRepr, Bth, BthRepr, ImmDt, NakCode, Opcode, Reth, RethRepr, Syndrome, icrc};
+use int_format::roce::{
+    Aeth, AethRepr, AtomicAckEth, AtomicEthRepr, Bth, BthRepr, DethRepr, ImmDt, NakCode, Opcode, Reth, RethRepr,
+    Syndrome, icrc,
+};
 use int_format::udp::{UdpPacket, UdpRepr};
 use proptest::prelude::*;
 
@@ -242,8 +245,11 @@ proptest! {
             ip,
             udp_src_port: sport,
             bth,
+            deth: op.has_deth().then_some(DethRepr { qkey: 5, src_qp: 6 }),
             reth: op.has_reth().then_some(RethRepr { virtual_addr: 1, rkey: 2, dma_len: 3 }),
+            atomic: op.has_atomic_eth().then_some(AtomicEthRepr { virtual_addr: 8, rkey: 2, swap_add: 7, compare: 1 }),
             aeth: op.has_aeth().then_some(AethRepr { syndrome: Syndrome::Ack { credits: 31 }, msn: 9 }),
+            atomic_ack: op.has_atomic_ack_eth().then_some(AtomicAckEth(11)),
             immdt: op.has_immdt().then_some(ImmDt(4)),
         };
         let mut buf = vec![0u8; 2048];

@@ -4,7 +4,7 @@
 //! minus what the probe's own propagation and serialization account for.
 
 use int_format::roce::{Aeth, Bth, icrc};
-use intlab_transport::sender::WIRE_OVERHEAD;
+use intlab_transport::packet::WIRE_OVERHEAD;
 
 use crate::topology::Topology;
 

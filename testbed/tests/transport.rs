@@ -220,7 +220,7 @@ fn every_packet_on_the_wire_has_a_valid_icrc() {
 #[test]
 fn bad_datagrams_are_counted_and_dropped() {
     use int_format::roce::{BthRepr, Opcode};
-    use intlab_transport::packet::{self, Addressing, Extension};
+    use intlab_transport::packet::{self, Addressing, Extensions};
     let _serial = support::serial();
     let mut lab = TwoHosts::single("tb", Attach::Veth, false, |_| {});
     let (h1, h2) = endpoints(&lab, 1_000_000_000, BASE_RTT_NS);
@@ -242,7 +242,7 @@ fn bad_datagrams_are_counted_and_dropped() {
             &a,
             None,
             &BthRepr::new(Opcode::WriteMiddle, qp, psn),
-            Extension::None,
+            Extensions::NONE,
             &[0; 64],
         )
         .expect("build");

@@ -1,5 +1,6 @@
-//! What a received datagram asks of its host: data for a receiving QP, an ACK or NAK for a
-//! sending one, a CNP; and the hop records an ACK echoes back.
+//! What a received datagram asks of its host: a request for a QP's responder, an answer
+//! (ACK, NAK, RNR NAK, READ response, atomic answer) for a QP's completer, a CNP; and the hop
+//! records an ACK echoes back.
 
 use int_format::int::{HopRecord, IntHeaders};
 use int_format::roce::{NakCode, Opcode, Syndrome};
@@ -12,23 +13,55 @@ pub const MAX_HOPS: usize = 16;
 /// What a datagram that passed the ICRC check asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Data packet `psn` for receiving QP `qp`.
-    Data {
+    /// A request (SEND, WRITE, READ, atomic, UD SEND) of `psn` for QP `qp`'s responder.
+    Request {
         /// Destination QP.
         qp: u32,
         /// Its PSN.
         psn: u32,
     },
-    /// ACK (or NAK, a PSN sequence error) of `psn` for sending QP `qp`.
+    /// An ACK of `psn` (cumulative) for QP `qp`'s completer.
     Ack {
         /// Destination QP.
         qp: u32,
-        /// The PSN acknowledged (for a NAK: the one expected).
+        /// The PSN acknowledged.
         psn: u32,
-        /// A NAK.
-        nak: bool,
     },
-    /// Congestion notification for sending QP `qp`.
+    /// A NAK of `psn`: a PSN sequence error (the PSN expected) or a refusal.
+    Nak {
+        /// Destination QP.
+        qp: u32,
+        /// The PSN it is about.
+        psn: u32,
+        /// Why.
+        code: NakCode,
+    },
+    /// An RNR NAK of `psn`: retry after the timer.
+    RnrNak {
+        /// Destination QP.
+        qp: u32,
+        /// The PSN refused.
+        psn: u32,
+        /// Five-bit timer code.
+        timer: u8,
+    },
+    /// A READ response of `psn`.
+    ReadResponse {
+        /// Destination QP.
+        qp: u32,
+        /// Its PSN.
+        psn: u32,
+    },
+    /// An atomic's answer for `psn`.
+    AtomicAck {
+        /// Destination QP.
+        qp: u32,
+        /// The atomic's PSN.
+        psn: u32,
+        /// The value before.
+        orig: u64,
+    },
+    /// Congestion notification for QP `qp`.
     Cnp {
         /// Destination QP.
         qp: u32,
@@ -37,31 +70,57 @@ pub enum Action {
     Unsupported,
 }
 
+impl Action {
+    /// The QP it is for, if any.
+    pub fn qp(&self) -> Option<u32> {
+        match *self {
+            Action::Request { qp, .. }
+            | Action::Ack { qp, .. }
+            | Action::Nak { qp, .. }
+            | Action::RnrNak { qp, .. }
+            | Action::ReadResponse { qp, .. }
+            | Action::AtomicAck { qp, .. }
+            | Action::Cnp { qp } => Some(qp),
+            Action::Unsupported => None,
+        }
+    }
+}
+
 /// What `r` asks for.
 pub fn classify(r: &Received<'_>) -> Action {
     let qp = r.bth.dest_qp;
+    let psn = r.bth.psn;
     match r.bth.opcode {
-        // Data without immediate (the *_IMM opcodes are not implemented: unsupported).
         Opcode::WriteFirst
         | Opcode::WriteMiddle
         | Opcode::WriteLast
+        | Opcode::WriteLastImm
         | Opcode::WriteOnly
+        | Opcode::WriteOnlyImm
         | Opcode::SendFirst
         | Opcode::SendMiddle
         | Opcode::SendLast
-        | Opcode::SendOnly => Action::Data { qp, psn: r.bth.psn },
-        Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
-            Some(Syndrome::Ack { .. }) => Action::Ack {
-                qp,
-                psn: r.bth.psn,
-                nak: false,
-            },
-            Some(Syndrome::Nak(NakCode::PsnSequenceError)) => Action::Ack {
-                qp,
-                psn: r.bth.psn,
-                nak: true,
-            },
+        | Opcode::SendLastImm
+        | Opcode::SendOnly
+        | Opcode::SendOnlyImm
+        | Opcode::ReadRequest
+        | Opcode::CompareSwap
+        | Opcode::FetchAdd
+        | Opcode::UdSendOnly
+        | Opcode::UdSendOnlyImm => Action::Request { qp, psn },
+        Opcode::ReadResponseFirst
+        | Opcode::ReadResponseMiddle
+        | Opcode::ReadResponseLast
+        | Opcode::ReadResponseOnly => Action::ReadResponse { qp, psn },
+        Opcode::AtomicAcknowledge => match (r.aeth.map(|a| a.syndrome), r.atomic_ack) {
+            (Some(Syndrome::Ack { .. }), Some(orig)) => Action::AtomicAck { qp, psn, orig: orig.0 },
             _ => Action::Unsupported,
+        },
+        Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
+            Some(Syndrome::Ack { .. }) => Action::Ack { qp, psn },
+            Some(Syndrome::Nak(code)) => Action::Nak { qp, psn, code },
+            Some(Syndrome::RnrNak { timer }) => Action::RnrNak { qp, psn, timer },
+            None => Action::Unsupported,
         },
         Opcode::Cnp => Action::Cnp { qp },
         _ => Action::Unsupported,

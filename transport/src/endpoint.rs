@@ -17,7 +17,8 @@ use serde::Serialize;
 use crate::cc::{ControllerConfig, PathInfo};
 use crate::flow::{FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, Sample};
 use crate::host::Host;
-use crate::sender::{SenderTiming, WIRE_OVERHEAD};
+use crate::packet::WIRE_OVERHEAD;
+pub use crate::verbs::SenderTiming;
 
 /// The QP number of the lab's reachability probes: a receiver answers a data packet for it with
 /// an ACK echoing its INT, and keeps no state. Flows must use other QP numbers.
@@ -75,6 +76,28 @@ pub struct EndpointConfig {
     /// Where to announce each sent flow's completion, or that it is stuck, if anyone waits on
     /// them (a run, a workload whose next messages depend on earlier ones).
     pub events: Option<Sender<FlowEvent>>,
+    /// How its NIC treats the QPs of programs.
+    pub programs: ProgramSettings,
+}
+
+/// How a host's NIC treats the QPs programs create through its verbs.
+#[derive(Debug, Clone)]
+pub struct ProgramSettings {
+    /// The controller each program QP runs, as the lab's own flows do (the scenario's).
+    pub controller: ControllerConfig,
+    /// The lab's hosts a program QP may send to, with what the lab knows of the way there; a
+    /// QP towards any other address is refused (the lab sends nowhere else).
+    pub peers: std::collections::HashMap<Ipv4Addr, FlowPath>,
+}
+
+impl Default for ProgramSettings {
+    /// Line rate, and no host to send to.
+    fn default() -> Self {
+        ProgramSettings {
+            controller: ControllerConfig::LineRate,
+            peers: std::collections::HashMap::new(),
+        }
+    }
 }
 
 impl EndpointConfig {
@@ -109,6 +132,7 @@ impl EndpointConfig {
             line_rate_bps,
             base_rtt_ns,
             events: None,
+            programs: ProgramSettings::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The datagrams the transport sends and receives: [INT] BTH [RETH | AETH] payload pad ICRC,
-//! and for data, the IPv4 and UDP headers in front (written here, as a RoCE NIC writes them,
-//! and sent on a raw socket; the kernel adds only Ethernet).
+//! The datagrams the transport sends and receives: [INT] BTH [DETH] [RETH] [AtomicETH] [AETH]
+//! [AtomicAckETH] [ImmDt] payload pad ICRC, and for data, the IPv4 and UDP headers in front
+//! (written here, as a RoCE NIC writes them, and sent on a raw socket; the kernel adds only
+//! Ethernet).
 //!
 //! The ICRC covers IPv4 and UDP fields, so it is computed over the headers as a RoCE receiver
 //! sees them: version 4, IHL 5, ID 0 and DF, protocol 17, the addresses, the ports with
@@ -12,8 +13,14 @@
 use std::net::Ipv4Addr;
 
 use int_format::int::{IntHeaders, source};
-use int_format::roce::{Aeth, AethRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody, ROCEV2_PORT, Reth, RethRepr, icrc};
+use int_format::roce::{
+    ATOMIC_ACK_ETH_LEN, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody,
+    Deth, DethRepr, IMMDT_LEN, ImmDt, ROCEV2_PORT, Reth, RethRepr, icrc,
+};
 use int_format::{Error, Layer, Result};
+
+/// Ethernet + IPv4 + UDP bytes the kernel adds to every datagram.
+pub const WIRE_OVERHEAD: u64 = 14 + 20 + 8;
 
 /// The addresses and ports of a datagram, which the ICRC covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,39 +55,120 @@ pub fn icrc_for(a: &Addressing, roce: &[u8]) -> Result<u32> {
     icrc::compute_parts(&ip, &udp, roce)
 }
 
-/// Extension headers of a packet to build.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Extension {
-    /// None (WRITE MIDDLE/LAST, SEND).
-    None,
-    /// RETH (WRITE FIRST/ONLY).
-    Reth(RethRepr),
-    /// AETH (ACK/NAK), followed by the echoed INT bytes as payload.
-    Aeth(AethRepr),
-    /// The CNP body.
-    Cnp,
+/// Extension headers of a packet to build, each required exactly when its opcode carries it
+/// (the CNP body is written for the CNP opcode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extensions {
+    /// DETH (UD).
+    pub deth: Option<DethRepr>,
+    /// RETH (WRITE FIRST/ONLY, READ REQUEST).
+    pub reth: Option<RethRepr>,
+    /// AtomicETH (atomic requests).
+    pub atomic: Option<AtomicEthRepr>,
+    /// AETH (ACK/NAK, READ RESPONSE FIRST/LAST/ONLY, ATOMIC ACKNOWLEDGE).
+    pub aeth: Option<AethRepr>,
+    /// AtomicAckETH (ATOMIC ACKNOWLEDGE).
+    pub atomic_ack: Option<AtomicAckEth>,
+    /// ImmDt (the *_IMM opcodes).
+    pub immdt: Option<ImmDt>,
+}
+
+impl Extensions {
+    /// No extension header.
+    pub const NONE: Extensions = Extensions {
+        deth: None,
+        reth: None,
+        atomic: None,
+        aeth: None,
+        atomic_ack: None,
+        immdt: None,
+    };
+
+    /// A RETH alone.
+    pub fn reth(r: RethRepr) -> Extensions {
+        Extensions {
+            reth: Some(r),
+            ..Extensions::NONE
+        }
+    }
+
+    /// An AETH alone.
+    pub fn aeth(a: AethRepr) -> Extensions {
+        Extensions {
+            aeth: Some(a),
+            ..Extensions::NONE
+        }
+    }
+
+    /// Checks these are the headers `opcode` carries.
+    fn check(&self, opcode: int_format::roce::Opcode) -> Result<()> {
+        if opcode.has_deth() != self.deth.is_some()
+            || opcode.has_reth() != self.reth.is_some()
+            || opcode.has_atomic_eth() != self.atomic.is_some()
+            || opcode.has_aeth() != self.aeth.is_some()
+            || opcode.has_atomic_ack_eth() != self.atomic_ack.is_some()
+            || opcode.has_immdt() != self.immdt.is_some()
+        {
+            return Err(Error::Malformed {
+                layer: Layer::Bth,
+                what: "extension headers do not match the opcode",
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes them, in wire order, into the front of `b`; returns how many bytes.
+    fn emit(&self, opcode: int_format::roce::Opcode, b: &mut [u8]) -> usize {
+        let mut at = 0;
+        if let Some(d) = &self.deth {
+            d.emit(&mut Deth::new_unchecked(&mut b[at..]));
+            at += Deth::<&[u8]>::LEN;
+        }
+        if let Some(r) = &self.reth {
+            r.emit(&mut Reth::new_unchecked(&mut b[at..]));
+            at += Reth::<&[u8]>::LEN;
+        }
+        if let Some(a) = &self.atomic {
+            a.emit(&mut AtomicEth::new_unchecked(&mut b[at..]));
+            at += AtomicEth::<&[u8]>::LEN;
+        }
+        if let Some(a) = &self.aeth {
+            a.emit(&mut Aeth::new_unchecked(&mut b[at..]));
+            at += Aeth::<&[u8]>::LEN;
+        }
+        if let Some(a) = &self.atomic_ack {
+            a.emit(&mut b[at..]);
+            at += ATOMIC_ACK_ETH_LEN;
+        }
+        if let Some(i) = &self.immdt {
+            i.emit(&mut b[at..]);
+            at += IMMDT_LEN;
+        }
+        if opcode == int_format::roce::Opcode::Cnp {
+            CnpBody.emit(&mut b[at..]);
+            at += CNP_BODY_LEN;
+        }
+        at
+    }
 }
 
 /// Writes a whole UDP payload into `buf` and returns its length: the INT header first when
-/// `int` is given, then BTH (pad count filled in), the extension, `payload`, pad and ICRC.
+/// `int` is given, then BTH (pad count filled in), the extension headers, `payload`, pad and
+/// ICRC.
 pub fn write(
     buf: &mut [u8],
     a: &Addressing,
     int: Option<&source::SourceConfig>,
     bth: &BthRepr,
-    ext: Extension,
+    ext: Extensions,
     payload: &[u8],
 ) -> Result<usize> {
+    ext.check(bth.opcode)?;
     let int_len = match int {
         Some(cfg) => source::write_header(buf, cfg, ROCEV2_PORT)?,
         None => 0,
     };
-    let ext_len = match ext {
-        Extension::None => 0,
-        Extension::Reth(_) => Reth::<&[u8]>::LEN,
-        Extension::Aeth(_) => Aeth::<&[u8]>::LEN,
-        Extension::Cnp => CNP_BODY_LEN,
-    };
+    let ext_len = bth.opcode.extension_len();
     let pad = (4 - payload.len() % 4) % 4;
     let roce_len = Bth::<&[u8]>::LEN + ext_len + payload.len() + pad;
     let total = int_len + roce_len + icrc::ICRC_LEN;
@@ -97,13 +185,8 @@ pub fn write(
     }
     .emit(&mut Bth::new_unchecked(&mut roce[..]));
     let mut at = Bth::<&[u8]>::LEN;
-    match ext {
-        Extension::None => {}
-        Extension::Reth(r) => r.emit(&mut Reth::new_unchecked(&mut roce[at..])),
-        Extension::Aeth(r) => r.emit(&mut Aeth::new_unchecked(&mut roce[at..])),
-        Extension::Cnp => CnpBody.emit(&mut roce[at..]),
-    }
-    at += ext_len;
+    at += ext.emit(bth.opcode, &mut roce[at..]);
+    debug_assert_eq!(at, Bth::<&[u8]>::LEN + ext_len);
     roce[at..at + payload.len()].copy_from_slice(payload);
     roce[at + payload.len()..].fill(0);
     let crc = icrc_for(a, roce)?;
@@ -125,7 +208,7 @@ pub fn write_ipv4(
     tos: u8,
     int: Option<&source::SourceConfig>,
     bth: &BthRepr,
-    ext: Extension,
+    ext: Extensions,
     payload: &[u8],
 ) -> Result<usize> {
     if buf.len() < IPV4_UDP_HEADERS {
@@ -166,10 +249,18 @@ pub struct Received<'a> {
     pub int_bytes: &'a [u8],
     /// The BTH.
     pub bth: BthRepr,
+    /// DETH, if the opcode has one.
+    pub deth: Option<DethRepr>,
     /// RETH, if the opcode has one.
     pub reth: Option<RethRepr>,
+    /// AtomicETH, if the opcode has one.
+    pub atomic: Option<AtomicEthRepr>,
     /// AETH, if the opcode has one.
     pub aeth: Option<AethRepr>,
+    /// AtomicAckETH, if the opcode has one.
+    pub atomic_ack: Option<AtomicAckEth>,
+    /// Immediate data, if the opcode has it.
+    pub immdt: Option<ImmDt>,
     /// Payload, pad excluded (for an ACK: the echoed INT bytes).
     pub payload: &'a [u8],
 }
@@ -206,22 +297,51 @@ pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Re
         });
     }
     let bth = BthRepr::parse(&Bth::new_checked(roce)?)?;
+    let op = bth.opcode;
     let mut at = Bth::<&[u8]>::LEN;
-    let reth = if bth.opcode.has_reth() {
+    let deth = if op.has_deth() {
+        let r = DethRepr::parse(&Deth::new_checked(&roce[at..])?)?;
+        at += Deth::<&[u8]>::LEN;
+        Some(r)
+    } else {
+        None
+    };
+    let reth = if op.has_reth() {
         let r = RethRepr::parse(&Reth::new_checked(&roce[at..])?)?;
         at += Reth::<&[u8]>::LEN;
         Some(r)
     } else {
         None
     };
-    let aeth = if bth.opcode.has_aeth() {
+    let atomic = if op.has_atomic_eth() {
+        let r = AtomicEthRepr::parse(&AtomicEth::new_checked(&roce[at..])?)?;
+        at += AtomicEth::<&[u8]>::LEN;
+        Some(r)
+    } else {
+        None
+    };
+    let aeth = if op.has_aeth() {
         let r = AethRepr::parse(&Aeth::new_checked(&roce[at..])?)?;
         at += Aeth::<&[u8]>::LEN;
         Some(r)
     } else {
         None
     };
-    if bth.opcode == int_format::roce::Opcode::Cnp {
+    let atomic_ack = if op.has_atomic_ack_eth() {
+        let r = AtomicAckEth::parse(&roce[at..])?;
+        at += ATOMIC_ACK_ETH_LEN;
+        Some(r)
+    } else {
+        None
+    };
+    let immdt = if op.has_immdt() {
+        let r = ImmDt::parse(&roce[at..])?;
+        at += IMMDT_LEN;
+        Some(r)
+    } else {
+        None
+    };
+    if op == int_format::roce::Opcode::Cnp {
         at += CnpBody::parse(&roce[at..]).map(|_| CNP_BODY_LEN)?;
     }
     let pad = usize::from(bth.pad_count);
@@ -236,8 +356,12 @@ pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Re
         int,
         int_bytes: &datagram[..int_len],
         bth,
+        deth,
         reth,
+        atomic,
         aeth,
+        atomic_ack,
+        immdt,
         payload: &roce[at..roce.len() - pad],
     })
 }
@@ -272,7 +396,7 @@ mod tests {
         };
         let payload: Vec<u8> = (0..1021).map(|i| i as u8).collect();
         let mut ours = [0u8; 2048];
-        let n = write(&mut ours, &a, None, &bth, Extension::Reth(reth), &payload).unwrap();
+        let n = write(&mut ours, &a, None, &bth, Extensions::reth(reth), &payload).unwrap();
         let mut frame = RoceFrameRepr::new(
             (MacAddress::default(), a.src),
             (MacAddress::default(), a.dst),
@@ -299,7 +423,7 @@ mod tests {
             &a,
             Some(&cfg),
             &BthRepr::new(Opcode::WriteMiddle, 9, 78),
-            Extension::None,
+            Extensions::NONE,
             &[7; 1024],
         )
         .unwrap();
@@ -323,7 +447,7 @@ mod tests {
             &back,
             None,
             &BthRepr::new(Opcode::Acknowledge, 9, 78),
-            Extension::Aeth(ack),
+            Extensions::aeth(ack),
             &echo,
         )
         .unwrap();
@@ -346,13 +470,89 @@ mod tests {
             &a,
             None,
             &BthRepr::new(Opcode::Cnp, 5, 0),
-            Extension::Cnp,
+            Extensions::NONE,
             &[],
         )
         .unwrap();
         assert_eq!(n, 12 + 16 + 4);
         let r = parse(&buf[..n], false, &a).unwrap();
         assert!(r.bth.becn);
+    }
+
+    #[test]
+    fn every_extension_header_round_trips_in_order() {
+        use int_format::roce::{AtomicAckEth, AtomicEthRepr, DethRepr, ImmDt};
+        let a = addressing();
+        let mut buf = [0u8; 256];
+        let ud = Extensions {
+            deth: Some(DethRepr {
+                qkey: 0x1111,
+                src_qp: 0x42,
+            }),
+            immdt: Some(ImmDt(0xabcd)),
+            ..Extensions::NONE
+        };
+        let n = write(
+            &mut buf,
+            &a,
+            None,
+            &BthRepr::new(Opcode::UdSendOnlyImm, 9, 1),
+            ud,
+            b"hello",
+        )
+        .unwrap();
+        let r = parse(&buf[..n], false, &a).unwrap();
+        assert_eq!((r.deth, r.immdt, r.payload), (ud.deth, ud.immdt, &b"hello"[..]));
+        let atomic = Extensions {
+            atomic: Some(AtomicEthRepr {
+                virtual_addr: 8,
+                rkey: 3,
+                swap_add: 5,
+                compare: 6,
+            }),
+            ..Extensions::NONE
+        };
+        let n = write(
+            &mut buf,
+            &a,
+            None,
+            &BthRepr::new(Opcode::CompareSwap, 9, 2),
+            atomic,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(parse(&buf[..n], false, &a).unwrap().atomic, atomic.atomic);
+        let ack = Extensions {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: 4,
+            }),
+            atomic_ack: Some(AtomicAckEth(77)),
+            ..Extensions::NONE
+        };
+        let n = write(
+            &mut buf,
+            &a,
+            None,
+            &BthRepr::new(Opcode::AtomicAcknowledge, 9, 2),
+            ack,
+            &[],
+        )
+        .unwrap();
+        let r = parse(&buf[..n], false, &a).unwrap();
+        assert_eq!((r.aeth, r.atomic_ack), (ack.aeth, ack.atomic_ack));
+        assert!(
+            write(
+                &mut buf,
+                &a,
+                None,
+                &BthRepr::new(Opcode::WriteOnly, 9, 2),
+                Extensions::NONE,
+                &[]
+            )
+            .is_err(),
+            "a WRITE ONLY needs its RETH"
+        );
     }
 
     #[test]

@@ -1,17 +1,18 @@
-//! Datagrams with a valid ICRC through the transport's classifier into a receiving and a
-//! sending queue pair.
+//! Datagrams with a valid ICRC through a host's transport (the classifier, the verbs engine's
+//! responder and completer) into a host receiving a flow and a host sending it.
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
 use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, IntHeaders, source, transit};
 use int_format::roce::{AethRepr, BthRepr, Opcode, RethRepr, Syndrome, icrc};
-use intlab_transport::cc::{ControllerConfig, PathInfo};
-use intlab_transport::classify::{Action, EchoedHops, classify};
+use intlab_transport::cc::ControllerConfig;
+use intlab_transport::classify::{Action, classify};
 use intlab_transport::content;
-use intlab_transport::flow::{FlowSpec, MessageKind};
-use intlab_transport::packet::{self, Addressing, Extension};
-use intlab_transport::receiver::{ReceiverPolicy, RecvQp};
-use intlab_transport::sender::{SendQp, SenderTiming};
+use intlab_transport::endpoint::EndpointConfig;
+use intlab_transport::flow::{FlowPath, FlowSpec, MessageKind};
+use intlab_transport::packet::{self, Addressing, Extensions};
+use intlab_transport::socket::{RecvMeta, SendBatch};
+use intlab_transport::{HostStack, Wire};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::net::Ipv4Addr;
@@ -108,22 +109,37 @@ pub fn build(d: &Datagram, spec: &FlowSpec, a: &Addressing) -> Option<Vec<u8>> {
         d.psn.rotate_left(5) & 0xff_ffff
     };
     let bth = BthRepr::new(opcode, qp, d.psn & 0xff_ffff);
-    let ext = if opcode.has_reth() {
-        Extension::Reth(RethRepr {
+    let mut ext = Extensions::NONE;
+    if opcode.has_reth() {
+        ext.reth = Some(RethRepr {
             virtual_addr: 0,
             rkey: qp,
             dma_len: spec.size as u32,
-        })
-    } else if opcode.has_aeth() {
-        Extension::Aeth(AethRepr {
+        });
+    }
+    if opcode.has_aeth() {
+        ext.aeth = Some(AethRepr {
             syndrome: Syndrome::from_u8(d.syndrome).ok()?,
             msn: 0,
-        })
-    } else if opcode == Opcode::Cnp {
-        Extension::Cnp
-    } else {
-        Extension::None
-    };
+        });
+    }
+    if opcode.has_atomic_eth() {
+        ext.atomic = Some(int_format::roce::AtomicEthRepr {
+            virtual_addr: u64::from(d.psn) * 8,
+            rkey: qp,
+            swap_add: 1,
+            compare: 0,
+        });
+    }
+    if opcode.has_atomic_ack_eth() {
+        ext.atomic_ack = Some(int_format::roce::AtomicAckEth(u64::from(d.syndrome)));
+    }
+    if opcode.has_deth() {
+        ext.deth = Some(int_format::roce::DethRepr { qkey: 0, src_qp: qp });
+    }
+    if opcode.has_immdt() {
+        ext.immdt = Some(int_format::roce::ImmDt(d.psn));
+    }
     // An ACK carries the echoed INT (shim, MD header, hops) as its payload: the INT a data
     // packet gathered on its way, as the switches wrote it.
     let payload: Vec<u8> = if opcode.has_aeth() {
@@ -164,8 +180,21 @@ pub fn build(d: &Datagram, spec: &FlowSpec, a: &Addressing) -> Option<Vec<u8>> {
     Some(dgram)
 }
 
-/// The transport past the ICRC check: one receiving and one sending QP of a flow, fed a
-/// sequence of datagrams as a host feeds them.
+/// A wire that keeps nothing: what the hosts answer is not the target's concern.
+struct Nowhere;
+
+impl Wire for Nowhere {
+    fn send_replies(&mut self, batch: &mut SendBatch) -> std::io::Result<usize> {
+        Ok(batch.drain(|_, _| {}))
+    }
+
+    fn send_packets(&mut self, batch: &mut SendBatch) -> std::io::Result<usize> {
+        Ok(batch.drain(|_, _| {}))
+    }
+}
+
+/// The transport past the ICRC check: a host receiving a flow and the host sending it, each fed
+/// a sequence of datagrams as the lab feeds them (each host takes what is for its QPs).
 pub fn transport_case(
     controller: &ControllerConfig,
     sent: u64,
@@ -186,39 +215,37 @@ pub fn transport_case(
         kind: MessageKind::Write,
         src_port: a.src_port,
     };
-    let path = PathInfo {
-        line_rate_bps: 10_000_000_000,
+    let line_rate = 10_000_000_000;
+    let host = |name: &str, ip: Ipv4Addr| {
+        let mut cfg = EndpointConfig::new(name, ip, line_rate, 10_000);
+        cfg.mtu = MTU;
+        cfg.timing.rto_ns = 100_000;
+        cfg.timing.rto_max_ns = 10_000_000;
+        cfg.timing.burst_credit_ns = 10_000;
+        HostStack::new(
+            cfg,
+            Nowhere,
+            std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        )
+        .map_err(|e| TestCaseError::fail(format!("host: {e}")))
+    };
+    let mut sender = host("h1", spec.src)?;
+    let mut receiver = host("h2", spec.dst)?;
+    let route = FlowPath {
         base_rtt_ns: 10_000,
         fabric_rtt_ns: 10_000,
         hops: 2,
-        mtu_wire_bytes: MTU + 70,
-        mtu_bytes: MTU,
     };
-    let cc = controller
-        .resolve(&path)
-        .build(path)
+    sender
+        .add_sender(spec, controller, route, 0)
         .map_err(|e| TestCaseError::fail(format!("controller: {e}")))?;
-    let timing = SenderTiming {
-        rto_ns: 100_000,
-        rto_max_ns: 10_000_000,
-        burst_credit_ns: 10_000,
-        sample_every_ns: 0,
-        stall_ns: 1 << 40,
-    };
-    let mut sender = SendQp::new(spec, cc, None, MTU, timing);
-    let mut receiver = RecvQp::new(spec, MTU);
-    let policy = ReceiverPolicy {
-        ack_every: 1,
-        cnp_interval_ns: 50_000,
-    };
+    receiver.expect(spec);
     let mut now = 0u64;
-    let mut out = [0u8; 2048];
     for _ in 0..sent {
         now += 10_000;
-        if sender.ready(now) {
-            let _ = sender.build_next(now, &mut out, &a, 4791, 2);
-        }
+        let _ = sender.step(now);
     }
+    let packets = spec.size.div_ceil(MTU);
     for d in datagrams {
         now += 1_000;
         let Some(bytes) = build(d, &spec, &a) else {
@@ -233,60 +260,82 @@ pub fn transport_case(
             }
         };
         tally.count("past the ICRC check");
-        match classify(&r) {
-            Action::Data { qp, psn } if qp == FLOW_QP => {
-                tally.count("data for the QP");
-                receiver.on_data(psn, r.payload, d.ce, now, &policy);
-            }
-            Action::Ack { qp, psn, nak } if qp == FLOW_QP => match EchoedHops::parse(r.payload) {
-                Ok(hops) => {
-                    tally.count(if nak { "NAK for the QP" } else { "ACK for the QP" });
-                    if nak {
-                        sender.on_nak(psn, now);
-                    } else {
-                        sender.on_ack(psn, now, hops.as_slice());
-                    }
-                }
-                Err(_) => tally.count("ACK with a broken echo"),
-            },
-            Action::Cnp { qp } if qp == FLOW_QP => {
-                tally.count("CNP for the QP");
-                sender.on_cnp(now);
-            }
-            Action::Unsupported => tally.count("unsupported"),
-            _ => tally.count("another QP"),
-        }
-        sender.on_timers(now);
-        let _ = sender.next_event_ns();
-        let rec = receiver.record();
+        tally.count(match classify(&r) {
+            a if a.qp() != Some(FLOW_QP) => "another QP",
+            Action::Request { .. } => "request for the flow's QP",
+            Action::Ack { .. } => "ACK for the flow's QP",
+            Action::Nak { .. } => "NAK for the flow's QP",
+            Action::Cnp { .. } => "CNP for the flow's QP",
+            Action::Unsupported => "unsupported",
+            _ => "other answer for the flow's QP",
+        });
+        let meta = RecvMeta {
+            len: bytes.len(),
+            truncated: false,
+            from: std::net::SocketAddrV4::new(a.src, a.src_port),
+            tos: Some(if d.ce { 3 } else { 2 }),
+            realtime_ns: None,
+        };
+        // The receiver hears the sender's packets; the sender hears the receiver's answers.
+        receiver.datagram(&bytes, meta, d.via_int, now);
+        let back = RecvMeta {
+            from: std::net::SocketAddrV4::new(a.dst, 4791),
+            ..meta
+        };
+        sender.datagram(&bytes, back, d.via_int, now);
+        let _ = sender.step(now);
+        let _ = receiver.step(now);
+        let flows = sender.flows_now();
+        let f = flows
+            .first()
+            .ok_or_else(|| TestCaseError::fail("the sender lost its flow"))?;
         prop_assert!(
-            rec.bytes_ok <= spec.size,
-            "receiver accepted {} of {} bytes",
-            rec.bytes_ok,
+            f.acked_bytes <= spec.size,
+            "acked {} of {} bytes",
+            f.acked_bytes,
             spec.size
         );
-        prop_assert_eq!(
-            receiver.is_done(),
-            rec.bytes_ok == spec.size,
-            "done exactly when every byte arrived"
-        );
-        let (acked, packets) = sender.packets_acked();
-        prop_assert!(acked <= packets, "acked {} of {} packets", acked, packets);
         prop_assert!(
-            acked <= sender.record().packets_sent,
-            "acked {} packets, sent {}",
-            acked,
-            sender.record().packets_sent
+            f.acked_bytes <= f.wire_bytes,
+            "acked {} bytes, put {} on the wire",
+            f.acked_bytes,
+            f.wire_bytes
         );
-        let rate = sender.controller().rate_bps();
         prop_assert!(
-            rate > 0 && rate <= path.line_rate_bps,
-            "{} asks for {} b/s on a {} b/s NIC",
-            sender.controller().name(),
-            rate,
-            path.line_rate_bps
+            f.done || f.rate_bps > 0 && f.rate_bps <= line_rate,
+            "the controller asks for {} b/s on a {} b/s NIC",
+            f.rate_bps,
+            line_rate
         );
     }
+    let rec = receiver.report(now);
+    let r = rec
+        .received
+        .first()
+        .ok_or_else(|| TestCaseError::fail("the receiver lost its flow"))?;
+    prop_assert!(
+        r.bytes_ok <= spec.size,
+        "receiver accepted {} of {} bytes",
+        r.bytes_ok,
+        spec.size
+    );
+    prop_assert_eq!(
+        r.done_ns.is_some(),
+        r.bytes_ok == spec.size,
+        "done exactly when every byte arrived"
+    );
+    let sent = sender.report(now);
+    let s = sent
+        .sent
+        .first()
+        .ok_or_else(|| TestCaseError::fail("no record of the flow sent"))?;
+    let acked_packets = if s.end_ns.is_some() { packets } else { 0 };
+    prop_assert!(
+        acked_packets <= s.packets_sent,
+        "acked {} packets, sent {}",
+        acked_packets,
+        s.packets_sent
+    );
     Ok(())
 }
 

@@ -1,6 +1,6 @@
-//! BTH opcodes of the Reliable Connection service, plus CNP.
+//! BTH opcodes of the Reliable Connection and Unreliable Datagram services, plus CNP.
 
-/// A BTH opcode. RC opcodes and CNP are named; anything else is kept as `Other`.
+/// A BTH opcode. RC and UD opcodes and CNP are named; anything else is kept as `Other`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
     /// RC SEND FIRST (0x00).
@@ -29,8 +29,26 @@ pub enum Opcode {
     WriteOnlyImm,
     /// RC RDMA READ REQUEST (0x0C), carries RETH.
     ReadRequest,
+    /// RC RDMA READ RESPONSE FIRST (0x0D), carries AETH.
+    ReadResponseFirst,
+    /// RC RDMA READ RESPONSE MIDDLE (0x0E).
+    ReadResponseMiddle,
+    /// RC RDMA READ RESPONSE LAST (0x0F), carries AETH.
+    ReadResponseLast,
+    /// RC RDMA READ RESPONSE ONLY (0x10), carries AETH.
+    ReadResponseOnly,
     /// RC ACKNOWLEDGE (0x11), carries AETH.
     Acknowledge,
+    /// RC ATOMIC ACKNOWLEDGE (0x12), carries AETH and AtomicAckETH.
+    AtomicAcknowledge,
+    /// RC COMPARE SWAP (0x13), carries AtomicETH.
+    CompareSwap,
+    /// RC FETCH ADD (0x14), carries AtomicETH.
+    FetchAdd,
+    /// UD SEND ONLY (0x64), carries DETH.
+    UdSendOnly,
+    /// UD SEND ONLY with immediate (0x65), carries DETH and ImmDt.
+    UdSendOnlyImm,
     /// Congestion Notification Packet (0x81), 16 reserved bytes.
     Cnp,
     /// Any other opcode, kept as on the wire.
@@ -54,7 +72,16 @@ impl Opcode {
             0x0a => Opcode::WriteOnly,
             0x0b => Opcode::WriteOnlyImm,
             0x0c => Opcode::ReadRequest,
+            0x0d => Opcode::ReadResponseFirst,
+            0x0e => Opcode::ReadResponseMiddle,
+            0x0f => Opcode::ReadResponseLast,
+            0x10 => Opcode::ReadResponseOnly,
             0x11 => Opcode::Acknowledge,
+            0x12 => Opcode::AtomicAcknowledge,
+            0x13 => Opcode::CompareSwap,
+            0x14 => Opcode::FetchAdd,
+            0x64 => Opcode::UdSendOnly,
+            0x65 => Opcode::UdSendOnlyImm,
             0x81 => Opcode::Cnp,
             other => Opcode::Other(other),
         }
@@ -76,7 +103,16 @@ impl Opcode {
             Opcode::WriteOnly => 0x0a,
             Opcode::WriteOnlyImm => 0x0b,
             Opcode::ReadRequest => 0x0c,
+            Opcode::ReadResponseFirst => 0x0d,
+            Opcode::ReadResponseMiddle => 0x0e,
+            Opcode::ReadResponseLast => 0x0f,
+            Opcode::ReadResponseOnly => 0x10,
             Opcode::Acknowledge => 0x11,
+            Opcode::AtomicAcknowledge => 0x12,
+            Opcode::CompareSwap => 0x13,
+            Opcode::FetchAdd => 0x14,
+            Opcode::UdSendOnly => 0x64,
+            Opcode::UdSendOnlyImm => 0x65,
             Opcode::Cnp => 0x81,
             Opcode::Other(v) => v,
         }
@@ -92,20 +128,57 @@ impl Opcode {
 
     /// True when an AETH follows the BTH (and RETH, if any).
     pub fn has_aeth(self) -> bool {
-        matches!(self, Opcode::Acknowledge)
+        matches!(
+            self,
+            Opcode::Acknowledge
+                | Opcode::AtomicAcknowledge
+                | Opcode::ReadResponseFirst
+                | Opcode::ReadResponseLast
+                | Opcode::ReadResponseOnly
+        )
+    }
+
+    /// True when an AtomicETH follows the BTH.
+    pub fn has_atomic_eth(self) -> bool {
+        matches!(self, Opcode::CompareSwap | Opcode::FetchAdd)
+    }
+
+    /// True when an AtomicAckETH follows the AETH.
+    pub fn has_atomic_ack_eth(self) -> bool {
+        self == Opcode::AtomicAcknowledge
+    }
+
+    /// True when a DETH follows the BTH (the Unreliable Datagram opcodes).
+    pub fn has_deth(self) -> bool {
+        matches!(self, Opcode::UdSendOnly | Opcode::UdSendOnlyImm)
     }
 
     /// True when immediate data follows the other extension headers.
     pub fn has_immdt(self) -> bool {
         matches!(
             self,
-            Opcode::SendLastImm | Opcode::SendOnlyImm | Opcode::WriteLastImm | Opcode::WriteOnlyImm
+            Opcode::SendLastImm
+                | Opcode::SendOnlyImm
+                | Opcode::WriteLastImm
+                | Opcode::WriteOnlyImm
+                | Opcode::UdSendOnlyImm
         )
     }
 
-    /// True for packets that carry message payload (SEND and WRITE).
+    /// True for packets that carry message payload (SEND, WRITE, READ RESPONSE, UD SEND).
     pub fn carries_payload(self) -> bool {
-        self.to_u8() <= 0x0b
+        self.to_u8() <= 0x0b || self.is_read_response() || self.has_deth()
+    }
+
+    /// True for the four RDMA READ RESPONSE opcodes.
+    pub fn is_read_response(self) -> bool {
+        matches!(
+            self,
+            Opcode::ReadResponseFirst
+                | Opcode::ReadResponseMiddle
+                | Opcode::ReadResponseLast
+                | Opcode::ReadResponseOnly
+        )
     }
 
     /// Bytes of extension headers between BTH and payload.
@@ -114,15 +187,45 @@ impl Opcode {
             return super::CNP_BODY_LEN;
         }
         let mut n = 0;
+        if self.has_deth() {
+            n += super::Deth::<&[u8]>::LEN;
+        }
         if self.has_reth() {
             n += super::Reth::<&[u8]>::LEN;
         }
+        if self.has_atomic_eth() {
+            n += super::AtomicEth::<&[u8]>::LEN;
+        }
         if self.has_aeth() {
             n += super::Aeth::<&[u8]>::LEN;
+        }
+        if self.has_atomic_ack_eth() {
+            n += super::ATOMIC_ACK_ETH_LEN;
         }
         if self.has_immdt() {
             n += super::IMMDT_LEN;
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_opcode_round_trips_and_sizes_its_headers() {
+        for v in 0..=255u8 {
+            assert_eq!(Opcode::from_u8(v).to_u8(), v);
+        }
+        assert_eq!(Opcode::from_u8(0x0d), Opcode::ReadResponseFirst);
+        assert_eq!(Opcode::ReadResponseMiddle.extension_len(), 0);
+        assert_eq!(Opcode::ReadResponseOnly.extension_len(), 4);
+        assert_eq!(Opcode::CompareSwap.extension_len(), 28);
+        assert_eq!(Opcode::AtomicAcknowledge.extension_len(), 12);
+        assert_eq!(Opcode::UdSendOnly.extension_len(), 8);
+        assert_eq!(Opcode::UdSendOnlyImm.extension_len(), 12);
+        assert!(Opcode::ReadResponseLast.carries_payload() && !Opcode::ReadRequest.carries_payload());
+        assert!(Opcode::UdSendOnly.carries_payload() && !Opcode::Acknowledge.carries_payload());
     }
 }

@@ -4,7 +4,9 @@ use int_format::ethernet::{EthernetFrame, ethertype};
 use int_format::frame::FrameLayout;
 use int_format::int::{HopRecord, IntHeaders};
 use int_format::ipv4::{Ecn, Ipv4Packet};
-use int_format::roce::{Aeth, Bth, BthRepr, ImmDt, NakCode, Opcode, Reth, Syndrome};
+use int_format::roce::{
+    ATOMIC_ACK_ETH_LEN, Aeth, AtomicAckEth, AtomicEth, Bth, BthRepr, Deth, ImmDt, NakCode, Opcode, Reth, Syndrome,
+};
 use int_format::udp::UdpPacket;
 use serde::Serialize;
 
@@ -211,12 +213,21 @@ pub struct RoceRecord {
     /// The BTH's fields (the opcode as its byte).
     #[serde(flatten)]
     pub bth: BthRepr,
+    /// DETH, when the opcode carries one (UD).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deth: Option<DethRecord>,
     /// RETH, when the opcode carries one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth: Option<RethRecord>,
+    /// AtomicETH, when the opcode carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic: Option<AtomicRecord>,
     /// AETH, when the opcode carries one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth: Option<AethRecord>,
+    /// The original value an ATOMIC ACKNOWLEDGE returns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic_orig: Option<u64>,
     /// Immediate data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub immdt: Option<u32>,
@@ -236,6 +247,28 @@ pub struct RethRecord {
     pub rkey: u32,
     /// DMA length.
     pub dma_len: u32,
+}
+
+/// DETH fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct DethRecord {
+    /// Queue key.
+    pub qkey: u32,
+    /// Source QP.
+    pub src_qp: u32,
+}
+
+/// AtomicETH fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct AtomicRecord {
+    /// Virtual address.
+    pub virtual_addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Swap or add value.
+    pub swap_add: u64,
+    /// Compare value.
+    pub compare: u64,
 }
 
 /// AETH fields.
@@ -359,6 +392,16 @@ fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format:
     let bth = BthRepr::parse(&Bth::new_checked(&b[r.bth..])?)?;
     let op = bth.opcode;
     let mut at = r.ext;
+    let deth = if op.has_deth() {
+        let v = Deth::new_checked(&b[at..])?;
+        at += Deth::<&[u8]>::LEN;
+        Some(DethRecord {
+            qkey: v.qkey(),
+            src_qp: v.src_qp(),
+        })
+    } else {
+        None
+    };
     let reth = if op.has_reth() {
         let v = Reth::new_checked(&b[at..])?;
         at += Reth::<&[u8]>::LEN;
@@ -370,10 +413,29 @@ fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format:
     } else {
         None
     };
+    let atomic = if op.has_atomic_eth() {
+        let v = AtomicEth::new_checked(&b[at..])?;
+        at += AtomicEth::<&[u8]>::LEN;
+        Some(AtomicRecord {
+            virtual_addr: v.virtual_addr(),
+            rkey: v.rkey(),
+            swap_add: v.swap_add(),
+            compare: v.compare(),
+        })
+    } else {
+        None
+    };
     let aeth = if op.has_aeth() {
         let v = Aeth::new_checked(&b[at..])?;
         at += Aeth::<&[u8]>::LEN;
         Some(aeth_record(v.syndrome_byte(), v.msn()))
+    } else {
+        None
+    };
+    let atomic_orig = if op.has_atomic_ack_eth() {
+        let v = AtomicAckEth::parse(&b[at..])?;
+        at += ATOMIC_ACK_ETH_LEN;
+        Some(v.0)
     } else {
         None
     };
@@ -390,8 +452,11 @@ fn roce_record(b: &[u8], layout: &FrameLayout) -> Result<RoceRecord, int_format:
     Ok(RoceRecord {
         opcode_name: opcode_name(op),
         bth,
+        deth,
         reth,
+        atomic,
         aeth,
+        atomic_orig,
         immdt,
         payload_len: r.payload_len,
         icrc,
@@ -440,7 +505,16 @@ pub(crate) fn opcode_name(op: Opcode) -> &'static str {
         Opcode::WriteOnly => "RDMA_WRITE_ONLY",
         Opcode::WriteOnlyImm => "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
         Opcode::ReadRequest => "RDMA_READ_REQUEST",
+        Opcode::ReadResponseFirst => "RDMA_READ_RESPONSE_FIRST",
+        Opcode::ReadResponseMiddle => "RDMA_READ_RESPONSE_MIDDLE",
+        Opcode::ReadResponseLast => "RDMA_READ_RESPONSE_LAST",
+        Opcode::ReadResponseOnly => "RDMA_READ_RESPONSE_ONLY",
         Opcode::Acknowledge => "ACKNOWLEDGE",
+        Opcode::AtomicAcknowledge => "ATOMIC_ACKNOWLEDGE",
+        Opcode::CompareSwap => "COMPARE_SWAP",
+        Opcode::FetchAdd => "FETCH_ADD",
+        Opcode::UdSendOnly => "UD_SEND_ONLY",
+        Opcode::UdSendOnlyImm => "UD_SEND_ONLY_WITH_IMMEDIATE",
         Opcode::Cnp => "CNP",
         Opcode::Other(_) => "UNKNOWN",
     }

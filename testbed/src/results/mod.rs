@@ -28,7 +28,7 @@ use int_format::roce::{Bth, Reth};
 use intlab_switch::{PortSnapshot, SwitchSnapshot};
 use intlab_transport::endpoint::{EndpointCounters, IntMode};
 use intlab_transport::flow::FlowPath;
-use intlab_transport::sender::WIRE_OVERHEAD;
+use intlab_transport::packet::WIRE_OVERHEAD;
 use serde::Serialize;
 
 use crate::dilation::Dilation;

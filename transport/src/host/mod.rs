@@ -15,6 +15,7 @@ use int_format::roce::ROCEV2_PORT;
 use intlab_runtime::clock::Clock;
 use intlab_runtime::{Context, Task};
 
+pub use stack::verbs::{MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpRequest, QpView};
 pub use stack::{HostStack, Wire};
 
 use crate::endpoint::{Command, EndpointConfig, EndpointReport};

@@ -1,9 +1,17 @@
-//! A host's transport without its sockets: queue pairs, the NIC, replies and probes, driven by
-//! the datagrams and pause frames given to it and the time it is told. The lab's [`super::Host`]
-//! feeds it from the kernel's sockets; the deterministic bed feeds it from memory on a virtual
-//! clock, so both run the same code.
+//! A host's transport without its sockets: its NIC's verbs engine (QPs, memory regions,
+//! completion queues), the NIC scheduler, replies and probes, driven by the datagrams and pause
+//! frames given to it and the time it is told. The lab's [`super::Host`] feeds it from the
+//! kernel's sockets; the deterministic bed feeds it from memory on a virtual clock, so both run
+//! the same code.
+//!
+//! The lab's own flows are QPs of this same engine, in a context of their own: a flow sent is a
+//! QP with one RDMA WRITE (or SEND) of its message, whose memory is the flow's content pattern;
+//! a flow expected is a QP whose responder checks every byte against that pattern. The verbs
+//! programs call (create a QP, post a request) are in `stack/verbs.rs`.
 
-use std::collections::HashMap;
+pub(crate) mod verbs;
+
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -12,24 +20,29 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crossbeam_channel::Sender;
 use hdrhistogram::Histogram;
 use int_format::int::{HopRecord, source};
-use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
+use int_format::roce::{AethRepr, AtomicAckEth, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
 use int_format::{Error, Layer};
 use intlab_runtime::Hiccup;
 
-use crate::cc::ControllerConfig;
+use crate::cc::{ControllerConfig, LineRate};
 use crate::classify::{Action, EchoedHops, classify};
 use crate::endpoint::{
     EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply, Stall,
 };
 use crate::flow::{
-    Completion, FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, ReceiveRecord, STUCK_AFTER_TIMEOUTS, Sample, Stuck,
+    Completion, FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, MessageKind, ReceiveRecord, STUCK_AFTER_TIMEOUTS,
+    Sample, Stuck,
 };
 use crate::nic::Nic;
-use crate::packet::{self, Addressing, Extension};
+use crate::packet::{self, Addressing, Extensions, WIRE_OVERHEAD};
 use crate::pause::Pause;
-use crate::receiver::{ReceiverPolicy, RecvQp, Replies, Reply};
-use crate::sender::{SendQp, WIRE_OVERHEAD};
 use crate::socket::{ECT0, RecvMeta, SendBatch};
+use crate::verbs::Verbs;
+use crate::verbs::memory::Backing;
+use crate::verbs::mr::{Access, MemoryRegion};
+use crate::verbs::qp::{Qp, QpCaps, QpInit, QpState, QpType, RetryPolicy};
+use crate::verbs::responder::{Arrival, ReceiverPolicy, Replies, Reply};
+use crate::verbs::wr::{RecvWr, SendOpcode, SendWr, Sge, SgeList};
 
 /// Where a host's datagrams go: the kernel's sockets in a lab, the bed's links in tests.
 pub trait Wire {
@@ -41,22 +54,38 @@ pub trait Wire {
     fn send_packets(&mut self, batch: &mut SendBatch) -> io::Result<usize>;
 }
 
-struct Sending {
-    qp: SendQp,
-    /// Where its data goes.
-    dst: SocketAddrV4,
-    addressing: Addressing,
+/// A QP and what the NIC scheduler keeps of it.
+struct Slot {
+    qp: Qp,
     /// Bumped whenever its state changes: timer entries of older generations are stale.
     generation: u64,
     /// In the NIC's serving queue.
     queued: bool,
     stuck_reported: bool,
+    /// The lab flow it sends, if it is one.
+    sends: Option<FlowSpec>,
+    /// The lab flow it receives, if it is one.
+    receives: Option<FlowSpec>,
+}
+
+impl Slot {
+    fn is_lab(&self) -> bool {
+        self.sends.is_some() || self.receives.is_some()
+    }
 }
 
 struct PendingProbe {
     tag: u32,
     sent_ns: u64,
     reply: Sender<ProbeReply>,
+}
+
+/// The objects of the lab's own flows: their context, protection domain and completion queue.
+#[derive(Debug, Clone, Copy)]
+struct LabObjects {
+    context: usize,
+    pd: u32,
+    cq: u32,
 }
 
 /// A host's transport, sending through `W`.
@@ -67,14 +96,18 @@ pub struct HostStack<W> {
     tos: u8,
     control: SendBatch,
     data: SendBatch,
-    /// Sending queue pairs by slot; a finished one leaves its slot free.
-    senders: Vec<Option<Sending>>,
+    /// The NIC's objects: contexts, PDs, memory regions, CQs, SRQs.
+    verbs: Verbs,
+    lab: LabObjects,
+    /// QPs by slot; a removed one leaves its slot free.
+    slots: Vec<Option<Slot>>,
     free_slots: Vec<usize>,
-    /// QP number → its slot, or None once it finished.
-    sender_of: HashMap<u32, Option<usize>>,
+    /// QP number → its slot.
+    slot_of: HashMap<u32, usize>,
+    /// Lab flows sent and finished: what still arrives for them is of no use.
+    finished_flows: HashSet<u32>,
     /// Records of the sent flows that finished.
     finished_records: Vec<(FlowRecord, Vec<Sample>)>,
-    receivers: HashMap<u32, RecvQp>,
     probes: HashMap<u32, PendingProbe>,
     next_probe_psn: u32,
     nic: Nic,
@@ -97,6 +130,8 @@ pub struct HostStack<W> {
     /// The PFC words its NIC heeded: (arrival ns, whether it paused), the last of each batch
     /// read, the first [`PFC_KEPT`].
     pfc_received: Vec<(u64, bool)>,
+    /// The next program QP number to try.
+    next_qpn: u32,
 }
 
 /// PFC words a host keeps the times of.
@@ -110,6 +145,10 @@ impl<W: Wire> HostStack<W> {
             ack_every: cfg.ack_every.max(1),
             cnp_interval_ns: cfg.cnp_interval_ns,
         };
+        let mut verbs = Verbs::default();
+        let context = verbs.create_context(None);
+        let pd = verbs.alloc_pd(context).map_err(io::Error::other)?;
+        let cq = verbs.create_cq(context, usize::MAX).map_err(io::Error::other)?;
         Ok(HostStack {
             tos: (cfg.dscp << 2) | ECT0,
             cfg,
@@ -117,11 +156,13 @@ impl<W: Wire> HostStack<W> {
             finished,
             control: SendBatch::default(),
             data: SendBatch::default(),
-            senders: Vec::new(),
+            verbs,
+            lab: LabObjects { context, pd, cq },
+            slots: Vec::new(),
             free_slots: Vec::new(),
-            sender_of: HashMap::new(),
+            slot_of: HashMap::new(),
+            finished_flows: HashSet::new(),
             finished_records: Vec::new(),
-            receivers: HashMap::new(),
             probes: HashMap::new(),
             next_probe_psn: 0,
             nic: Nic::default(),
@@ -136,6 +177,7 @@ impl<W: Wire> HostStack<W> {
             hiccup: None,
             time_ns: 0,
             pfc_received: Vec::new(),
+            next_qpn: 0,
         })
     }
 
@@ -187,7 +229,7 @@ impl<W: Wire> HostStack<W> {
         if late_ns < self.cfg.timing.stall_ns {
             return;
         }
-        for s in self.senders.iter_mut().flatten() {
+        for s in self.slots.iter_mut().flatten() {
             s.qp.note_stall();
         }
         self.counters.stalls += 1;
@@ -198,15 +240,92 @@ impl<W: Wire> HostStack<W> {
     }
 
     /// The lab's latest hiccup is `h`: its senders take no RTT sample from a packet in flight
-    /// during it (see [`SendQp::note_hiccup`]).
+    /// during it (see [`Qp::note_hiccup`]).
     pub fn note_hiccup(&mut self, h: Hiccup) {
         if self.hiccup == Some(h) {
             return;
         }
         self.hiccup = Some(h);
-        for s in self.senders.iter_mut().flatten() {
+        for s in self.slots.iter_mut().flatten() {
             s.qp.note_hiccup(h);
         }
+    }
+
+    /// A QP of the lab's own flows numbered `qpn` towards `dst` from UDP port `src_port`.
+    fn lab_qp(&self, qpn: u32, dst: Ipv4Addr, src_port: u16, cc: Box<dyn crate::cc::Controller>) -> Qp {
+        let init = QpInit {
+            qpn,
+            kind: QpType::Rc,
+            context: self.lab.context,
+            pd: self.lab.pd,
+            send_cq: self.lab.cq,
+            recv_cq: self.lab.cq,
+            srq: None,
+            sig_all: false,
+            caps: QpCaps {
+                max_send_wr: 1,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            retry: RetryPolicy::Backoff,
+            timing: self.cfg.timing,
+            mtu: self.cfg.mtu as u32,
+            local: Addressing {
+                src: self.cfg.ip,
+                dst,
+                src_port,
+            },
+        };
+        let mut qp = Qp::new(init, cc);
+        qp.attr.dest_qpn = qpn;
+        qp.attr.dest = Some(dst);
+        qp.attr.access = Access(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        qp.attr.state = QpState::Rts;
+        qp
+    }
+
+    /// Registers flow `flow`'s message as a memory region keyed by its id (its content pattern).
+    fn register_flow(&mut self, flow: &FlowSpec) {
+        if let Some(old) = self.verbs.mrs.get(flow.id)
+            && old.context == self.lab.context
+        {
+            self.verbs.mrs.deregister(flow.id);
+        }
+        let registered = self.verbs.mrs.register_with_key(MemoryRegion {
+            context: self.lab.context,
+            pd: self.lab.pd,
+            addr: 0,
+            len: flow.size,
+            access: Access(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+            key: flow.id,
+            backing: Backing::Pattern { flow: flow.id },
+        });
+        if !registered {
+            self.fail(io::Error::other(format!("flow {}: its key is a program's", flow.id)));
+        }
+    }
+
+    /// Puts `slot` in a free place and indexes it by its QP number; returns the place.
+    fn install(&mut self, slot: Slot) -> usize {
+        let qpn = slot.qp.qpn;
+        if let Some(old) = self.slot_of.get(&qpn).copied() {
+            self.slots[old] = None;
+            self.free_slots.push(old);
+        }
+        let i = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        };
+        self.slot_of.insert(qpn, i);
+        i
     }
 
     /// Starts sending `flow` at `now` under controller `cc` along `route`.
@@ -230,31 +349,37 @@ impl<W: Wire> HostStack<W> {
             instructions,
             hop_limit: self.cfg.hop_limit,
         });
-        let port = if int.is_some() { self.cfg.int_port } else { ROCEV2_PORT };
-        let qp = SendQp::new(flow, controller, int, self.cfg.mtu, self.cfg.timing);
-        let sending = Sending {
+        let mut qp = self.lab_qp(flow.id, flow.dst, flow.src_port, controller);
+        qp.dst_port = if int.is_some() { self.cfg.int_port } else { ROCEV2_PORT };
+        qp.int = int;
+        qp.not_before(flow.start_ns);
+        self.register_flow(&flow);
+        let opcode = match flow.kind {
+            MessageKind::Write => SendOpcode::Write,
+            MessageKind::Send => SendOpcode::Send,
+        };
+        let mut wr = SendWr::new(
+            u64::from(flow.id),
+            opcode,
+            SgeList::one(Sge {
+                addr: 0,
+                length: flow.size,
+                lkey: flow.id,
+            }),
+        );
+        wr.signaled = false;
+        wr.rkey = flow.id;
+        qp.post_send(&mut self.verbs, wr)
+            .map_err(|e| io::Error::other(format!("flow {}: {e}", flow.id)))?;
+        self.finished_flows.remove(&flow.id);
+        let slot = self.install(Slot {
             qp,
-            dst: SocketAddrV4::new(flow.dst, port),
-            addressing: Addressing {
-                src: self.cfg.ip,
-                dst: flow.dst,
-                src_port: flow.src_port,
-            },
             generation: 0,
             queued: false,
             stuck_reported: false,
-        };
-        let slot = match self.free_slots.pop() {
-            Some(i) => {
-                self.senders[i] = Some(sending);
-                i
-            }
-            None => {
-                self.senders.push(Some(sending));
-                self.senders.len() - 1
-            }
-        };
-        self.sender_of.insert(flow.id, Some(slot));
+            sends: Some(flow),
+            receives: None,
+        });
         self.schedule(slot, now);
         Ok(())
     }
@@ -262,11 +387,8 @@ impl<W: Wire> HostStack<W> {
     /// Slot `i`'s state changed at `now`: into the serving queue if it may send, a timer for
     /// its next event.
     fn schedule(&mut self, i: usize, now: u64) {
-        let Some(Some(s)) = self.senders.get_mut(i) else { return };
+        let Some(Some(s)) = self.slots.get_mut(i) else { return };
         s.generation += 1;
-        if s.qp.is_done() {
-            return;
-        }
         if !s.queued && s.qp.ready(now) {
             s.queued = true;
             self.nic.ready(i);
@@ -285,20 +407,56 @@ impl<W: Wire> HostStack<W> {
 
     /// Slot `i`'s flow is fully acknowledged: announced, its record kept, its slot freed.
     fn retire(&mut self, i: usize, now: u64) {
-        let Some(s) = self.senders.get_mut(i).and_then(Option::take) else {
+        let Some(mut s) = self.slots.get_mut(i).and_then(Option::take) else {
             return;
         };
-        let id = s.qp.spec().id;
-        self.finished.fetch_add(1, Ordering::Relaxed);
-        self.announce(FlowEvent::Completed(Completion { id, end_ns: now }));
-        self.finished_records.push(s.qp.finish());
-        self.sender_of.insert(id, None);
         self.free_slots.push(i);
+        self.slot_of.remove(&s.qp.qpn);
+        let Some(flow) = s.sends else { return };
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        self.announce(FlowEvent::Completed(Completion {
+            id: flow.id,
+            end_ns: now,
+        }));
+        let record = flow_record(&flow, &s.qp, Some(now));
+        let series = s.qp.take_series();
+        self.finished_records.push((record, series));
+        self.finished_flows.insert(flow.id);
+        self.verbs.mrs.deregister(flow.id);
     }
 
     /// Expects `flow`: its data is received, acknowledged and counted.
     pub fn expect(&mut self, flow: FlowSpec) {
-        self.receivers.insert(flow.id, RecvQp::new(flow, self.cfg.mtu));
+        let mut qp = self.lab_qp(
+            flow.id,
+            flow.src,
+            flow.src_port,
+            Box::new(LineRate(self.cfg.line_rate_bps)),
+        );
+        qp.resp.limit = Some(flow.size.div_ceil(self.cfg.mtu).max(1));
+        qp.resp.lenient = true;
+        self.register_flow(&flow);
+        if flow.kind == MessageKind::Send {
+            let wr = RecvWr {
+                wr_id: u64::from(flow.id),
+                sges: SgeList::one(Sge {
+                    addr: 0,
+                    length: flow.size,
+                    lkey: flow.id,
+                }),
+            };
+            if let Err(e) = qp.post_recv(&mut self.verbs, wr) {
+                self.fail(io::Error::other(format!("flow {}: {e}", flow.id)));
+            }
+        }
+        self.install(Slot {
+            qp,
+            generation: 0,
+            queued: false,
+            stuck_reported: false,
+            sends: None,
+            receives: Some(flow),
+        });
     }
 
     /// `frames` PFC frames arrived; `last` is the last word on the host's data priority among
@@ -355,82 +513,144 @@ impl<W: Wire> HostStack<W> {
         let echo_len = r.int_bytes.len().min(echo.len());
         echo[..echo_len].copy_from_slice(&r.int_bytes[..echo_len]);
         let from = *meta.from.ip();
-        match classify(&r) {
-            Action::Data { qp: PROBE_QP, psn } => {
+        let action = classify(&r);
+        match action {
+            Action::Request { qp: PROBE_QP, psn } => {
                 let replies = Replies {
                     ack: Some(Reply::Ack { psn, msn: 0 }),
                     ..Replies::default()
                 };
                 self.answer(PROBE_QP, replies, from, &echo[..echo_len]);
+                return;
             }
-            Action::Ack { qp: PROBE_QP, psn, .. } => match EchoedHops::parse(r.payload) {
-                Ok(hops) => self.probe_answered(psn, now, hops.as_slice()),
-                Err(_) => self.counters.bad_int += 1,
-            },
-            Action::Data { qp, psn } => {
-                let Some(rq) = self.receivers.get_mut(&qp) else {
-                    self.counters.unknown_qp += 1;
+            Action::Ack { qp: PROBE_QP, psn } => {
+                match EchoedHops::parse(r.payload) {
+                    Ok(hops) => self.probe_answered(psn, now, hops.as_slice()),
+                    Err(_) => self.counters.bad_int += 1,
+                }
+                return;
+            }
+            Action::Unsupported => {
+                self.counters.malformed += 1;
+                return;
+            }
+            _ => {}
+        }
+        let qpn = action.qp().unwrap_or(PROBE_QP);
+        // An ACK or NAK parses its echo first: broken INT is counted as such.
+        let hops = if matches!(action, Action::Ack { .. } | Action::Nak { .. }) {
+            match EchoedHops::parse(r.payload) {
+                Ok(h) => Some(h),
+                Err(_) => {
+                    self.counters.bad_int += 1;
                     return;
+                }
+            }
+        } else {
+            None
+        };
+        let Some(&i) = self.slot_of.get(&qpn) else {
+            // What still comes for a flow that finished is of no use; anything else is for a QP
+            // this host does not have.
+            let late = self.finished_flows.contains(&qpn) && !matches!(action, Action::Request { .. });
+            if !late {
+                self.counters.unknown_qp += 1;
+            }
+            return;
+        };
+        let Some(Some(slot)) = self.slots.get_mut(i) else {
+            return;
+        };
+        // The lab's own flows speak the subset they always spoke: WRITE and SEND without
+        // immediate to a flow received; ACKs, PSN sequence NAKs and CNPs to a flow sent.
+        if slot.is_lab() {
+            let towards_receiver = matches!(action, Action::Request { .. });
+            let here = if towards_receiver {
+                slot.receives.is_some()
+            } else {
+                slot.sends.is_some()
+            };
+            if !here {
+                self.counters.unknown_qp += 1;
+                return;
+            }
+            if !lab_understands(&action, r.bth.opcode) {
+                self.counters.malformed += 1;
+                return;
+            }
+        }
+        let verbs = &mut self.verbs;
+        match action {
+            Action::Request { .. } => {
+                let lab_receiver = slot.receives.is_some();
+                let before = slot.qp.resp.messages();
+                let arrival = Arrival {
+                    now,
+                    ce,
+                    src: from,
+                    dst: self.cfg.ip,
+                    tos: meta.tos.unwrap_or(0),
+                    roce_len: bytes.len() - r.int_bytes.len(),
                 };
-                let was_done = rq.is_done();
-                let replies = rq.on_data(psn, r.payload, ce, now, &self.policy);
-                if !was_done && rq.is_done() {
+                let replies = slot.qp.receive(&r, &arrival, &self.policy, verbs);
+                if lab_receiver && before == 0 && slot.qp.resp.messages() > 0 {
                     self.finished.fetch_add(1, Ordering::Relaxed);
                 }
+                let dest = slot.qp.attr.dest_qpn;
                 self.counters.ce_received += u64::from(ce);
-                self.answer(qp, replies, from, &echo[..echo_len]);
+                self.answer(dest, replies, from, &echo[..echo_len]);
             }
-            Action::Ack { qp, psn, nak } => {
-                let hops = match EchoedHops::parse(r.payload) {
-                    Ok(h) => h,
-                    Err(_) => {
-                        self.counters.bad_int += 1;
-                        return;
-                    }
-                };
-                let slot = match self.sender_of.get(&qp) {
-                    Some(Some(s)) => *s,
-                    // A late ACK of a flow that finished: nothing left to do.
-                    Some(None) => return,
-                    None => {
-                        self.counters.unknown_qp += 1;
-                        return;
-                    }
-                };
-                let Some(Some(sending)) = self.senders.get_mut(slot) else {
-                    return;
-                };
-                let ok = if nak {
-                    sending.qp.on_nak(psn, now)
-                } else {
-                    sending.qp.on_ack(psn, now, hops.as_slice())
-                };
-                if !ok {
+            Action::Ack { psn, .. } => {
+                let hops = hops.as_ref().map_or(&[][..], EchoedHops::as_slice);
+                if !slot.qp.on_ack(psn, now, hops, verbs) {
                     self.counters.psn_out_of_window += 1;
                 }
-                if sending.qp.is_done() {
-                    self.retire(slot, now);
-                } else {
-                    self.schedule(slot, now);
+            }
+            Action::Nak { psn, code, .. } => {
+                if !slot.qp.on_nak(psn, code, now, verbs) {
+                    self.counters.psn_out_of_window += 1;
                 }
             }
-            Action::Cnp { qp } => match self.sender_of.get(&qp) {
-                Some(Some(s)) => {
-                    let s = *s;
-                    if let Some(Some(sending)) = self.senders.get_mut(s) {
-                        sending.qp.on_cnp(now);
-                    }
-                    self.schedule(s, now);
+            Action::RnrNak { psn, timer, .. } => {
+                if !slot.qp.on_rnr_nak(psn, timer, now, verbs) {
+                    self.counters.psn_out_of_window += 1;
                 }
-                Some(None) => {}
-                None => self.counters.unknown_qp += 1,
-            },
-            Action::Unsupported => self.counters.malformed += 1,
+            }
+            Action::ReadResponse { psn, .. } => {
+                if !slot
+                    .qp
+                    .on_read_response(psn, r.bth.opcode, r.aeth, r.payload, now, verbs)
+                {
+                    self.counters.psn_out_of_window += 1;
+                }
+            }
+            Action::AtomicAck { psn, orig, .. } => {
+                if !slot.qp.on_atomic_ack(psn, orig, now, verbs) {
+                    self.counters.psn_out_of_window += 1;
+                }
+            }
+            Action::Cnp { .. } => slot.qp.on_cnp(now),
+            Action::Unsupported => {}
+        }
+        self.after_change(i, now);
+    }
+
+    /// Slot `i` changed at `now`: a lab flow fully acknowledged retires, anything else is
+    /// scheduled again.
+    fn after_change(&mut self, i: usize, now: u64) {
+        let Some(Some(s)) = self.slots.get_mut(i) else {
+            return;
+        };
+        if s.sends.is_some() && s.qp.send_idle() {
+            self.retire(i, now);
+        } else {
+            self.schedule(i, now);
         }
     }
 
-    /// Queues the ACK/NAK and CNP a data packet produced, back to `to` on the RoCE port.
-    fn answer(&mut self, qp: u32, replies: Replies, to: Ipv4Addr, echo: &[u8]) {
+    /// Queues the ACK, NAK or atomic answer and the CNP a request produced, back to `to`'s QP
+    /// `dest` on the RoCE port.
+    fn answer(&mut self, dest: u32, replies: Replies, to: Ipv4Addr, echo: &[u8]) {
         if replies.out_of_window {
             self.counters.psn_out_of_window += 1;
         }
@@ -439,40 +659,62 @@ impl<W: Wire> HostStack<W> {
             dst: to,
             src_port: ROCEV2_PORT,
         };
-        let dst = SocketAddrV4::new(to, ROCEV2_PORT);
         for reply in [replies.ack, replies.cnp].into_iter().flatten() {
-            if reply == Reply::Cnp {
-                self.send_cnp(qp, &a);
-                continue;
+            self.reply(dest, reply, &a, echo);
+        }
+    }
+
+    /// Queues one reply to QP `dest` with addressing `a` (an ACK echoes `echo`, the INT of the
+    /// packet it acknowledges).
+    fn reply(&mut self, dest: u32, reply: Reply, a: &Addressing, echo: &[u8]) {
+        if reply == Reply::Cnp {
+            self.send_cnp(dest, a);
+            return;
+        }
+        if self.control.is_full() {
+            self.flush_control();
+        }
+        let aeth = |syndrome, msn| Extensions::aeth(AethRepr { syndrome, msn });
+        let (bth, ext, payload): (BthRepr, Extensions, &[u8]) = match reply {
+            Reply::Ack { psn, msn } => {
+                self.counters.acks_sent += 1;
+                let s = Syndrome::Ack {
+                    credits: Syndrome::UNLIMITED_CREDITS,
+                };
+                (BthRepr::new(Opcode::Acknowledge, dest, psn), aeth(s, msn), echo)
             }
-            if self.control.is_full() {
-                self.flush_control();
+            Reply::Nak { code, psn, msn } => {
+                self.counters.naks_sent += 1;
+                (
+                    BthRepr::new(Opcode::Acknowledge, dest, psn),
+                    aeth(Syndrome::Nak(code), msn),
+                    &[],
+                )
             }
-            let (bth, ext, payload): (BthRepr, Extension, &[u8]) = match reply {
-                Reply::Ack { psn, msn } => {
-                    self.counters.acks_sent += 1;
-                    let aeth = AethRepr {
-                        syndrome: Syndrome::Ack {
-                            credits: Syndrome::UNLIMITED_CREDITS,
-                        },
-                        msn,
-                    };
-                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), echo)
-                }
-                Reply::Nak { psn, msn } => {
-                    self.counters.naks_sent += 1;
-                    let aeth = AethRepr {
-                        syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
-                        msn,
-                    };
-                    (BthRepr::new(Opcode::Acknowledge, qp, psn), Extension::Aeth(aeth), &[])
-                }
-                Reply::Cnp => continue,
-            };
-            match packet::write(self.control.slot(), &a, None, &bth, ext, payload) {
-                Ok(n) => self.control.commit(n, dst),
-                Err(e) => self.fail(io::Error::other(format!("building a reply: {e}"))),
+            Reply::RnrNak { timer, psn, msn } => {
+                self.counters.naks_sent += 1;
+                (
+                    BthRepr::new(Opcode::Acknowledge, dest, psn),
+                    aeth(Syndrome::RnrNak { timer }, msn),
+                    &[],
+                )
             }
+            Reply::AtomicAck { psn, msn, orig } => {
+                self.counters.acks_sent += 1;
+                let mut ext = aeth(
+                    Syndrome::Ack {
+                        credits: Syndrome::UNLIMITED_CREDITS,
+                    },
+                    msn,
+                );
+                ext.atomic_ack = Some(AtomicAckEth(orig));
+                (BthRepr::new(Opcode::AtomicAcknowledge, dest, psn), ext, &[])
+            }
+            Reply::Cnp => return,
+        };
+        match packet::write(self.control.slot(), a, None, &bth, ext, payload) {
+            Ok(n) => self.control.commit(n, SocketAddrV4::new(a.dst, ROCEV2_PORT)),
+            Err(e) => self.fail(io::Error::other(format!("building a reply: {e}"))),
         }
     }
 
@@ -484,7 +726,7 @@ impl<W: Wire> HostStack<W> {
         }
         let bth = BthRepr::new(Opcode::Cnp, qp, 0);
         let tos = self.cfg.cnp_dscp << 2;
-        match packet::write_ipv4(self.data.slot(), a, ROCEV2_PORT, tos, None, &bth, Extension::Cnp, &[]) {
+        match packet::write_ipv4(self.data.slot(), a, ROCEV2_PORT, tos, None, &bth, Extensions::NONE, &[]) {
             Ok(n) => {
                 self.counters.cnps_sent += 1;
                 self.data.commit(n, SocketAddrV4::new(a.dst, 0));
@@ -546,7 +788,7 @@ impl<W: Wire> HostStack<W> {
             self.tos,
             Some(&int),
             &bth,
-            Extension::None,
+            Extensions::NONE,
             &[],
         );
         match built {
@@ -577,29 +819,32 @@ impl<W: Wire> HostStack<W> {
         }
     }
 
-    /// Runs the timers that are due: retransmission and controller timers.
+    /// Runs the timers that are due: retransmission, RNR and controller timers.
     fn timers(&mut self, now: u64) {
         while let Some((i, generation)) = self.nic.due(now) {
-            let Some(Some(s)) = self.senders.get_mut(i) else {
+            let Some(Some(s)) = self.slots.get_mut(i) else {
                 continue;
             };
             if s.generation != generation {
                 continue;
             }
-            s.qp.on_timers(now);
-            if !s.stuck_reported && s.qp.timeouts_in_a_row() >= STUCK_AFTER_TIMEOUTS {
+            s.qp.on_timers(now, &mut self.verbs);
+            if let Some(flow) = s.sends
+                && !s.stuck_reported
+                && s.qp.timeouts_in_a_row() >= STUCK_AFTER_TIMEOUTS
+            {
                 s.stuck_reported = true;
                 let (packets_acked, packets) = s.qp.packets_acked();
                 let stuck = Stuck {
-                    id: s.qp.spec().id,
+                    id: flow.id,
                     packets_acked,
                     packets,
-                    timeouts: s.qp.record().timeouts,
+                    timeouts: s.qp.sender_stats().timeouts,
                     at_ns: now,
                 };
                 self.announce(FlowEvent::Stuck(stuck));
             }
-            self.schedule(i, now);
+            self.after_change(i, now);
         }
     }
 
@@ -607,7 +852,7 @@ impl<W: Wire> HostStack<W> {
     /// never faster than the line rate in all (each queue pair still paces itself).
     fn send_data(&mut self, now: u64) {
         while let Some(i) = self.nic.next_to_serve(now, self.cfg.timing.burst_credit_ns) {
-            let Some(Some(s)) = self.senders.get_mut(i) else {
+            let Some(Some(s)) = self.slots.get_mut(i) else {
                 continue;
             };
             s.queued = false;
@@ -618,22 +863,44 @@ impl<W: Wire> HostStack<W> {
             if self.data.is_full() {
                 self.flush_data();
             }
-            let Some(Some(s)) = self.senders.get_mut(i) else {
+            let Some(Some(s)) = self.slots.get_mut(i) else {
                 continue;
             };
-            let built =
-                s.qp.build_next(now, self.data.slot(), &s.addressing, s.dst.port(), self.tos);
-            match built {
-                Ok(n) => {
-                    self.data.commit(n, s.dst);
+            match s.qp.build_next(now, self.data.slot(), self.tos, &mut self.verbs) {
+                Ok(Some(n)) => {
+                    let ip = &self.data.slot()[..n];
+                    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+                    self.data.commit(n, SocketAddrV4::new(dst, 0));
                     self.nic.sent(
                         n as u64 - packet::IPV4_UDP_HEADERS as u64 + WIRE_OVERHEAD,
                         self.cfg.line_rate_bps,
                     );
                 }
+                Ok(None) => {}
                 Err(e) => self.fail(io::Error::other(format!("building a packet: {e}"))),
             }
-            self.schedule(i, now);
+            self.send_pending_replies(i);
+            self.after_change(i, now);
+        }
+    }
+
+    /// Sends the replies QP slot `i` made on its own (a READ it could not read).
+    fn send_pending_replies(&mut self, i: usize) {
+        let Some(Some(s)) = self.slots.get_mut(i) else {
+            return;
+        };
+        let pending = s.qp.take_pending_replies();
+        if pending.is_empty() {
+            return;
+        }
+        let (dest, to) = (s.qp.attr.dest_qpn, s.qp.addressing.dst);
+        let a = Addressing {
+            src: self.cfg.ip,
+            dst: to,
+            src_port: ROCEV2_PORT,
+        };
+        for r in pending {
+            self.reply(dest, r, &a, &[]);
         }
     }
 
@@ -652,16 +919,49 @@ impl<W: Wire> HostStack<W> {
             rtt_ns: None,
             done: true,
         });
-        finished
-            .chain(self.senders.iter().flatten().map(|s| s.qp.now()))
-            .collect()
+        let active = self.slots.iter().flatten().filter_map(|s| {
+            let flow = s.sends?;
+            let st = s.qp.sender_stats();
+            Some(FlowNow {
+                id: flow.id,
+                src: flow.src,
+                dst: flow.dst,
+                size: flow.size,
+                acked_bytes: s.qp.acked_bytes(),
+                wire_bytes: st.wire_bytes,
+                retransmissions: st.retransmissions,
+                rate_bps: s.qp.cc.rate_bps(),
+                window_bytes: s.qp.cc.window_bytes(),
+                rtt_ns: st.rtt_last_ns,
+                done: false,
+            })
+        });
+        finished.chain(active).collect()
     }
 
     /// What it did up to `now`: every flow's record and samples, its counters.
     pub fn report(&mut self, now: u64) -> EndpointReport {
         let mut sent = Vec::new();
         let mut series = Vec::new();
-        let active = self.senders.drain(..).flatten().map(|s| s.qp.finish());
+        let mut received: Vec<ReceiveRecord> = Vec::new();
+        let mut active = Vec::new();
+        for s in self.slots.iter_mut().flatten() {
+            if let Some(flow) = s.sends {
+                active.push((flow_record(&flow, &s.qp, None), s.qp.take_series()));
+            }
+            if let Some(flow) = s.receives {
+                let st = s.qp.receiver_stats();
+                received.push(ReceiveRecord {
+                    id: flow.id,
+                    size: flow.size,
+                    bytes_ok: st.bytes_ok,
+                    content_errors: st.content_errors,
+                    duplicates: st.duplicates,
+                    out_of_order: st.out_of_order,
+                    done_ns: st.last_message_ns.filter(|_| st.messages > 0),
+                });
+            }
+        }
         for (record, samples) in std::mem::take(&mut self.finished_records).into_iter().chain(active) {
             if !samples.is_empty() {
                 series.push((record.id, samples));
@@ -669,7 +969,6 @@ impl<W: Wire> HostStack<W> {
             sent.push(record);
         }
         sent.sort_by_key(|r| r.id);
-        let mut received: Vec<ReceiveRecord> = self.receivers.values().map(|r| r.record().clone()).collect();
         received.sort_by_key(|r| r.id);
         EndpointReport {
             name: self.cfg.name.clone(),
@@ -687,9 +986,7 @@ impl<W: Wire> HostStack<W> {
             pfc_received: std::mem::take(&mut self.pfc_received),
         }
     }
-}
 
-impl<W: Wire> HostStack<W> {
     /// Its time for an event at `t`: `t`, or the latest time it acted at if that is later.
     fn advance(&mut self, t: u64) -> u64 {
         self.time_ns = self.time_ns.max(t);
@@ -706,9 +1003,60 @@ impl<W: Wire> HostStack<W> {
         if !self.data.is_empty() {
             self.flush_data();
         }
-        let senders = &self.senders;
+        if !self.control.is_empty() {
+            self.flush_control();
+        }
+        // The lab's own completions (receives of SEND flows) need no one's attention.
+        while self
+            .verbs
+            .cq_mut(self.lab.context, self.lab.cq)
+            .is_ok_and(|q| q.pop().is_some())
+        {}
+        let slots = &self.slots;
         self.nic
-            .prune(|i, g| !matches!(senders.get(i), Some(Some(s)) if s.generation == g));
+            .prune(|i, g| !matches!(slots.get(i), Some(Some(s)) if s.generation == g));
         self.nic.next_deadline()
+    }
+}
+
+/// True for what the lab's own flows answer: data (WRITE or SEND without immediate), ACKs, PSN
+/// sequence NAKs and CNPs; anything else sent to them is malformed to them.
+fn lab_understands(action: &Action, opcode: Opcode) -> bool {
+    match action {
+        Action::Request { .. } => matches!(
+            opcode,
+            Opcode::WriteFirst
+                | Opcode::WriteMiddle
+                | Opcode::WriteLast
+                | Opcode::WriteOnly
+                | Opcode::SendFirst
+                | Opcode::SendMiddle
+                | Opcode::SendLast
+                | Opcode::SendOnly
+        ),
+        Action::Ack { .. } | Action::Cnp { .. } => true,
+        Action::Nak { code, .. } => *code == NakCode::PsnSequenceError,
+        _ => false,
+    }
+}
+
+/// The record of lab flow `flow` sent on `qp` (finished at `end_ns`, if it has).
+fn flow_record(flow: &FlowSpec, qp: &Qp, end_ns: Option<u64>) -> FlowRecord {
+    let st = qp.sender_stats();
+    FlowRecord {
+        id: flow.id,
+        src: flow.src,
+        dst: flow.dst,
+        size: flow.size,
+        start_ns: flow.start_ns,
+        end_ns,
+        packets_sent: st.packets_sent,
+        retransmissions: st.retransmissions,
+        timeouts: st.timeouts,
+        naks: st.naks,
+        cnps: st.cnps,
+        wire_bytes: st.wire_bytes,
+        rtt_min_ns: st.rtt_min_ns,
+        rtt_mean_ns: st.rtt_mean_ns,
     }
 }
