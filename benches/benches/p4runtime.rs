@@ -33,7 +33,9 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("intlab-p4rt-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch folder");
     let scenario = write_scenario(&dir);
-    let (topology, _, _) = Scenario::load_lab(&scenario).expect("the bench's scenario loads");
+    let topology = Scenario::load_lab(&scenario)
+        .expect("the bench's scenario loads")
+        .topology;
     let lab = Lab::build(&topology, &LabConfig::new("p4rtbench")).expect("the lab builds");
     let socket = dir.join("control.sock");
     control_socket::serve(&socket, lab.p4_datapaths(), None).expect("the control socket");

@@ -4,6 +4,8 @@
 //! minus what the probe's own propagation and serialization account for.
 
 use int_format::roce::{Aeth, Bth, icrc};
+use intlab_transport::cc::ControllerConfig;
+use intlab_transport::endpoint::IntMode;
 use intlab_transport::packet::WIRE_OVERHEAD;
 
 use crate::topology::Topology;
@@ -45,6 +47,20 @@ pub fn data_rtt_ns(t: &Topology, links: &[usize], mtu: u64, int_hop_bytes: Optio
     let data = WIRE_OVERHEAD + roce + mtu + int;
     let ack = WIRE_OVERHEAD + roce + Aeth::<&[u8]>::LEN as u64 + int;
     unloaded_rtt_ns(t, links, data, ack)
+}
+
+/// The INT bytes per hop data carries under `mode` when its QP runs `controller`, if any.
+pub fn int_hop_bytes(mode: IntMode, controller: &ControllerConfig) -> Option<u64> {
+    let instructions = match mode {
+        IntMode::Off => None,
+        IntMode::Auto => controller.int_instructions(),
+        IntMode::On => Some(
+            controller
+                .int_instructions()
+                .unwrap_or(int_format::int::Instructions::HPCC),
+        ),
+    }?;
+    instructions.hop_words().ok().map(|w| 4 * u64::from(w))
 }
 
 /// The host overhead a measured probe round trip shows on `links` (ns).

@@ -19,8 +19,9 @@ use intlab_switch::pipeline::default_p4_port;
 use intlab_switch::tm::PfcSpec;
 use intlab_switch::units::Nanos;
 use intlab_switch::{Fabric, SwitchSnapshot};
-use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe};
-use intlab_transport::flow::FlowEvent;
+use intlab_transport::cc::ControllerConfig;
+use intlab_transport::endpoint::{Endpoint, EndpointConfig, EndpointReport, IntMode, Probe, ProgramSettings};
+use intlab_transport::flow::{FlowEvent, FlowPath};
 
 use crate::dilation::Dilation;
 use crate::netns::{self, CommandError, Namespace};
@@ -39,6 +40,12 @@ pub enum LabError {
     /// The workers did not start.
     #[error("starting the lab's workers: {cause}")]
     Runtime {
+        /// What the system said.
+        cause: std::io::Error,
+    },
+    /// The hosts' RDMA devices could not be served.
+    #[error("the hosts' RDMA devices: {cause}")]
+    Devices {
         /// What the system said.
         cause: std::io::Error,
     },
@@ -86,6 +93,8 @@ pub struct LabConfig {
     pub planned: Vec<PlannedLoad>,
     /// The part this machine builds of a lab spread over several (None: all of it).
     pub site: Option<crate::sites::SitePart>,
+    /// The controller the QPs of programs in the hosts run (the scenario's).
+    pub program_controller: ControllerConfig,
 }
 
 /// The transport settings every host of a lab shares.
@@ -148,6 +157,7 @@ impl LabConfig {
             reconverge_ns: crate::lab_links::DEFAULT_RECONVERGE_NS,
             planned: Vec::new(),
             site: None,
+            program_controller: ControllerConfig::Hpcc(Default::default()),
         }
     }
 
@@ -174,8 +184,10 @@ pub struct LabReport {
     pub port_worker: HashMap<(String, String), usize>,
 }
 
-/// A running lab. Field order is teardown order: the workers stop before the namespaces go.
+/// A running lab. Field order is teardown order: programs lose their devices first, the
+/// workers stop before the namespaces go.
 pub struct Lab {
+    nics: Option<crate::nic_device::LabNics>,
     runtime: Option<Runtime>,
     endpoints: Vec<Option<Endpoint>>,
     fabric: Fabric,
@@ -189,6 +201,8 @@ pub struct Lab {
     host_names: Vec<String>,
     host_worker: HashMap<String, usize>,
     port_worker: HashMap<(String, String), usize>,
+    /// Each host's RDMA device, by node index.
+    devices: Vec<Option<crate::nic_device::HostDevice>>,
 }
 
 impl std::fmt::Debug for Lab {
@@ -397,6 +411,7 @@ impl Lab {
         let base_rtt_ns = base_rtt_ns(t, cfg);
         let (announce, events) = crossbeam_channel::unbounded();
         let mut lab = Lab {
+            nics: None,
             runtime: Some(runtime),
             endpoints: (0..t.nodes.len()).map(|_| None).collect(),
             fabric,
@@ -414,6 +429,7 @@ impl Lab {
                 .map(|(&h, &w)| (t.nodes[h].name.clone(), w))
                 .collect(),
             port_worker: port_names,
+            devices: (0..t.nodes.len()).map(|_| None).collect(),
         };
         let drain = longest_drain_ns(t);
         for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
@@ -444,6 +460,10 @@ impl Lab {
                 ec.timing.rto_max_ns = 64 * rto;
             }
             ec.events = Some(announce.clone());
+            ec.programs = ProgramSettings {
+                controller: cfg.program_controller.clone(),
+                peers: peer_paths(t, &routes, cfg, h, base_rtt_ns),
+            };
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let rt = lab.runtime.as_ref().expect("running");
             let ep = Endpoint::start(ec, rt, placement.host[&h], ns.enter()).map_err(|cause| LabError::Endpoint {
@@ -452,8 +472,42 @@ impl Lab {
             })?;
             lab.endpoints[h] = Some(ep);
         }
+        lab.serve_devices(t, cfg)?;
         tracing::info!(topology = %t.name, workers = cfg.workers, took = ?started.elapsed(), "lab built");
         Ok(lab)
+    }
+
+    /// Gives every host built here its RDMA device: the command files served, each host's
+    /// device described for the programs started in it.
+    fn serve_devices(&mut self, t: &Topology, cfg: &LabConfig) -> Result<(), LabError> {
+        let built: Vec<usize> = (0..t.nodes.len()).filter(|&n| self.endpoints[n].is_some()).collect();
+        let ports = built
+            .iter()
+            .map(|&h| self.endpoints[h].as_ref().expect("built").program_port())
+            .collect();
+        let nics =
+            crate::nic_device::LabNics::serve(&cfg.prefix, ports).map_err(|cause| LabError::Devices { cause })?;
+        for &h in &built {
+            let node = &t.nodes[h];
+            let Some((li, end)) = t.links_of(h).next() else {
+                continue;
+            };
+            let link = &t.links[li];
+            self.devices[h] = Some(nics.device(
+                &node.name,
+                node.address.expect("hosts have addresses"),
+                &link.ends[end].interface,
+                u32::try_from(cfg.transport.mtu).unwrap_or(4096),
+                link.props.rate.bps(),
+            ));
+        }
+        self.nics = Some(nics);
+        Ok(())
+    }
+
+    /// The RDMA device of host node `n`, when it was built here.
+    pub fn device(&self, n: usize) -> Option<&crate::nic_device::HostDevice> {
+        self.devices.get(n).and_then(Option::as_ref)
     }
 
     /// The endpoint of host node `n`.
@@ -573,6 +627,7 @@ impl Lab {
 
     /// Stops everything, removes every namespace, and reports.
     pub fn stop(mut self) -> LabReport {
+        drop(self.nics.take());
         let workers = match self.runtime.take().map(Runtime::stop) {
             Some(Ok(stats)) => stats,
             Some(Err(failed)) => {
@@ -623,6 +678,33 @@ fn longest_drain_ns(t: &Topology) -> u64 {
         .map(|l| (u128::from(l.props.buffer.0) * 8_000_000_000 / u128::from(l.props.rate.bps().max(1))) as u64)
         .max()
         .unwrap_or(0)
+}
+
+/// What the lab knows of the way from host `h` to every other host, for the controllers of
+/// the QPs programs in `h` create: the unloaded round trip of a full data packet and its ACK
+/// on the routed path plus the machine's overhead, as the lab's own flows are told before
+/// their probes measure it.
+fn peer_paths(
+    t: &Topology,
+    routes: &crate::topology::Routes,
+    cfg: &LabConfig,
+    h: usize,
+    fabric_rtt_ns: u64,
+) -> HashMap<Ipv4Addr, FlowPath> {
+    let hop_bytes = crate::base_rtt::int_hop_bytes(cfg.transport.int_mode, &cfg.program_controller);
+    t.hosts()
+        .filter(|&o| o != h)
+        .filter_map(|o| {
+            let links = routes.path(t, h, o)?;
+            let path = FlowPath {
+                base_rtt_ns: crate::base_rtt::data_rtt_ns(t, &links, cfg.transport.mtu, hop_bytes)
+                    + cfg.host_overhead_ns,
+                fabric_rtt_ns,
+                hops: links.len().saturating_sub(1) as u32,
+            };
+            Some((t.nodes[o].address?, path))
+        })
+        .collect()
 }
 
 /// The base RTT a lab of `t` gives its controllers (ns): twice the longest one-way propagation

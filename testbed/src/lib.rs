@@ -23,6 +23,7 @@ pub mod lab;
 pub mod lab_links;
 pub mod live;
 pub mod netns;
+pub mod nic_device;
 pub mod p4_offline;
 pub mod p4_on_switch;
 pub mod p4runtime;

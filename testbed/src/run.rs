@@ -429,6 +429,7 @@ impl LabPlan {
         cfg.capture = capture;
         cfg.transport = s.transport;
         cfg.reconverge_ns = s.reconverge_ns;
+        cfg.program_controller = s.controller.clone();
         cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
         let plan = s.flows();
         cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();

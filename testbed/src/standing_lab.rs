@@ -46,6 +46,9 @@ pub struct HostRecord {
     pub namespace: String,
     /// Its address.
     pub address: std::net::Ipv4Addr,
+    /// Its RDMA device, which programs started in it see.
+    #[serde(default)]
+    pub device: Option<crate::nic_device::HostDevice>,
 }
 
 /// Why a standing lab could not be found, recorded or stopped.
@@ -301,6 +304,13 @@ impl StandingLab {
             return Err(StandingLabError::Leftovers {
                 name: self.name.clone(),
                 detail: e.to_string(),
+            });
+        }
+        let (_, failed) = crate::nic_device::clean(&self.prefix, false);
+        if let Some(e) = failed.first() {
+            return Err(StandingLabError::Leftovers {
+                name: self.name.clone(),
+                detail: e.clone(),
             });
         }
         Self::forget(&self.name)

@@ -229,6 +229,17 @@ pub struct EndpointReport {
     /// The PFC words its NIC heeded: (arrival, lab ns; whether it paused), the last of each
     /// batch of PFC frames read.
     pub pfc_received: Vec<(u64, bool)>,
+    /// The QPs programs made on its NIC, those destroyed first.
+    pub program_qps: Vec<crate::program_qp::ProgramQp>,
+}
+
+/// A host as a live view sees it at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct HostNow {
+    /// The flows it was given to send.
+    pub flows: Vec<FlowNow>,
+    /// The QPs of its programs, those destroyed first.
+    pub qps: Vec<crate::program_qp::ProgramQp>,
 }
 
 /// The answer to a reachability probe.
@@ -261,7 +272,45 @@ pub(crate) enum Command {
     Expect(FlowSpec),
     Probe(Probe),
     MeasureFrom(u64),
-    FlowsNow(Sender<Vec<FlowNow>>),
+    Now(Sender<HostNow>),
+    Program(crate::programs::ProgramRequest),
+}
+
+/// Where a host takes its programs' requests from (the command file hands them over).
+#[derive(Clone)]
+pub struct ProgramPort {
+    name: String,
+    commands: Sender<Command>,
+    waker: Waker,
+}
+
+impl std::fmt::Debug for ProgramPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProgramPort({})", self.name)
+    }
+}
+
+impl ProgramPort {
+    /// The host's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Hands `req` to the host; when the host has stopped, answers it with `EIO` and says so.
+    pub fn send(&self, req: crate::programs::ProgramRequest) -> io::Result<()> {
+        match self.commands.send(Command::Program(req)) {
+            Ok(()) => {
+                self.waker.wake();
+                Ok(())
+            }
+            Err(e) => {
+                if let Command::Program(req) = e.into_inner() {
+                    (req.reply)(Err(libc::EIO));
+                }
+                Err(io::Error::other(format!("host {} has stopped", self.name)))
+            }
+        }
+    }
 }
 
 /// A host's transport running on a runtime worker: what its owner gives it flows through.
@@ -347,6 +396,15 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Where the host's programs' requests go (for the command file).
+    pub fn program_port(&self) -> ProgramPort {
+        ProgramPort {
+            name: self.name.clone(),
+            commands: self.commands.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
     /// A handle that asks the host for its flows while it runs, from any thread.
     pub fn watcher(&self) -> EndpointWatcher {
         EndpointWatcher {
@@ -393,13 +451,14 @@ impl EndpointWatcher {
         &self.name
     }
 
-    /// Asks for every flow the host was given to send, as it stands now: the answer comes on
-    /// the receiver at the host's next run. Asking every host before waiting on any costs one
-    /// wake-up in all, not one per host. Fails when the host has stopped.
-    pub fn ask_flows(&self) -> io::Result<Receiver<Vec<FlowNow>>> {
+    /// Asks for every flow the host was given to send and every QP of its programs, as they
+    /// stand now: the answer comes on the receiver at the host's next run. Asking every host
+    /// before waiting on any costs one wake-up in all, not one per host. Fails when the host
+    /// has stopped.
+    pub fn ask_now(&self) -> io::Result<Receiver<HostNow>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.commands
-            .send(Command::FlowsNow(tx))
+            .send(Command::Now(tx))
             .map_err(|_| io::Error::other(format!("endpoint {}: the host has stopped", self.name)))?;
         self.waker.wake();
         Ok(rx)

@@ -1,5 +1,8 @@
-//! intlab's transport: RoCEv2-style reliable-connection queue pairs over kernel UDP sockets,
-//! with the congestion controller as the only variable.
+//! intlab's transport: each host's RoCE NIC, a verbs engine (`verbs`: RC and UD queue pairs,
+//! memory regions, completion queues) on kernel UDP sockets with the congestion controller as
+//! the only variable. The lab's own flows are QPs of that engine; so are the QPs of programs
+//! that drive the NIC through libibverbs (`programs`, with the provider in
+//! `intlab-verbs-provider`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -14,5 +17,7 @@ pub use host::{HostStack, MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpReques
 pub mod nic;
 pub mod packet;
 pub mod pause;
+pub mod program_qp;
+pub mod programs;
 pub mod socket;
 pub mod verbs;

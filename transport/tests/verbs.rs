@@ -14,6 +14,7 @@ use int_format::roce::{Bth, Opcode, ROCEV2_PORT};
 use int_format::udp::UdpPacket;
 use intlab_transport::endpoint::EndpointConfig;
 use intlab_transport::flow::FlowPath;
+use intlab_transport::program_qp::ProgramOwner;
 use intlab_transport::socket::{RecvMeta, SendBatch};
 use intlab_transport::verbs::memory::{Memory, MemoryFault, VecMemory};
 use intlab_transport::verbs::mr::Access;
@@ -91,6 +92,14 @@ const BASE: u64 = 0x10_0000;
 const MEM: usize = 1 << 22;
 const ONE_WAY_NS: u64 = 5_000;
 
+/// The program a test's contexts are made for.
+fn owner() -> ProgramOwner {
+    ProgramOwner {
+        pid: std::process::id(),
+        command: "verbs-test".into(),
+    }
+}
+
 fn ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(198, 18, 0, n)
 }
@@ -131,7 +140,7 @@ impl Net {
             };
             let mut h = HostStack::new(cfg, wire, Arc::new(AtomicUsize::new(0))).expect("host");
             let m = Shared(Arc::new(Mutex::new(VecMemory::new(BASE, MEM))));
-            ctx.push(h.open_context(Box::new(m.clone())));
+            ctx.push(h.open_context(Box::new(m.clone()), owner()));
             mem.push(m);
             hosts.push(h);
         }
@@ -836,7 +845,7 @@ fn verbs_refuse_what_is_not_the_callers_or_beyond_the_device() {
     let c0 = net.ctx[0];
     let now = net.now;
     // Another context's QP, a QP to an address outside the lab, a bad MTU.
-    let other = net.hosts[0].open_context(Box::new(VecMemory::new(0, 16)));
+    let other = net.hosts[0].open_context(Box::new(VecMemory::new(0, 16)), owner());
     assert!(net.hosts[0].query_qp(other, s[0].qp).is_err());
     let q = net.hosts[0]
         .create_qp(

@@ -36,6 +36,22 @@ impl Epoll {
         Ok(())
     }
 
+    /// Stops watching `fd`.
+    pub fn remove(&self, fd: RawFd) -> io::Result<()> {
+        let mut ev = empty_event();
+        // SAFETY: a valid epoll fd; the event is ignored for a delete but must be non-null.
+        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Its own descriptor: readable while any descriptor it watches is (an epoll can be
+    /// watched by another).
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
     /// Waits at most `timeout_ns` (None: until something is ready) and fills `events`; returns
     /// how many. An interrupted wait is a wait that saw nothing.
     pub fn wait(&self, events: &mut [Event], timeout_ns: Option<u64>) -> io::Result<usize> {

@@ -162,6 +162,37 @@ pub fn udp(addr: SocketAddrV4, tos: u8) -> io::Result<UdpSocket> {
     Ok(sock)
 }
 
+/// Sends `record` on the sequenced-packet or datagram socket `fd` without waiting and without
+/// a SIGPIPE: an error when it could not go now (the peer closed, or does not read).
+pub fn send_record(fd: RawFd, record: &[u8]) -> io::Result<()> {
+    // SAFETY: send(2) of a live buffer of its length; the result is checked.
+    let n = unsafe {
+        libc::send(
+            fd,
+            record.as_ptr().cast(),
+            record.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != record.len() {
+        return Err(io::Error::other(format!("sent {n} of {} bytes", record.len())));
+    }
+    Ok(())
+}
+
+/// Reads what `fd` (non-blocking) has now into `buf`; "would block" is an error like any.
+pub fn read_now(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: read(2) into a live buffer of its length; the result is checked.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

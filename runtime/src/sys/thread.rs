@@ -12,6 +12,18 @@ pub fn precise_timers() -> io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread (and what it executes or starts later) under the idle scheduling
+/// policy: it runs only when no thread of a normal policy wants the CPU, and a normal thread
+/// that wakes takes the CPU from it at once.
+pub fn idle_policy() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a valid sched_param for the calling thread (pid 0).
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The CPUs the calling thread may run on, in order.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: cpu_set_t is plain data, zero is an empty set; the call fills the live set of the

@@ -11,6 +11,8 @@ use std::fmt::Display;
 use intlab_switch::counters::{DropReason, PortSnapshot};
 use intlab_switch::tm::PRIORITIES;
 
+use intlab_transport::program_qp::ProgramQp;
+
 use super::view::LabNow;
 
 /// The content type of the text format.
@@ -104,6 +106,26 @@ impl Exposition {
             }
         }
     }
+
+    /// One family with a sample per QP of the programs in the hosts (`value` None: the QP
+    /// has none).
+    fn per_qp(&mut self, now: &LabNow, name: &str, help: &str, kind: Kind, value: impl Fn(&ProgramQp) -> Option<f64>) {
+        self.family(name, help, kind);
+        for (q, host, peer) in &now.qps {
+            if let Some(v) = value(q) {
+                let (qpn, pid) = (q.qpn.to_string(), q.owner.pid.to_string());
+                let labels = [
+                    ("host", host.as_str()),
+                    ("qpn", &qpn),
+                    ("pid", &pid),
+                    ("program", &q.owner.command),
+                    ("transport", &q.transport),
+                    ("peer", peer.as_deref().unwrap_or("")),
+                ];
+                self.sample(name, &labels, v);
+            }
+        }
+    }
 }
 
 /// The lab `now` in Prometheus text (`None`: no lab is running at the moment, as between the
@@ -127,6 +149,7 @@ pub fn render(now: Option<&LabNow>) -> String {
     e.sample("intlab_lab_silent_hosts", &[("lab", &now.name)], now.silent_hosts.len());
     ports(&mut e, now);
     flows(&mut e, now);
+    qps(&mut e, now);
     e.text
 }
 
@@ -270,5 +293,86 @@ fn flows(e: &mut Exposition, now: &LabNow) {
         "1 once every byte is acknowledged.",
         g,
         |f| Some(f64::from(u8::from(f.done))),
+    );
+}
+
+fn qps(e: &mut Exposition, now: &LabNow) {
+    let (c, g) = (Kind::Counter, Kind::Gauge);
+    let n = |v: u64| Some(v as f64);
+    e.per_qp(
+        now,
+        "intlab_qp_sent_messages_total",
+        "Messages the QP sent (or read, or carried out as atomics) and saw completed.",
+        c,
+        |q| n(q.messages_sent),
+    );
+    e.per_qp(now, "intlab_qp_sent_bytes_total", "Bytes of those messages.", c, |q| {
+        n(q.bytes_sent)
+    });
+    e.per_qp(
+        now,
+        "intlab_qp_received_messages_total",
+        "Messages the QP received whole, or READs and atomics it answered.",
+        c,
+        |q| n(q.messages_received),
+    );
+    e.per_qp(
+        now,
+        "intlab_qp_received_bytes_total",
+        "Payload bytes the QP accepted in order.",
+        c,
+        |q| n(q.bytes_received),
+    );
+    e.per_qp(
+        now,
+        "intlab_qp_wire_bytes_total",
+        "Bytes the QP's data packets took on the wire, headers and retransmissions included.",
+        c,
+        |q| n(q.wire_bytes),
+    );
+    e.per_qp(now, "intlab_qp_retransmissions_total", "Packets sent again.", c, |q| {
+        n(q.retransmissions)
+    });
+    e.per_qp(now, "intlab_qp_timeouts_total", "Retransmission timeouts.", c, |q| {
+        n(q.timeouts)
+    });
+    e.per_qp(now, "intlab_qp_cnps_total", "CNPs received.", c, |q| n(q.cnps));
+    e.per_qp(
+        now,
+        "intlab_qp_send_bits_per_second",
+        "The rate its sent messages completed at, from its first packet to the far end's last acknowledgement.",
+        g,
+        ProgramQp::send_bps,
+    );
+    e.per_qp(
+        now,
+        "intlab_qp_receive_bits_per_second",
+        "The rate it received payload at, from its first packet to its last message whole.",
+        g,
+        ProgramQp::receive_bps,
+    );
+    e.per_qp(
+        now,
+        "intlab_qp_rate_bytes_per_second",
+        "The congestion controller's sending rate.",
+        g,
+        |q| Some(q.rate_bps as f64 / 8.0),
+    );
+    e.per_qp(
+        now,
+        "intlab_qp_window_bytes",
+        "The congestion controller's window, for controllers that keep one.",
+        g,
+        |q| q.window_bytes.map(|w| w as f64),
+    );
+    e.per_qp(now, "intlab_qp_rtt_seconds", "The mean RTT sample.", g, |q| {
+        q.rtt_mean_ns.map(|r| r as f64 / 1e9)
+    });
+    e.per_qp(
+        now,
+        "intlab_qp_alive",
+        "1 while the QP exists, 0 once its program destroyed it (or exited).",
+        g,
+        |q| Some(f64::from(u8::from(q.state != "DESTROYED"))),
     );
 }

@@ -17,6 +17,7 @@ struct State<'a> {
     links: Vec<LinkState>,
     ports: Vec<PortState<'a>>,
     flows: Vec<FlowState<'a>>,
+    qps: Vec<QpState<'a>>,
     events: Vec<EventState<'a>>,
     silent_hosts: &'a [String],
 }
@@ -57,6 +58,23 @@ struct FlowState<'a> {
     /// Latest RTT sample, scenario time (us).
     rtt_us: Option<f64>,
     done: bool,
+}
+
+#[derive(Serialize)]
+struct QpState<'a> {
+    host: &'a str,
+    qpn: u32,
+    transport: &'a str,
+    peer: Option<&'a str>,
+    program: &'a str,
+    pid: u32,
+    state: &'a str,
+    bytes_sent: u64,
+    bytes_received: u64,
+    /// Scenario rate (b/s).
+    rate_bps: f64,
+    /// Mean RTT sample, scenario time (us).
+    rtt_us: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -117,6 +135,23 @@ pub fn state_json(now: &LabNow) -> String {
             done: f.done,
         })
         .collect();
+    let qps = now
+        .qps
+        .iter()
+        .map(|(q, host, peer)| QpState {
+            host,
+            qpn: q.qpn,
+            transport: &q.transport,
+            peer: peer.as_deref(),
+            program: &q.owner.command,
+            pid: q.owner.pid,
+            state: &q.state,
+            bytes_sent: q.bytes_sent,
+            bytes_received: q.bytes_received,
+            rate_bps: q.rate_bps as f64 * d,
+            rtt_us: q.rtt_mean_ns.map(|r| r as f64 / d / 1e3),
+        })
+        .collect();
     let events = now
         .events
         .iter()
@@ -132,6 +167,7 @@ pub fn state_json(now: &LabNow) -> String {
         links,
         ports,
         flows,
+        qps,
         events,
         silent_hosts: &now.silent_hosts,
     };

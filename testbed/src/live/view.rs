@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::EndpointWatcher;
 use intlab_transport::flow::FlowNow;
+use intlab_transport::program_qp::ProgramQp;
 
 use crate::lab_links::{LabLinks, LinkEvent};
 use crate::topology::Topology;
@@ -41,6 +42,8 @@ pub struct LabNow {
     pub switches: Vec<SwitchSnapshot>,
     /// Every sent flow, with its source and destination host's names.
     pub flows: Vec<(FlowNow, String, String)>,
+    /// Every QP of the programs in the hosts, with its host's name and its peer's.
+    pub qps: Vec<(ProgramQp, String, Option<String>)>,
     /// Hosts that did not answer (stopped, or their worker is behind).
     pub silent_hosts: Vec<String>,
     /// The topology with each link as it is now (scenario units).
@@ -79,7 +82,7 @@ impl LabView {
     /// The lab now: every host is asked at once, then each answer awaited.
     pub fn now(&self) -> LabNow {
         let started = Instant::now();
-        let asked: Vec<_> = self.hosts.iter().map(|h| (h.name(), h.ask_flows())).collect();
+        let asked: Vec<_> = self.hosts.iter().map(|h| (h.name(), h.ask_now())).collect();
         let switches = self.fabric.counters_now(ANSWER_LIMIT).unwrap_or_else(|| {
             tracing::debug!("live view: switch workers did not answer; showing their last publication");
             (0..self.fabric.specs().len())
@@ -87,11 +90,22 @@ impl LabView {
                 .collect()
         });
         let mut flows = Vec::new();
+        let mut qps = Vec::new();
         let mut silent_hosts = Vec::new();
         for (host, answer) in asked {
             let left = ANSWER_LIMIT.saturating_sub(started.elapsed());
             match answer.map(|rx| rx.recv_timeout(left)) {
-                Ok(Ok(mine)) => flows.extend(mine.into_iter().map(|f| (f, self.name_of(f.src), self.name_of(f.dst)))),
+                Ok(Ok(mine)) => {
+                    flows.extend(
+                        mine.flows
+                            .into_iter()
+                            .map(|f| (f, self.name_of(f.src), self.name_of(f.dst))),
+                    );
+                    qps.extend(mine.qps.into_iter().map(|q| {
+                        let peer = q.peer.map(|p| self.name_of(p));
+                        (q, host.to_owned(), peer)
+                    }));
+                }
                 _ => silent_hosts.push(host.to_owned()),
             }
         }
@@ -102,6 +116,7 @@ impl LabView {
             time_ns: intlab_runtime::clock::Clock::get().now_ns(),
             switches,
             flows,
+            qps,
             silent_hosts,
             topology: self.links.scenario_topology(),
             down: self.links.down(),

@@ -22,6 +22,8 @@ pub const STALLS: &str = "stalls.csv";
 pub const EVENTS: &str = "events.csv";
 /// Per-application outcomes (written when the workload has applications).
 pub const APPLICATIONS: &str = "applications.csv";
+/// The QPs of programs in the hosts (written when there were any).
+pub const QPS: &str = "qps.csv";
 /// Switch and host counters.
 pub const COUNTERS: &str = "counters.json";
 /// The summary as JSON.
@@ -34,10 +36,11 @@ pub const REPORT: &str = "report.md";
 pub const DATAPATH: &str = "datapath.txt";
 
 /// Everything a run may write into its folder: what `--force` clears before a run.
-pub const WRITTEN: [&str; 17] = [
+pub const WRITTEN: [&str; 18] = [
     SCENARIO,
     EVENTS,
     FLOWS,
+    QPS,
     SERIES,
     QUEUES,
     STALLS,
@@ -194,6 +197,37 @@ struct QueueRow<'a> {
 }
 
 #[derive(Serialize)]
+struct QpRow<'a> {
+    host: &'a str,
+    pid: u32,
+    program: &'a str,
+    qpn: u32,
+    transport: &'a str,
+    state: &'a str,
+    peer: Option<std::net::Ipv4Addr>,
+    peer_qpn: Option<u32>,
+    controller: &'a str,
+    messages_sent: u64,
+    bytes_sent: u64,
+    messages_received: u64,
+    bytes_received: u64,
+    packets_sent: u64,
+    wire_bytes: u64,
+    retransmissions: u64,
+    timeouts: u64,
+    naks: u64,
+    cnps: u64,
+    rtt_min_us: Option<f64>,
+    rtt_mean_us: Option<f64>,
+    first_sent_us: Option<f64>,
+    last_progress_us: Option<f64>,
+    send_mbps: Option<f64>,
+    first_received_us: Option<f64>,
+    last_received_us: Option<f64>,
+    receive_mbps: Option<f64>,
+}
+
+#[derive(Serialize)]
 struct StallRow<'a> {
     host: &'a str,
     t_us: f64,
@@ -301,6 +335,41 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             })
         }),
     )?;
+    if !r.program_qps.is_empty() {
+        csv_rows(
+            dir,
+            QPS,
+            r.program_qps.iter().map(|(host, q)| QpRow {
+                host,
+                pid: q.owner.pid,
+                program: &q.owner.command,
+                qpn: q.qpn,
+                transport: &q.transport,
+                state: &q.state,
+                peer: q.peer,
+                peer_qpn: q.peer_qpn,
+                controller: &q.controller,
+                messages_sent: q.messages_sent,
+                bytes_sent: q.bytes_sent,
+                messages_received: q.messages_received,
+                bytes_received: q.bytes_received,
+                packets_sent: q.packets_sent,
+                wire_bytes: q.wire_bytes,
+                retransmissions: q.retransmissions,
+                timeouts: q.timeouts,
+                naks: q.naks,
+                cnps: q.cnps,
+                rtt_min_us: q.rtt_min_ns.map(us),
+                rtt_mean_us: q.rtt_mean_ns.map(us),
+                first_sent_us: q.first_sent_ns.map(us),
+                last_progress_us: q.last_progress_ns.map(us),
+                send_mbps: q.send_bps().map(|b| b / 1e6),
+                first_received_us: q.first_received_ns.map(us),
+                last_received_us: q.last_received_ns.map(us),
+                receive_mbps: q.receive_bps().map(|b| b / 1e6),
+            }),
+        )?;
+    }
     csv_rows(
         dir,
         STALLS,

@@ -26,9 +26,10 @@ use std::collections::HashMap;
 
 use int_format::roce::{Bth, Reth};
 use intlab_switch::{PortSnapshot, SwitchSnapshot};
-use intlab_transport::endpoint::{EndpointCounters, IntMode};
+use intlab_transport::endpoint::EndpointCounters;
 use intlab_transport::flow::FlowPath;
 use intlab_transport::packet::WIRE_OVERHEAD;
+use intlab_transport::program_qp::ProgramQp;
 use serde::Serialize;
 
 use crate::dilation::Dilation;
@@ -418,6 +419,8 @@ pub struct Results {
     pub stalls: Vec<HostStall>,
     /// What happened to the network (`events:`, and the routes following), in time order.
     pub events: Vec<NetworkEvent>,
+    /// The QPs of programs in the hosts (by host), their times and rates in scenario units.
+    pub program_qps: Vec<(String, ProgramQp)>,
     /// The summary.
     pub summary: Summary,
 }
@@ -471,16 +474,7 @@ pub fn ideal_fct_ns(t: &Topology, path: &[usize], size: u64, mtu: u64, int_hop_b
 
 /// The INT bytes per hop the scenario's data carries, if any.
 pub(crate) fn int_hop_bytes(s: &Scenario) -> Option<u64> {
-    let instructions = match s.transport.int_mode {
-        IntMode::Off => None,
-        IntMode::Auto => s.controller.int_instructions(),
-        IntMode::On => Some(
-            s.controller
-                .int_instructions()
-                .unwrap_or(int_format::int::Instructions::HPCC),
-        ),
-    }?;
-    instructions.hop_words().ok().map(|w| 4 * u64::from(w))
+    crate::base_rtt::int_hop_bytes(s.transport.int_mode, &s.controller)
 }
 
 /// How the lab's clock maps onto the scenario's time.
@@ -548,6 +542,7 @@ impl Results {
         let mut series = Vec::new();
         let mut hosts = Vec::new();
         let mut stalls = Vec::new();
+        let mut program_qps = Vec::new();
         // The first flow's controller as its host ran it, for the summary.
         let ran = report
             .hosts
@@ -580,6 +575,20 @@ impl Results {
                     target_delay_ns: x.target_delay_ns.map(|n| time.span(n)),
                 }));
             }
+            program_qps.extend(h.program_qps.into_iter().map(|q| {
+                let at = |t: Option<u64>| t.map(|t| time.at(t));
+                let q = ProgramQp {
+                    rate_bps: time.rate(q.rate_bps),
+                    rtt_min_ns: q.rtt_min_ns.map(|n| time.span(n)),
+                    rtt_mean_ns: q.rtt_mean_ns.map(|n| time.span(n)),
+                    first_sent_ns: at(q.first_sent_ns),
+                    last_progress_ns: at(q.last_progress_ns),
+                    first_received_ns: at(q.first_received_ns),
+                    last_received_ns: at(q.last_received_ns),
+                    ..q
+                };
+                (h.name.clone(), q)
+            }));
             hosts.push(HostCounters {
                 host: h.name,
                 counters: h.counters,
@@ -706,6 +715,7 @@ impl Results {
             hosts,
             stalls,
             events: Vec::new(),
+            program_qps,
             summary,
         }
     }

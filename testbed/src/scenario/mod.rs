@@ -103,6 +103,21 @@ pub struct Scenario {
     pub sites: Option<crate::site_plan::SitePlan>,
 }
 
+/// What a lab left up (`intlab up`) takes of a scenario: no workload, no run.
+#[derive(Debug, Clone)]
+pub struct LabScenario {
+    /// Its topology.
+    pub topology: Topology,
+    /// `runtime:`.
+    pub runtime: RuntimeSettings,
+    /// `transport:` (the hosts' MTU, ACKs, CNPs, INT).
+    pub transport: TransportSettings,
+    /// `controller:`: what the QPs of programs in the hosts run (HPCC when none is given).
+    pub controller: ControllerConfig,
+    /// `reconverge:` (scenario ns).
+    pub reconverge_ns: u64,
+}
+
 /// `reconverge:`, or its default.
 fn reconverge_ns(key: Option<&Spanned<Nanos>>) -> u64 {
     key.map_or(crate::lab_links::DEFAULT_RECONVERGE_NS, |r| r.value.0)
@@ -116,11 +131,20 @@ impl Scenario {
 
     /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
     /// (`intlab up`): the run keys (workload, controller, ...) are not required.
-    pub fn load_lab(file: &Path) -> Result<(Topology, RuntimeSettings, u64), LoadError> {
+    pub fn load_lab(file: &Path) -> Result<LabScenario, LoadError> {
         let text = read(file)?;
         let (topology, run) = (load_document(&text, file)?, parse_yaml::<RawRun>(&text, file)?);
-        let runtime = Checker { file }.runtime(run.runtime.as_ref())?;
-        Ok((topology, runtime, reconverge_ns(run.reconverge.as_ref())))
+        let checker = Checker { file };
+        let runtime = checker.runtime(run.runtime.as_ref())?;
+        let transport = checker.transport(&topology, run.transport.as_ref())?;
+        let controller = checker.controller(run.controller)?;
+        Ok(LabScenario {
+            reconverge_ns: reconverge_ns(run.reconverge.as_ref()),
+            topology,
+            runtime,
+            transport,
+            controller,
+        })
     }
 
     /// `file`, or the built-in default when there is none, with `overrides` applied.
@@ -215,74 +239,31 @@ impl Checker<'_> {
         Ok(runtime)
     }
 
-    fn err(&self, at: &Location, message: String) -> LoadError {
-        LoadError {
-            file: self.file.to_owned(),
-            line: at.line() as usize,
-            column: at.column() as usize,
-            message,
+    /// `controller:` checked (an RL-CC policy file read now, so that a bad one stops the run
+    /// before it starts); HPCC with its defaults when there is none.
+    fn controller(&self, raw: Option<Spanned<ControllerConfig>>) -> Result<ControllerConfig, LoadError> {
+        let Some(c) = raw else {
+            return Ok(ControllerConfig::Hpcc(HpccConfig::default()));
+        };
+        let mut controller = c.value;
+        controller
+            .check()
+            .map_err(|m| self.err(&c.referenced, format!("controller.{m}")))?;
+        if let ControllerConfig::Rlcc(r) = &mut controller {
+            r.resolve()
+                .map_err(|e| self.err(&c.referenced, format!("controller.policy: {e}")))?;
         }
+        Ok(controller)
     }
 
-    fn scenario(&self, text: String, topology: Topology, run: RawRun) -> Result<Scenario, LoadError> {
-        let mut names = Vec::new();
-        for c in &run.controllers {
-            let name = c.value.name();
-            if names.contains(&name) {
-                return Err(self.err(&c.referenced, format!("controllers: `{name}` is listed twice")));
-            }
-            names.push(name);
-            c.value
-                .check()
-                .map_err(|m| self.err(&c.referenced, format!("controllers ({name}): {m}")))?;
-        }
-        let mut controller = ControllerConfig::Hpcc(HpccConfig::default());
-        if let Some(c) = run.controller {
-            controller = c.value;
-            controller
-                .check()
-                .map_err(|m| self.err(&c.referenced, format!("controller.{m}")))?;
-            // A policy file is read now, so that a bad one stops the run before it starts.
-            if let ControllerConfig::Rlcc(r) = &mut controller {
-                r.resolve()
-                    .map_err(|e| self.err(&c.referenced, format!("controller.policy: {e}")))?;
-            }
-        }
-        let workload = match &run.workload {
-            Some(w) => self.workload(&topology, w, run.seed.unwrap_or(1))?,
-            None => {
-                return Err(LoadError {
-                    file: self.file.to_owned(),
-                    line: 1,
-                    column: 1,
-                    message: "no `workload:`: expected one of incast, all_to_all, flows or applications (see docs/scenarios.md)"
-                        .into(),
-                });
-            }
-        };
-        let seed = run.seed.unwrap_or(1);
-        let duration = match run.duration {
-            Some(d) if d.value.0 == 0 => {
-                return Err(self.err(&d.referenced, "duration: expected a time above zero".into()));
-            }
-            Some(d) => d.value,
-            None => DEFAULT_DURATION,
-        };
-        let (dilation, dilation_auto) = match &run.dilation {
-            Some(d) => match d.value {
-                RawDilation::Word(DilationWord::Auto) => (1.0, true),
-                RawDilation::Factor(f) if !(1.0..=1e6).contains(&f) => {
-                    return Err(self.err(
-                        &d.referenced,
-                        format!("dilation: expected a factor from 1 to 1000000 or `auto`, got {f}"),
-                    ));
-                }
-                RawDilation::Factor(f) => (f, false),
-            },
-            None => (1.0, false),
-        };
+    /// `transport:` checked against the links' buffers.
+    fn transport(
+        &self,
+        topology: &Topology,
+        raw: Option<&Spanned<raw::RawTransport>>,
+    ) -> Result<TransportSettings, LoadError> {
         let mut transport = TransportSettings::default();
-        if let Some(t) = &run.transport {
+        if let Some(t) = raw {
             if let Some(m) = &t.value.mtu {
                 if !(m.value.is_power_of_two() && (256..=4096).contains(&m.value)) {
                     return Err(self.err(
@@ -334,6 +315,65 @@ impl Checker<'_> {
                 }
             }
         }
+        Ok(transport)
+    }
+
+    fn err(&self, at: &Location, message: String) -> LoadError {
+        LoadError {
+            file: self.file.to_owned(),
+            line: at.line() as usize,
+            column: at.column() as usize,
+            message,
+        }
+    }
+
+    fn scenario(&self, text: String, topology: Topology, run: RawRun) -> Result<Scenario, LoadError> {
+        let mut names = Vec::new();
+        for c in &run.controllers {
+            let name = c.value.name();
+            if names.contains(&name) {
+                return Err(self.err(&c.referenced, format!("controllers: `{name}` is listed twice")));
+            }
+            names.push(name);
+            c.value
+                .check()
+                .map_err(|m| self.err(&c.referenced, format!("controllers ({name}): {m}")))?;
+        }
+        let controller = self.controller(run.controller)?;
+        let workload = match &run.workload {
+            Some(w) => self.workload(&topology, w, run.seed.unwrap_or(1))?,
+            None => {
+                return Err(LoadError {
+                    file: self.file.to_owned(),
+                    line: 1,
+                    column: 1,
+                    message: "no `workload:`: expected one of incast, all_to_all, flows or applications (see docs/scenarios.md)"
+                        .into(),
+                });
+            }
+        };
+        let seed = run.seed.unwrap_or(1);
+        let duration = match run.duration {
+            Some(d) if d.value.0 == 0 => {
+                return Err(self.err(&d.referenced, "duration: expected a time above zero".into()));
+            }
+            Some(d) => d.value,
+            None => DEFAULT_DURATION,
+        };
+        let (dilation, dilation_auto) = match &run.dilation {
+            Some(d) => match d.value {
+                RawDilation::Word(DilationWord::Auto) => (1.0, true),
+                RawDilation::Factor(f) if !(1.0..=1e6).contains(&f) => {
+                    return Err(self.err(
+                        &d.referenced,
+                        format!("dilation: expected a factor from 1 to 1000000 or `auto`, got {f}"),
+                    ));
+                }
+                RawDilation::Factor(f) => (f, false),
+            },
+            None => (1.0, false),
+        };
+        let transport = self.transport(&topology, run.transport.as_ref())?;
         if let Some(d) = &run.dilation
             && let Some((li, l)) = topology
                 .links

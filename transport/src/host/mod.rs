@@ -18,8 +18,9 @@ use intlab_runtime::{Context, Task};
 pub use stack::verbs::{MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpRequest, QpView};
 pub use stack::{HostStack, Wire};
 
-use crate::endpoint::{Command, EndpointConfig, EndpointReport};
+use crate::endpoint::{Command, EndpointConfig, EndpointReport, HostNow};
 use crate::pause::PauseListener;
+use crate::programs::Programs;
 use crate::socket::{BATCH, RawSender, RecvBatch, SendBatch, Socket};
 
 /// Batches read per socket per run, so sending is never starved.
@@ -31,6 +32,7 @@ const PAUSE_RECHECK_NS: u64 = 50_000;
 const ROCE: u32 = 0;
 const INT: u32 = 1;
 const PAUSE: u32 = 2;
+const PROGRAMS: u32 = 3;
 
 /// A host's sockets, opened in its namespace.
 pub(crate) struct Sockets {
@@ -70,6 +72,8 @@ impl Wire for Sockets {
 /// The host task.
 pub(crate) struct Host {
     stack: HostStack<Sockets>,
+    /// The programs using the host's NIC through its verbs.
+    programs: Programs,
     commands: Receiver<Command>,
     report: Sender<io::Result<EndpointReport>>,
     clock: &'static Clock,
@@ -84,7 +88,13 @@ impl Host {
         finished: Arc<AtomicUsize>,
         report: Sender<io::Result<EndpointReport>>,
     ) -> io::Result<Host> {
+        let port = intlab_nic_channel::device::PortInfo {
+            mtu: cfg.mtu as u32,
+            rate_bps: cfg.line_rate_bps,
+            gid: intlab_nic_channel::device::gid_of(cfg.ip.octets()),
+        };
         Ok(Host {
+            programs: Programs::new(port)?,
             stack: HostStack::new(cfg, sockets, finished)?,
             commands,
             report,
@@ -152,7 +162,11 @@ impl Task for Host {
 
     fn sources(&self) -> Vec<(RawFd, u32)> {
         let sockets = self.stack.wire();
-        let mut fds = vec![(sockets.roce.fd(), ROCE), (sockets.int.fd(), INT)];
+        let mut fds = vec![
+            (sockets.roce.fd(), ROCE),
+            (sockets.int.fd(), INT),
+            (self.programs.fd(), PROGRAMS),
+        ];
         if let Some(p) = &sockets.pause {
             fds.push((p.fd(), PAUSE));
         }
@@ -179,12 +193,17 @@ impl Task for Host {
                 Command::Probe(p) => self.stack.send_probe(p, now),
                 Command::MeasureFrom(t) => self.stack.measure_from(t),
                 // Whoever asked may have given up waiting: nothing to tell then.
-                Command::FlowsNow(reply) => drop(reply.send(self.stack.flows_now())),
+                Command::Now(reply) => drop(reply.send(HostNow {
+                    flows: self.stack.flows_now(),
+                    qps: self.stack.program_qps_now(),
+                })),
+                Command::Program(req) => self.programs.request(req, &mut self.stack, now),
             }
         }
         for &token in cx.ready {
             match token {
                 PAUSE => self.receive_pauses(),
+                PROGRAMS => self.programs.service(&mut self.stack, cx.now()),
                 _ => self.receive(token == INT),
             }
         }
@@ -194,10 +213,13 @@ impl Task for Host {
         if cx.now().saturating_sub(cx.polled_ns) > PAUSE_RECHECK_NS && !cx.ready.contains(&PAUSE) {
             self.receive_pauses();
         }
-        self.stack.step(cx.now())
+        let next = self.stack.step(cx.now());
+        self.programs.deliver(&mut self.stack, cx.now());
+        next
     }
 
     fn stop(&mut self) {
+        self.programs.close_all(&mut self.stack);
         let report = match self.stack.take_error() {
             Some(e) => Err(e),
             None => Ok(self.stack.report(self.clock.now_ns())),

@@ -36,6 +36,7 @@ use crate::flow::{
 use crate::nic::Nic;
 use crate::packet::{self, Addressing, Extensions, WIRE_OVERHEAD};
 use crate::pause::Pause;
+use crate::program_qp::{ProgramOwner, ProgramQp};
 use crate::socket::{ECT0, RecvMeta, SendBatch};
 use crate::verbs::Verbs;
 use crate::verbs::memory::Backing;
@@ -132,7 +133,14 @@ pub struct HostStack<W> {
     pfc_received: Vec<(u64, bool)>,
     /// The next program QP number to try.
     next_qpn: u32,
+    /// The program behind each program context.
+    owners: HashMap<usize, ProgramOwner>,
+    /// Records of the program QPs destroyed, the latest [`CLOSED_QPS_KEPT`].
+    closed_qps: std::collections::VecDeque<ProgramQp>,
 }
+
+/// Destroyed program QPs a host keeps the records of.
+const CLOSED_QPS_KEPT: usize = 4096;
 
 /// PFC words a host keeps the times of.
 const PFC_KEPT: usize = 100_000;
@@ -178,6 +186,8 @@ impl<W: Wire> HostStack<W> {
             time_ns: 0,
             pfc_received: Vec::new(),
             next_qpn: 0,
+            owners: HashMap::new(),
+            closed_qps: std::collections::VecDeque::new(),
         })
     }
 
@@ -984,6 +994,7 @@ impl<W: Wire> HostStack<W> {
             stalls: std::mem::take(&mut self.stalls),
             controllers: std::mem::take(&mut self.controllers),
             pfc_received: std::mem::take(&mut self.pfc_received),
+            program_qps: self.program_qps_now(),
         }
     }
 

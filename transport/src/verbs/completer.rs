@@ -76,6 +76,7 @@ impl Qp {
         }
         r.rto_deadline = (r.una < r.sent_high).then_some(now + r.rto_ns);
         r.timeouts_in_a_row = 0;
+        r.stats.last_progress_ns = Some(now);
     }
 
     /// An ACK of `psn` (cumulative) with the receiver's echo of the INT hops (path order).

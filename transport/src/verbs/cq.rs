@@ -18,6 +18,8 @@ pub struct CompletionQueue {
     armed: Option<bool>,
     /// Completions that did not fit: the queue overran.
     pub overruns: u64,
+    /// In its owner's list of queues with new completions.
+    pub(crate) touched: bool,
 }
 
 impl CompletionQueue {
@@ -29,13 +31,15 @@ impl CompletionQueue {
             entries: VecDeque::new(),
             armed: None,
             overruns: 0,
+            touched: false,
         }
     }
 
     /// Adds a completion (from a packet with the solicited bit when `solicited`); true when it
     /// raises an event. A full queue keeps what it has and counts an overrun, as a NIC's CQ
     /// overrun loses the completion.
-    pub fn push(&mut self, wc: WorkCompletion, solicited: bool) -> bool {
+    pub fn push(&mut self, mut wc: WorkCompletion, solicited: bool) -> bool {
+        wc.solicited = solicited;
         if self.entries.len() >= self.capacity {
             self.overruns += 1;
             return false;

@@ -106,6 +106,8 @@ pub struct Verbs {
     cqs: Table<CompletionQueue>,
     srqs: Table<SharedReceiveQueue>,
     events: Vec<NicEvent>,
+    /// Completion queues that got completions since last asked: (context, handle).
+    touched: Vec<(usize, u32)>,
 }
 
 impl std::fmt::Debug for Verbs {
@@ -146,6 +148,7 @@ impl Verbs {
         self.events.retain(|e| match e {
             NicEvent::Completion { context: c, .. } | NicEvent::Async { context: c, .. } => *c != context,
         });
+        self.touched.retain(|(c, _)| *c != context);
         self.contexts.remove(context as u32);
     }
 
@@ -247,6 +250,7 @@ impl Verbs {
         self.cqs.remove(cq);
         self.events
             .retain(|e| !matches!(e, NicEvent::Completion { context: c, cq: q } if *c == context && *q == cq));
+        self.touched.retain(|&(c, q)| !(c == context && q == cq));
         Ok(())
     }
 
@@ -300,6 +304,10 @@ impl Verbs {
         };
         let context = q.context;
         let overruns = q.overruns;
+        if !q.touched {
+            q.touched = true;
+            self.touched.push((context, cq));
+        }
         if q.push(wc, solicited) {
             self.events.push(NicEvent::Completion { context, cq });
         } else if q.overruns > overruns && overruns == 0 {
@@ -318,6 +326,29 @@ impl Verbs {
     /// The events raised since last asked.
     pub fn take_events(&mut self) -> Vec<NicEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The completion queues that got completions since last asked, as (context, handle);
+    /// `out` is cleared first.
+    pub fn take_touched(&mut self, out: &mut Vec<(usize, u32)>) {
+        out.clear();
+        std::mem::swap(out, &mut self.touched);
+        for &(_, cq) in out.iter() {
+            if let Some(q) = self.cqs.get_mut(cq) {
+                q.touched = false;
+            }
+        }
+    }
+
+    /// Marks completion queue `cq` as having completions to move (some were left behind).
+    pub fn touch(&mut self, context: usize, cq: u32) {
+        if let Some(q) = self.cqs.get_mut(cq)
+            && !q.touched
+            && q.context == context
+        {
+            q.touched = true;
+            self.touched.push((context, cq));
+        }
     }
 
     /// Reads `buf.len()` bytes at `addr` of what `backing` refers to.

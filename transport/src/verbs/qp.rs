@@ -64,6 +64,19 @@ impl QpState {
             _ => return None,
         })
     }
+
+    /// Its name as the specification writes it (`RTS`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        }
+    }
 }
 
 /// Which attributes a modify carries (`enum ibv_qp_attr_mask`).

@@ -84,6 +84,12 @@ pub struct SenderStats {
     pub wire_bytes: u64,
     /// Messages completed successfully.
     pub messages: u64,
+    /// Bytes of the messages completed successfully (a READ's bytes read, an atomic's 8).
+    pub message_bytes: u64,
+    /// When the first data packet went out (ns).
+    pub first_sent_ns: Option<u64>,
+    /// When the far end last acknowledged progress (ns).
+    pub last_progress_ns: Option<u64>,
     /// Smallest RTT sample (ns).
     pub rtt_min_ns: Option<u64>,
     /// Mean RTT sample (ns).
@@ -414,6 +420,7 @@ impl Qp {
         r.next_send_ns = base + wire * 8_000_000_000 / rate;
         r.stats.packets_sent += 1;
         r.stats.wire_bytes += wire;
+        r.stats.first_sent_ns.get_or_insert(now);
     }
 
     /// Gives the next posted request its packet indices; false when none may start.
@@ -676,6 +683,22 @@ impl Qp {
         Ok(Some(n))
     }
 
+    /// Takes a send request that cannot be carried out (malformed, or against the QP's
+    /// capacities): it completes with `status` after whatever was posted before it, and the QP
+    /// goes to the error state, as a NIC does with a bad work request.
+    pub fn refuse_send(&mut self, verbs: &mut Verbs, wr: SendWr, status: WcStatus) {
+        let len = wr.length();
+        self.req.wqes.push_back(SendWqe {
+            wr,
+            len,
+            first: 0,
+            last: 0,
+            answered: 0,
+            status: Some(status),
+        });
+        self.enter_error(verbs);
+    }
+
     /// The request at `wqes[wi]` failed locally with `status`: the QP goes to the error state.
     pub(crate) fn fail_request(&mut self, wi: usize, status: WcStatus, verbs: &mut Verbs) {
         if let Some(w) = self.req.wqes.get_mut(wi) {
@@ -698,6 +721,7 @@ impl Qp {
             self.req.started = self.req.started.saturating_sub(1);
             if status == WcStatus::Success {
                 self.req.stats.messages += 1;
+                self.req.stats.message_bytes += w.len;
             }
             if self.sig_all || w.wr.signaled || status != WcStatus::Success {
                 let mut wc = WorkCompletion::new(w.wr.wr_id, status, w.wr.opcode.completion(), self.qpn);

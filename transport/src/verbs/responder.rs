@@ -118,6 +118,8 @@ pub struct ReceiverStats {
     pub messages: u64,
     /// When the latest message was received whole (ns).
     pub last_message_ns: Option<u64>,
+    /// When the first packet was accepted (ns).
+    pub first_packet_ns: Option<u64>,
     /// Packets dropped: the QP was not receiving, a UD queue key did not match, or a UD
     /// datagram found no receive request.
     pub dropped: u64,
@@ -647,6 +649,7 @@ impl Qp {
         resp.expected += 1;
         resp.nak_sent = false;
         resp.since_ack += 1;
+        resp.stats.first_packet_ns.get_or_insert(now);
         if last {
             resp.msn = resp.msn.wrapping_add(1);
             resp.stats.messages += 1;

@@ -298,6 +298,9 @@ pub struct WorkCompletion {
     pub src_qp: u32,
     /// A GRH is at the front of the receive buffer (UD receives).
     pub grh: bool,
+    /// It came with the solicited event bit (what a completion channel armed for solicited
+    /// events waits for).
+    pub solicited: bool,
 }
 
 impl WorkCompletion {
@@ -312,6 +315,7 @@ impl WorkCompletion {
             qp_num,
             src_qp: 0,
             grh: false,
+            solicited: false,
         }
     }
 }

@@ -205,6 +205,10 @@ enum Command {
         /// utilisation, queues, flows, events); ADDR as for --metrics.
         #[arg(long, value_name = "ADDR", value_parser = intlab_testbed::live::listen_address)]
         web: Option<std::net::SocketAddr>,
+        /// Capture every switch port into a pcapng file in this folder (made if missing; the
+        /// files are complete once the lab is down).
+        #[arg(long, value_name = "DIR")]
+        capture: Option<PathBuf>,
     },
     /// Run a command inside a host of a lab that is up: `intlab exec h1 -- ping -c 3 198.18.0.2`.
     /// Exits with the command's status.
@@ -214,6 +218,11 @@ enum Command {
         /// The lab [default: the only one up].
         #[arg(long)]
         lab: Option<String>,
+        /// Run the command at the normal scheduling priority, not below the lab's: then a
+        /// command that spins (perftest polling its completion queue) takes CPU time from the
+        /// emulated network, which falls behind.
+        #[arg(long)]
+        normal_priority: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -536,8 +545,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             foreground,
             metrics,
             web,
-        } => commands::lab::run_up(&scenario, name, foreground, (metrics, web)),
-        Command::Exec { node, lab, command } => commands::lab::run_exec(&node, lab.as_deref(), &command),
+            capture,
+        } => commands::lab::run_up(&scenario, name, foreground, (metrics, web), capture),
+        Command::Exec {
+            node,
+            lab,
+            normal_priority,
+            command,
+        } => commands::lab::run_exec(&node, lab.as_deref(), normal_priority, &command),
         Command::Down { name } => commands::lab::down(name),
         Command::Import(cmd) => commands::import::import(cmd),
         Command::Link(cmd) => commands::link::link(cmd),

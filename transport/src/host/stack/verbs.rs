@@ -9,14 +9,15 @@ use std::net::Ipv4Addr;
 use int_format::int::source;
 use int_format::roce::ROCEV2_PORT;
 
-use super::{HostStack, Slot, Wire};
+use super::{CLOSED_QPS_KEPT, HostStack, Slot, Wire};
 use crate::cc::LineRate;
 use crate::endpoint::IntMode;
 use crate::packet::Addressing;
+use crate::program_qp::{ProgramOwner, ProgramQp};
 use crate::verbs::error::VerbsError;
 use crate::verbs::memory::Memory;
-use crate::verbs::qp::{AttrMask, QpAttr, QpCaps, QpInit, QpState, QpType, RetryPolicy};
-use crate::verbs::wr::{MAX_INLINE, MAX_SGE, RecvWr, SendWr, WorkCompletion};
+use crate::verbs::qp::{AttrMask, Qp, QpAttr, QpCaps, QpInit, QpState, QpType, RetryPolicy};
+use crate::verbs::wr::{MAX_INLINE, MAX_SGE, RecvWr, SendWr, WcStatus, WorkCompletion};
 use crate::verbs::{NicEvent, Verbs};
 
 /// Requests a QP's queue (or an SRQ) may hold at most (the device's `max_qp_wr`).
@@ -64,9 +65,63 @@ impl<W: Wire> HostStack<W> {
         &mut self.verbs
     }
 
-    /// A context for a program whose memory the NIC reaches through `memory`.
-    pub fn open_context(&mut self, memory: Box<dyn Memory>) -> usize {
-        self.verbs.create_context(Some(memory))
+    /// A context for program `owner`, whose memory the NIC reaches through `memory`.
+    pub fn open_context(&mut self, memory: Box<dyn Memory>, owner: ProgramOwner) -> usize {
+        let context = self.verbs.create_context(Some(memory));
+        self.owners.insert(context, owner);
+        context
+    }
+
+    /// Every program QP, those destroyed first (oldest first), then those alive.
+    pub fn program_qps_now(&self) -> Vec<ProgramQp> {
+        let alive = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| s.qp.context != self.lab.context)
+            .map(|s| self.program_qp(&s.qp));
+        self.closed_qps.iter().cloned().chain(alive).collect()
+    }
+
+    /// The record of program QP `qp`.
+    fn program_qp(&self, qp: &Qp) -> ProgramQp {
+        let sent = qp.sender_stats();
+        let received = qp.receiver_stats();
+        let connected = qp.kind == QpType::Rc && qp.attr.state != QpState::Reset && qp.attr.state != QpState::Init;
+        ProgramQp {
+            owner: self.owners.get(&qp.context).cloned().unwrap_or(ProgramOwner {
+                pid: 0,
+                command: String::new(),
+            }),
+            qpn: qp.qpn,
+            transport: match qp.kind {
+                QpType::Rc => "RC",
+                QpType::Ud => "UD",
+            }
+            .into(),
+            state: qp.attr.state.name().into(),
+            peer: qp.attr.dest.filter(|_| connected),
+            peer_qpn: connected.then_some(qp.attr.dest_qpn),
+            controller: qp.cc.name().into(),
+            rate_bps: qp.cc.rate_bps(),
+            window_bytes: qp.cc.window_bytes(),
+            messages_sent: sent.messages,
+            bytes_sent: sent.message_bytes,
+            messages_received: received.messages,
+            bytes_received: received.bytes_ok,
+            packets_sent: sent.packets_sent,
+            wire_bytes: sent.wire_bytes,
+            retransmissions: sent.retransmissions,
+            timeouts: sent.timeouts,
+            naks: sent.naks + sent.rnr_naks,
+            cnps: sent.cnps,
+            rtt_min_ns: sent.rtt_min_ns,
+            rtt_mean_ns: sent.rtt_mean_ns,
+            first_sent_ns: sent.first_sent_ns,
+            last_progress_ns: sent.last_progress_ns,
+            first_received_ns: received.first_packet_ns,
+            last_received_ns: received.last_message_ns,
+        }
     }
 
     /// Removes context `context` and everything it made, its QPs first: they vanish without a
@@ -86,6 +141,7 @@ impl<W: Wire> HostStack<W> {
             self.remove_qp(qpn);
         }
         self.verbs.destroy_context(context);
+        self.owners.remove(&context);
     }
 
     /// True when `context` is a program's.
@@ -114,6 +170,16 @@ impl<W: Wire> HostStack<W> {
 
     fn remove_qp(&mut self, qpn: u32) {
         if let Some(i) = self.slot_of.remove(&qpn) {
+            if let Some(s) = &self.slots[i]
+                && s.qp.context != self.lab.context
+            {
+                let mut record = self.program_qp(&s.qp);
+                record.state = "DESTROYED".into();
+                if self.closed_qps.len() == CLOSED_QPS_KEPT {
+                    self.closed_qps.pop_front();
+                }
+                self.closed_qps.push_back(record);
+            }
             self.slots[i] = None;
             self.free_slots.push(i);
         }
@@ -403,6 +469,28 @@ impl<W: Wire> HostStack<W> {
             });
         };
         slot.qp.post_send(&mut self.verbs, wr)?;
+        self.schedule(i, now);
+        Ok(())
+    }
+
+    /// Takes send request `wr` for QP `qpn` that cannot be carried out: it completes with
+    /// `status` and the QP goes to the error state.
+    pub fn refuse_send(
+        &mut self,
+        context: usize,
+        qpn: u32,
+        wr: SendWr,
+        status: WcStatus,
+        now: u64,
+    ) -> Result<(), VerbsError> {
+        let i = self.program_slot(context, qpn)?;
+        let Some(Some(slot)) = self.slots.get_mut(i) else {
+            return Err(VerbsError::NoObject {
+                kind: "QP",
+                handle: qpn,
+            });
+        };
+        slot.qp.refuse_send(&mut self.verbs, wr, status);
         self.schedule(i, now);
         Ok(())
     }

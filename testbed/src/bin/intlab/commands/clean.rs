@@ -13,6 +13,16 @@ pub(crate) fn clean(prefix: &str, force: bool) -> Result<ExitCode> {
         intlab_testbed::netns::PREFIX
     );
     let c = intlab_testbed::netns::clean(prefix, force);
+    let (nic_dirs, nic_failures) = intlab_testbed::nic_device::clean(prefix, force);
+    for d in &nic_dirs {
+        println!(
+            "removed {}, the RDMA devices of a lab whose process is gone",
+            d.display()
+        );
+    }
+    for e in &nic_failures {
+        eprintln!("intlab: {e}");
+    }
     for name in intlab_testbed::standing_lab::forget_dead()? {
         println!("forgot lab {name}: its process no longer runs");
     }
@@ -38,9 +48,11 @@ pub(crate) fn clean(prefix: &str, force: bool) -> Result<ExitCode> {
         c.live.len(),
         c.failed.len()
     );
-    Ok(if c.failed.is_empty() && site_failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(
+        if c.failed.is_empty() && site_failures.is_empty() && nic_failures.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
 }

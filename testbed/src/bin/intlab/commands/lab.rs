@@ -1,7 +1,7 @@
 //! `intlab up`, `exec` and `down`: labs left up to work in by hand.
 
 use std::os::unix::process::CommandExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
 use intlab_testbed::live::{LiveServer, serve_where_asked};
-use intlab_testbed::scenario::Scenario;
+use intlab_testbed::nic_device::DEVICE_NAME;
+use intlab_testbed::scenario::{LabScenario, Scenario};
 use intlab_testbed::standing_lab::{self, StandingLab};
 
 use super::signals::stop_on_signals_saying;
@@ -22,13 +23,25 @@ pub(crate) fn run_up(
     name: Option<String>,
     foreground: bool,
     (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
+    capture: Option<PathBuf>,
 ) -> Result<ExitCode> {
-    let (topology, runtime, reconverge_ns) = Scenario::load_lab(scenario)?;
-    let name = name.unwrap_or_else(|| topology.name.clone());
+    let lab = Scenario::load_lab(scenario)?;
+    // The background copy runs elsewhere: it is given the folder by its full path.
+    let capture = match capture {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("--capture: creating {}", dir.display()))?;
+            Some(
+                dir.canonicalize()
+                    .with_context(|| format!("--capture: {}", dir.display()))?,
+            )
+        }
+        None => None,
+    };
+    let name = name.unwrap_or_else(|| lab.topology.name.clone());
     intlab_testbed::topology::check_name(&name).map_err(|m| anyhow::anyhow!("--name {m}"))?;
     StandingLab::claim(&name)?;
     if foreground {
-        return hold_lab(scenario, &topology, (runtime, reconverge_ns), &name, (metrics, web));
+        return hold_lab(scenario, &lab, &name, (metrics, web), capture);
     }
     std::fs::create_dir_all(standing_lab::STATE_DIR)
         .with_context(|| format!("creating {}", standing_lab::STATE_DIR))?;
@@ -42,6 +55,11 @@ pub(crate) fn run_up(
         .args(["--name", &name, "--foreground"])
         .args(metrics.map(|m| format!("--metrics={m}")))
         .args(web.map(|w| format!("--web={w}")))
+        .args(capture.map(|c| {
+            let mut arg = std::ffi::OsString::from("--capture=");
+            arg.push(c);
+            arg
+        }))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().context("opening the lab's log")?)
         .stderr(log)
@@ -59,7 +77,10 @@ pub(crate) fn run_up(
         {
             println!("lab {name} is up (process {}, log {})", lab.pid, log_path.display());
             for (host, h) in &lab.hosts {
-                println!("  {host}  {}", h.address);
+                match &h.device {
+                    Some(_) => println!("  {host}  {}  RDMA device {DEVICE_NAME}", h.address),
+                    None => println!("  {host}  {}", h.address),
+                }
             }
             if let Some(m) = lab.metrics {
                 println!("  metrics at http://{m}/metrics");
@@ -80,18 +101,22 @@ pub(crate) fn run_up(
 /// Builds the lab, records it, and keeps it up until SIGINT or SIGTERM.
 pub(crate) fn hold_lab(
     scenario: &Path,
-    topology: &intlab_testbed::topology::Topology,
-    (runtime, reconverge_ns): (intlab_testbed::scenario::RuntimeSettings, u64),
+    s: &LabScenario,
     name: &str,
     (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
+    capture: Option<PathBuf>,
 ) -> Result<ExitCode> {
     let stop = stop_on_signals_saying("tearing the lab down")?;
     let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
     let mut cfg = intlab_testbed::lab::LabConfig::new(&format!("up{tag}"));
-    cfg.workers = runtime.workers;
-    cfg.poll = runtime.poll;
-    cfg.packet_io = runtime.packet_io;
-    cfg.reconverge_ns = reconverge_ns;
+    cfg.workers = s.runtime.workers;
+    cfg.poll = s.runtime.poll;
+    cfg.packet_io = s.runtime.packet_io;
+    cfg.reconverge_ns = s.reconverge_ns;
+    cfg.transport = s.transport;
+    cfg.program_controller = s.controller.clone();
+    cfg.capture = capture;
+    let topology = &s.topology;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     // A standing lab is built at dilation 1: its scenario's time is the lab's.
     let live = serve_where_asked(metrics, web)?;
@@ -122,6 +147,7 @@ pub(crate) fn hold_lab(
                 let record = standing_lab::HostRecord {
                     namespace: lab.namespace(h).name().to_owned(),
                     address: node.address.expect("hosts have addresses"),
+                    device: lab.device(h).cloned(),
                 };
                 (node.name.clone(), record)
             })
@@ -157,14 +183,27 @@ pub(crate) fn hold_lab(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `intlab exec`: enters the host's namespace and becomes the command.
-pub(crate) fn run_exec(node: &str, lab: Option<&str>, command: &[String]) -> Result<ExitCode> {
+/// `intlab exec`: enters the host's namespace and becomes the command, below the lab's
+/// scheduling priority unless `normal_priority`: the emulated network is the hardware of the
+/// hosts, and a program spinning on a core (as RDMA benchmarks poll) must not hold it up.
+pub(crate) fn run_exec(node: &str, lab: Option<&str>, normal_priority: bool, command: &[String]) -> Result<ExitCode> {
     let lab = StandingLab::find(lab)?;
     let host = lab.host(node)?;
     let (program, args) = command.split_first().context("no command given after `--`")?;
     intlab_runtime::sys::netns::enter(&Path::new("/var/run/netns").join(&host.namespace))
         .with_context(|| format!("entering host {node} of lab {}", lab.name))?;
-    let e = std::process::Command::new(program).args(args).exec();
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    if let Some(device) = &host.device {
+        let env = device
+            .enter()
+            .with_context(|| format!("giving host {node}'s programs its RDMA device {DEVICE_NAME}"))?;
+        cmd.envs(env);
+    }
+    if !normal_priority {
+        intlab_runtime::sys::thread::idle_policy().context("lowering the command's scheduling priority")?;
+    }
+    let e = cmd.exec();
     Err(anyhow::anyhow!("running `{program}` in host {node}: {e}"))
 }
 
