@@ -4,38 +4,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Labs, intlab, intlab_ok};
-
-/// The body of `GET /metrics` at `addr`.
-fn scrape(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect(addr).expect("the metrics server accepts");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("a timeout");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: intlab\r\nConnection: close\r\n\r\n")
-        .expect("the request goes");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("an answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{head}"
-    );
-    body.to_owned()
-}
-
-/// The value of the sample of `name` whose labels contain `labels` (`flow="1"`, say).
-fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(labels))
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
-}
+use support::{Labs, intlab, intlab_ok, sample, scrape};
 
 /// What `promtool check metrics` says of `text`: it must accept it.
 fn promtool_accepts(text: &str) {

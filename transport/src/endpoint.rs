@@ -240,6 +240,8 @@ pub struct HostNow {
     pub flows: Vec<FlowNow>,
     /// The QPs of its programs, those destroyed first.
     pub qps: Vec<crate::program_qp::ProgramQp>,
+    /// The objects its programs hold on its NIC now, and their QPs.
+    pub objects: (crate::verbs::ObjectCounts, usize),
 }
 
 /// The answer to a reachability probe.

@@ -150,6 +150,7 @@ pub fn render(now: Option<&LabNow>) -> String {
     ports(&mut e, now);
     flows(&mut e, now);
     qps(&mut e, now);
+    nic_objects(&mut e, now);
     e.text
 }
 
@@ -294,6 +295,27 @@ fn flows(e: &mut Exposition, now: &LabNow) {
         g,
         |f| Some(f64::from(u8::from(f.done))),
     );
+}
+
+fn nic_objects(e: &mut Exposition, now: &LabNow) {
+    let name = "intlab_nic_objects";
+    e.family(
+        name,
+        "Objects the programs in a host hold on its NIC now, by kind (contexts are programs attached).",
+        Kind::Gauge,
+    );
+    for (host, o, qps) in &now.nic_objects {
+        for (kind, n) in [
+            ("contexts", o.contexts),
+            ("pds", o.pds),
+            ("mrs", o.mrs),
+            ("cqs", o.cqs),
+            ("srqs", o.srqs),
+            ("qps", *qps),
+        ] {
+            e.sample(name, &[("host", host), ("kind", kind)], n);
+        }
+    }
 }
 
 fn qps(e: &mut Exposition, now: &LabNow) {

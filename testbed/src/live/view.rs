@@ -10,6 +10,7 @@ use intlab_switch::{Fabric, SwitchSnapshot};
 use intlab_transport::endpoint::EndpointWatcher;
 use intlab_transport::flow::FlowNow;
 use intlab_transport::program_qp::ProgramQp;
+use intlab_transport::verbs::ObjectCounts;
 
 use crate::lab_links::{LabLinks, LinkEvent};
 use crate::topology::Topology;
@@ -44,6 +45,8 @@ pub struct LabNow {
     pub flows: Vec<(FlowNow, String, String)>,
     /// Every QP of the programs in the hosts, with its host's name and its peer's.
     pub qps: Vec<(ProgramQp, String, Option<String>)>,
+    /// What the programs in each host hold on its NIC now (host, objects, QPs).
+    pub nic_objects: Vec<(String, ObjectCounts, usize)>,
     /// Hosts that did not answer (stopped, or their worker is behind).
     pub silent_hosts: Vec<String>,
     /// The topology with each link as it is now (scenario units).
@@ -91,6 +94,7 @@ impl LabView {
         });
         let mut flows = Vec::new();
         let mut qps = Vec::new();
+        let mut nic_objects = Vec::new();
         let mut silent_hosts = Vec::new();
         for (host, answer) in asked {
             let left = ANSWER_LIMIT.saturating_sub(started.elapsed());
@@ -101,6 +105,7 @@ impl LabView {
                             .into_iter()
                             .map(|f| (f, self.name_of(f.src), self.name_of(f.dst))),
                     );
+                    nic_objects.push((host.to_owned(), mine.objects.0, mine.objects.1));
                     qps.extend(mine.qps.into_iter().map(|q| {
                         let peer = q.peer.map(|p| self.name_of(p));
                         (q, host.to_owned(), peer)
@@ -117,6 +122,7 @@ impl LabView {
             switches,
             flows,
             qps,
+            nic_objects,
             silent_hosts,
             topology: self.links.scenario_topology(),
             down: self.links.down(),

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)]
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -754,4 +755,30 @@ impl Drop for Labs {
             }
         }
     }
+}
+
+/// The body of `GET /metrics` at `addr`.
+pub fn scrape(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).expect("the metrics server accepts");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("a timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: intlab\r\nConnection: close\r\n\r\n")
+        .expect("the request goes");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    body.to_owned()
+}
+
+/// The value of the sample of `name` whose labels contain `labels` (`flow="1"`, say).
+pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(labels))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }

@@ -196,6 +196,7 @@ impl Task for Host {
                 Command::Now(reply) => drop(reply.send(HostNow {
                     flows: self.stack.flows_now(),
                     qps: self.stack.program_qps_now(),
+                    objects: self.stack.program_objects(),
                 })),
                 Command::Program(req) => self.programs.request(req, &mut self.stack, now),
             }

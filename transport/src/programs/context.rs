@@ -17,20 +17,27 @@ use crate::verbs::memory::{Memory, MemoryFault};
 /// A queue in memory shared with a program.
 pub(crate) type SharedQueue = Queue<Arc<SharedMapping>>;
 
-/// A program's memory, reached in place: the NIC's DMA.
+/// A program's memory, reached in place: the NIC's DMA. A region a NIC was given stays its
+/// own until deregistered, pinned, whatever the program does to its mappings or however it
+/// dies (the kernel unmaps a dying process's memory before it closes its device, and so
+/// before its QPs go): bytes that find no mapping any more land nowhere, and bytes read from
+/// none are zeros, without an error, as DMA to and from pinned pages that no one maps.
 pub(crate) struct ProgramMemory(pub(crate) Arc<ProcessMemory>);
 
 impl Memory for ProgramMemory {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), MemoryFault> {
-        self.0
-            .read(addr, buf)
-            .map_err(|_| MemoryFault::Unmapped { addr, len: buf.len() })
+        if let Err(e) = self.0.read(addr, buf) {
+            tracing::debug!("{} bytes at {addr:#x} of a program are mapped no more: {e}", buf.len());
+            buf.fill(0);
+        }
+        Ok(())
     }
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryFault> {
-        self.0
-            .write(addr, data)
-            .map_err(|_| MemoryFault::Unmapped { addr, len: data.len() })
+        if let Err(e) = self.0.write(addr, data) {
+            tracing::debug!("{} bytes at {addr:#x} of a program are mapped no more: {e}", data.len());
+        }
+        Ok(())
     }
 }
 

@@ -96,6 +96,21 @@ struct Pd {
     context: usize,
 }
 
+/// How many objects of each kind some contexts hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectCounts {
+    /// Contexts (programs attached).
+    pub contexts: usize,
+    /// Protection domains.
+    pub pds: usize,
+    /// Memory regions.
+    pub mrs: usize,
+    /// Completion queues.
+    pub cqs: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
+}
+
 /// Every object of a NIC that QPs work against.
 #[derive(Default)]
 pub struct Verbs {
@@ -348,6 +363,17 @@ impl Verbs {
         {
             q.touched = true;
             self.touched.push((context, cq));
+        }
+    }
+
+    /// The objects of the contexts `f` accepts.
+    pub fn count_where(&self, f: impl Fn(usize) -> bool) -> ObjectCounts {
+        ObjectCounts {
+            contexts: self.contexts.iter().filter(|(h, _)| f(*h as usize)).count(),
+            pds: self.pds.iter().filter(|(_, p)| f(p.context)).count(),
+            mrs: self.mrs.count_where(&f),
+            cqs: self.cqs.iter().filter(|(_, c)| f(c.context)).count(),
+            srqs: self.srqs.iter().filter(|(_, s)| f(s.context)).count(),
         }
     }
 

@@ -104,6 +104,11 @@ impl MrTable {
         self.by_key.get(&key)
     }
 
+    /// Regions whose context `f` accepts.
+    pub fn count_where(&self, f: impl Fn(usize) -> bool) -> usize {
+        self.by_key.values().filter(|m| f(m.context)).count()
+    }
+
     /// Removes every region of `context`.
     pub fn remove_context(&mut self, context: usize) {
         self.by_key.retain(|_, mr| mr.context != context);

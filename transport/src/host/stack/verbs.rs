@@ -18,7 +18,7 @@ use crate::verbs::error::VerbsError;
 use crate::verbs::memory::Memory;
 use crate::verbs::qp::{AttrMask, Qp, QpAttr, QpCaps, QpInit, QpState, QpType, RetryPolicy};
 use crate::verbs::wr::{MAX_INLINE, MAX_SGE, RecvWr, SendWr, WcStatus, WorkCompletion};
-use crate::verbs::{NicEvent, Verbs};
+use crate::verbs::{NicEvent, ObjectCounts, Verbs};
 
 /// Requests a QP's queue (or an SRQ) may hold at most (the device's `max_qp_wr`).
 pub const MAX_QP_WR: u32 = 16_384;
@@ -70,6 +70,13 @@ impl<W: Wire> HostStack<W> {
         let context = self.verbs.create_context(Some(memory));
         self.owners.insert(context, owner);
         context
+    }
+
+    /// The objects programs hold on the NIC now (QPs counted apart).
+    pub fn program_objects(&self) -> (ObjectCounts, usize) {
+        let lab = self.lab.context;
+        let qps = self.slots.iter().flatten().filter(|s| s.qp.context != lab).count();
+        (self.verbs.count_where(|c| c != lab), qps)
     }
 
     /// Every program QP, those destroyed first (oldest first), then those alive.

@@ -77,9 +77,15 @@ pub(crate) fn run_up(
         {
             println!("lab {name} is up (process {}, log {})", lab.pid, log_path.display());
             for (host, h) in &lab.hosts {
-                match &h.device {
-                    Some(_) => println!("  {host}  {}  RDMA device {DEVICE_NAME}", h.address),
-                    None => println!("  {host}  {}", h.address),
+                println!("  {host}  {}", h.address);
+            }
+            if lab.hosts.values().any(|h| h.device.is_some()) {
+                match intlab_testbed::nic_device::provider_path() {
+                    Some(_) => println!("  every host has the RDMA device {DEVICE_NAME} (`intlab exec HOST -- ibv_devinfo`)"),
+                    None => eprintln!(
+                        "intlab: warning: no {} beside this binary (`cargo build --release` builds it): RDMA programs in the hosts will find no device",
+                        intlab_testbed::nic_device::PROVIDER_FILE
+                    ),
                 }
             }
             if let Some(m) = lab.metrics {
