@@ -53,9 +53,13 @@ impl VerbsLab {
         args.extend_from_slice(extra);
         let printed = intlab_ok(&args);
         assert!(printed.contains("RDMA device intlab0"), "{printed}");
-        let metrics = printed
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("metrics at http://")?.strip_suffix("/metrics")?.parse().ok());
+        let metrics = printed.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix("metrics at http://")?
+                .strip_suffix("/metrics")?
+                .parse()
+                .ok()
+        });
         VerbsLab {
             name,
             dir,
@@ -97,8 +101,18 @@ impl VerbsLab {
             std::thread::sleep(Duration::from_millis(200));
         };
         let server = wait_within(server, Duration::from_secs(60));
-        assert!(client.status.success(), "client {args:?}: {}\n{}", client.status, text(&client));
-        assert!(server.status.success(), "server {args:?}: {}\n{}", server.status, text(&server));
+        assert!(
+            client.status.success(),
+            "client {args:?}: {}\n{}",
+            client.status,
+            text(&client)
+        );
+        assert!(
+            server.status.success(),
+            "server {args:?}: {}\n{}",
+            server.status,
+            text(&server)
+        );
         (text(&client), text(&server))
     }
 
@@ -116,7 +130,11 @@ impl Drop for VerbsLab {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Waits for `child` for up to `limit`, then kills it: a test never hangs on a program.
@@ -172,7 +190,10 @@ fn perftest_runs_unchanged_and_its_bandwidth_is_what_the_lab_counted_for_the_qp(
         ("ib_atomic_bw", &["-n", "3000", "-e"]),
     ];
     for (test, args) in bandwidth {
-        let all: Vec<&str> = [test, "-d", "intlab0"].into_iter().chain(args.iter().copied()).collect();
+        let all: Vec<&str> = [test, "-d", "intlab0"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
         let (client, _) = lab.pair(&all);
         let figures = perftest_figures(&client);
         let perftest_bps = figures[3] * 8.0 * 1_048_576.0;
@@ -187,7 +208,11 @@ fn perftest_runs_unchanged_and_its_bandwidth_is_what_the_lab_counted_for_the_qp(
             "{test} {args:?}: perftest measured {perftest_bps:.0} b/s, the lab counted {lab_bps:.0} b/s for its QP"
         );
         let messages = latest_qp(&metrics, "intlab_qp_sent_messages_total", "h1", test).expect("messages");
-        assert!(messages >= figures[1], "{test}: {messages} messages counted of {}", figures[1]);
+        assert!(
+            messages >= figures[1],
+            "{test}: {messages} messages counted of {}",
+            figures[1]
+        );
     }
     // Latency tests: they complete, with a median no worse than a thousand times the wire's.
     for test in ["ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_atomic_lat"] {
@@ -212,7 +237,11 @@ fn perftest_runs_unchanged_and_its_bandwidth_is_what_the_lab_counted_for_the_qp(
     let metrics = lab.metrics();
     for host in ["h1", "h2"] {
         for kind in ["contexts", "qps", "mrs", "cqs", "pds"] {
-            let n = sample(&metrics, "intlab_nic_objects", &format!("host=\"{host}\",kind=\"{kind}\""));
+            let n = sample(
+                &metrics,
+                "intlab_nic_objects",
+                &format!("host=\"{host}\",kind=\"{kind}\""),
+            );
             assert_eq!(n, Some(0.0), "{host} still holds {kind} after every program ended");
         }
     }
@@ -225,7 +254,18 @@ fn rc_pingpong_checks_every_byte_from_1_b_to_1_mb() {
     let lab = VerbsLab::up("r", &[]);
     for size in ["1", "1000", "4096", "65536", "1048576"] {
         for events in [false, true] {
-            let mut args = vec!["ibv_rc_pingpong", "-d", "intlab0", "-g", "0", "-c", "-s", size, "-n", "10"];
+            let mut args = vec![
+                "ibv_rc_pingpong",
+                "-d",
+                "intlab0",
+                "-g",
+                "0",
+                "-c",
+                "-s",
+                size,
+                "-n",
+                "10",
+            ];
             if events {
                 args.push("-e");
             }
@@ -255,7 +295,10 @@ fn a_capture_of_perftest_decodes_in_tshark_as_rocev2_with_int() {
         &["ib_atomic_bw", "-n", "5"],
         &["ib_atomic_bw", "-n", "5", "-A", "CMP_AND_SWAP"],
     ] {
-        let all: Vec<&str> = [args[0], "-d", "intlab0"].into_iter().chain(args[1..].iter().copied()).collect();
+        let all: Vec<&str> = [args[0], "-d", "intlab0"]
+            .into_iter()
+            .chain(args[1..].iter().copied())
+            .collect();
         lab.pair(&all);
     }
     intlab_ok(&["down", &lab.name]);
@@ -266,7 +309,16 @@ fn a_capture_of_perftest_decodes_in_tshark_as_rocev2_with_int() {
         .arg(format!("lua_script:{}", dissector().display()))
         .arg("-r")
         .arg(&file)
-        .args(["-Y", "infiniband", "-T", "fields", "-e", "infiniband.bth.opcode", "-e", "intlab_int.hops"])
+        .args([
+            "-Y",
+            "infiniband",
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "intlab_int.hops",
+        ])
         .output()
         .expect("tshark runs (scripts/test installs it)");
     assert!(out.status.success(), "tshark: {}", text(&out));
@@ -274,7 +326,9 @@ fn a_capture_of_perftest_decodes_in_tshark_as_rocev2_with_int() {
     let mut opcodes = std::collections::BTreeMap::<u32, (usize, usize)>::new();
     for line in fields.lines() {
         let mut f = line.split('\t');
-        let Some(Ok(op)) = f.next().map(str::parse::<u32>) else { continue };
+        let Some(Ok(op)) = f.next().map(str::parse::<u32>) else {
+            continue;
+        };
         let int = f.next().and_then(|h| h.parse::<u32>().ok()).is_some();
         let e = opcodes.entry(op).or_default();
         e.0 += 1;
@@ -439,7 +493,11 @@ fn errors_complete_as_the_specification_says_and_a_killed_program_leaves_nothing
     let after = lab.metrics();
     for kind in ["contexts", "qps", "mrs", "cqs", "pds"] {
         for host in ["h1", "h2"] {
-            let n = sample(&after, "intlab_nic_objects", &format!("host=\"{host}\",kind=\"{kind}\""));
+            let n = sample(
+                &after,
+                "intlab_nic_objects",
+                &format!("host=\"{host}\",kind=\"{kind}\""),
+            );
             assert_eq!(n, Some(0.0), "{host} still holds {kind} of a program that ended");
         }
     }

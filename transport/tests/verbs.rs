@@ -114,6 +114,10 @@ struct Net {
     parked: Vec<Option<Datagram>>,
     /// Drops what it returns true for.
     drop: Box<dyn FnMut(&Datagram) -> bool>,
+    /// How long each datagram takes to arrive (ns).
+    one_way: Box<dyn FnMut(&Datagram) -> u64>,
+    /// Marks congestion (ECN CE) on what it returns true for, as a switch's queue would.
+    mark: Box<dyn FnMut(&Datagram) -> bool>,
     /// Every datagram put on the wire, with its sender.
     log: Vec<(usize, Datagram)>,
     events: Vec<Vec<NicEvent>>,
@@ -121,12 +125,18 @@ struct Net {
 
 impl Net {
     fn new() -> Net {
+        Net::acking_every(1)
+    }
+
+    /// Two hosts whose receivers acknowledge every `ack_every` packets.
+    fn acking_every(ack_every: u32) -> Net {
         let mut hosts = Vec::new();
         let mut mem = Vec::new();
         let mut ctx = Vec::new();
         for n in 0..2u8 {
             let mut cfg = EndpointConfig::new(&format!("h{}", n + 1), ip(n + 1), 10_000_000_000, 20_000);
             cfg.mtu = 1024;
+            cfg.ack_every = ack_every;
             // Program timeouts are the QP's; this only sizes the lab's own flows.
             let route = FlowPath {
                 base_rtt_ns: 20_000,
@@ -152,6 +162,8 @@ impl Net {
             wire: BinaryHeap::new(),
             parked: Vec::new(),
             drop: Box::new(|_| false),
+            one_way: Box::new(|_| ONE_WAY_NS),
+            mark: Box::new(|_| false),
             log: Vec::new(),
             events: vec![Vec::new(), Vec::new()],
         }
@@ -181,15 +193,19 @@ impl Net {
                     next = next.min(t);
                 }
                 let out = std::mem::take(&mut self.hosts[h].wire_mut().out);
-                for d in out {
+                for mut d in out {
                     self.log.push((h, d.clone()));
                     if (self.drop)(&d) {
                         continue;
                     }
+                    if (self.mark)(&d) {
+                        d.tos |= 3;
+                    }
                     let to = usize::from(d.to.ip().octets()[3]) - 1;
+                    let arrives = self.now + (self.one_way)(&d);
                     self.parked.push(Some(d));
                     let id = (self.parked.len() - 1) as u64;
-                    self.wire.push(Reverse((self.now + ONE_WAY_NS, id, to)));
+                    self.wire.push(Reverse((arrives, id, to)));
                 }
                 let ev = self.hosts[h].take_events();
                 self.events[h].extend(ev);
@@ -328,7 +344,10 @@ fn connect(net: &mut Net, s: [Side; 2], access: u32) {
 }
 
 fn rc_pair(access: u32) -> (Net, [Side; 2]) {
-    let mut net = Net::new();
+    rc_pair_on(Net::new(), access)
+}
+
+fn rc_pair_on(mut net: Net, access: u32) -> (Net, [Side; 2]) {
     let s = [
         side(&mut net, 0, QpType::Rc, ALL_ACCESS, None),
         side(&mut net, 1, QpType::Rc, ALL_ACCESS, None),
@@ -921,4 +940,161 @@ fn verbs_refuse_what_is_not_the_callers_or_beyond_the_device() {
     );
     assert!(net.hosts[0].destroy_qp(c0, q).is_ok());
     assert!(net.hosts[0].destroy_qp(c0, q).is_err(), "gone");
+}
+
+/// The opcodes host `h` sent, in order.
+fn opcodes_of(net: &Net, h: usize) -> Vec<Opcode> {
+    net.log
+        .iter()
+        .filter(|(from, _)| *from == h)
+        .filter_map(|(_, d)| d.opcode())
+        .collect()
+}
+
+#[test]
+fn messages_are_cut_into_the_opcodes_the_specification_names() {
+    use Opcode::*;
+    let cases: [(SendOpcode, u64, &[Opcode]); 6] = [
+        (SendOpcode::Write, 2500, &[WriteFirst, WriteMiddle, WriteLast]),
+        (SendOpcode::Write, 1024, &[WriteOnly]),
+        (SendOpcode::WriteImm, 2500, &[WriteFirst, WriteMiddle, WriteLastImm]),
+        (SendOpcode::Send, 2049, &[SendFirst, SendMiddle, SendLast]),
+        (SendOpcode::Send, 10, &[SendOnly]),
+        (SendOpcode::SendImm, 10, &[SendOnlyImm]),
+    ];
+    for (op, len, want) in cases {
+        let (mut net, s) = rc_pair(ALL_ACCESS);
+        post_recv(&mut net, 1, &s[1], 1, BASE, 4096);
+        let mut wr = SendWr::new(1, op, sge(&s[0], BASE, len));
+        wr.remote_addr = BASE;
+        wr.rkey = s[1].key;
+        post(&mut net, 0, &s[0], wr);
+        net.run_for(1_000_000);
+        assert_eq!(opcodes_of(&net, 0), want, "{op:?} of {len} B");
+        assert_eq!(net.poll(0, s[0].cq).len(), 1, "{op:?} of {len} B completes");
+    }
+}
+
+#[test]
+fn a_gap_is_nakked_once_and_what_comes_again_is_acknowledged() {
+    let (mut net, s) = rc_pair(ALL_ACCESS);
+    // The second packet of a six-packet WRITE is lost once.
+    let mut seen = 0;
+    net.drop = Box::new(move |d| {
+        let data = d.opcode().is_some_and(|o| o.carries_payload());
+        if data {
+            seen += 1;
+        }
+        data && seen == 2
+    });
+    let data = pattern(6 * 1024, 3);
+    net.write_mem(0, BASE, &data);
+    let mut wr = SendWr::new(1, SendOpcode::Write, sge(&s[0], BASE, data.len() as u64));
+    wr.remote_addr = BASE + 0x10_000;
+    wr.rkey = s[1].key;
+    post(&mut net, 0, &s[0], wr);
+    net.run_for(10_000_000);
+    assert_eq!(net.read_mem(1, BASE + 0x10_000, data.len()), data);
+    let answers: Vec<(u8, u32)> = net
+        .log
+        .iter()
+        .filter(|(h, _)| *h == 1)
+        .filter_map(|(_, d)| {
+            let b = Bth::new_checked(&d.payload[..]).ok()?;
+            let aeth = int_format::roce::Aeth::new_checked(&d.payload[12..]).ok()?;
+            Some((aeth.syndrome_byte(), b.psn()))
+        })
+        .collect();
+    // Packets 3 to 6 arrive after the gap: one NAK (PSN sequence error) for the missing 102.
+    let naks: Vec<_> = answers.iter().filter(|(syn, _)| syn >> 5 == 3).collect();
+    assert_eq!(naks, [&(0x60, 102)], "one NAK for the gap: {answers:?}");
+    // The last answer acknowledges the last packet.
+    assert_eq!(answers.last().map(|a| a.1), Some(106), "{answers:?}");
+    assert_eq!(net.poll(0, s[0].cq).len(), 1);
+    let q = &net.hosts[0].program_qps_now()[0];
+    assert!(
+        q.retransmissions >= 5,
+        "go back to the gap: {} sent again",
+        q.retransmissions
+    );
+}
+
+#[test]
+fn congestion_marks_bring_cnps_at_most_once_per_interval() {
+    let (mut net, s) = rc_pair(ALL_ACCESS);
+    net.mark = Box::new(|d| d.opcode().is_some_and(|o| o.carries_payload()));
+    // Twenty packets at 10 Gb/s: about 17 us of them, less than the 50 us between CNPs.
+    let mut wr = SendWr::new(1, SendOpcode::Write, sge(&s[0], BASE, 20 * 1024));
+    wr.remote_addr = BASE;
+    wr.rkey = s[1].key;
+    post(&mut net, 0, &s[0], wr);
+    net.run_for(1_000_000);
+    let cnps = opcodes_of(&net, 1).iter().filter(|o| **o == Opcode::Cnp).count();
+    assert_eq!(cnps, 1, "one CNP for a burst shorter than the CNP interval");
+    // Another burst 100 us later: one more.
+    net.run_for(100_000);
+    let mut wr = SendWr::new(2, SendOpcode::Write, sge(&s[0], BASE, 20 * 1024));
+    wr.remote_addr = BASE;
+    wr.rkey = s[1].key;
+    post(&mut net, 0, &s[0], wr);
+    net.run_for(1_000_000);
+    let cnps = opcodes_of(&net, 1).iter().filter(|o| **o == Opcode::Cnp).count();
+    assert_eq!(cnps, 2);
+    assert_eq!(net.hosts[0].program_qps_now()[0].cnps, 2, "the sender heard both");
+}
+
+#[test]
+fn coalesced_acks_still_acknowledge_the_last_packet() {
+    let (mut net, s) = rc_pair_on(Net::acking_every(4), ALL_ACCESS);
+    let mut wr = SendWr::new(1, SendOpcode::Write, sge(&s[0], BASE, 6 * 1024));
+    wr.remote_addr = BASE;
+    wr.rkey = s[1].key;
+    post(&mut net, 0, &s[0], wr);
+    net.run_for(1_000_000);
+    let acks: Vec<u32> = net
+        .log
+        .iter()
+        .filter(|(h, d)| *h == 1 && d.opcode() == Some(Opcode::Acknowledge))
+        .filter_map(|(_, d)| Bth::new_checked(&d.payload[..]).ok().map(|b| b.psn()))
+        .collect();
+    assert_eq!(acks, [104, 106], "the fourth packet and the last");
+    assert_eq!(net.poll(0, s[0].cq).len(), 1);
+}
+
+#[test]
+fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
+    let (mut net, s) = rc_pair(ALL_ACCESS);
+    // The second of three one-packet WRITEs is answered 500 us late, across a hiccup.
+    let mut acks = 0;
+    net.one_way = Box::new(move |d| {
+        if d.opcode() == Some(Opcode::Acknowledge) {
+            acks += 1;
+            if acks == 2 {
+                return 500_000;
+            }
+        }
+        ONE_WAY_NS
+    });
+    for id in 1..=3u64 {
+        let mut wr = SendWr::new(id, SendOpcode::Write, sge(&s[0], BASE, 64));
+        wr.remote_addr = BASE;
+        wr.rkey = s[1].key;
+        post(&mut net, 0, &s[0], wr);
+        if id == 2 {
+            let now = net.now;
+            net.hosts[0].note_hiccup(intlab_runtime::Hiccup {
+                start_ns: now + 100_000,
+                end_ns: now + 200_000,
+            });
+        }
+        net.run_for(1_000_000);
+    }
+    assert_eq!(net.poll(0, s[0].cq).len(), 3);
+    let q = &net.hosts[0].program_qps_now()[0];
+    assert_eq!(q.rtt_min_ns, Some(2 * ONE_WAY_NS));
+    assert_eq!(
+        q.rtt_mean_ns,
+        Some(2 * ONE_WAY_NS),
+        "the late answer across the hiccup is no sample"
+    );
 }

@@ -1,6 +1,7 @@
 //! Property-based fuzzing of every parser that takes bytes from outside the lab: frames through
-//! int-format and the switch's ingress, datagrams past the transport's ICRC check, capture files
-//! through `intlab inspect`, and scenario YAML. Not a test (it runs for minutes):
+//! int-format and the switch's ingress, datagrams past the transport's ICRC check, what a
+//! program sends its NIC (commands and work queues), capture files through `intlab inspect`,
+//! and scenario YAML. Not a test (it runs for minutes):
 //!
 //! ```text
 //! cargo bench -p intlab-benches --bench fuzz [-- TARGET...]     # FUZZ_CASES=1000000 by default
@@ -12,6 +13,7 @@
 //! property or a panic is a finding, printed with the smallest input proptest shrank it to.
 
 mod captures;
+mod channel;
 mod frames;
 mod mutation;
 mod scenarios;
@@ -85,9 +87,10 @@ fn main() {
         .unwrap_or(DEFAULT_CASES);
     // cargo bench passes `--bench`; other arguments pick targets by name.
     let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let targets: [Target; 4] = [
+    let targets: [Target; 5] = [
         ("frames", frames::fuzz_frames),
         ("transport", transport::fuzz_transport),
+        ("channel", channel::fuzz_channel),
         ("captures", captures::fuzz_captures),
         ("scenarios", scenarios::fuzz_scenarios),
     ];

@@ -181,7 +181,7 @@ pub fn build(d: &Datagram, spec: &FlowSpec, a: &Addressing) -> Option<Vec<u8>> {
 }
 
 /// A wire that keeps nothing: what the hosts answer is not the target's concern.
-struct Nowhere;
+pub struct Nowhere;
 
 impl Wire for Nowhere {
     fn send_replies(&mut self, batch: &mut SendBatch) -> std::io::Result<usize> {

@@ -81,7 +81,9 @@ pub(crate) fn run_up(
             }
             if lab.hosts.values().any(|h| h.device.is_some()) {
                 match intlab_testbed::nic_device::provider_path() {
-                    Some(_) => println!("  every host has the RDMA device {DEVICE_NAME} (`intlab exec HOST -- ibv_devinfo`)"),
+                    Some(_) => {
+                        println!("  every host has the RDMA device {DEVICE_NAME} (`intlab exec HOST -- ibv_devinfo`)")
+                    }
                     None => eprintln!(
                         "intlab: warning: no {} beside this binary (`cargo build --release` builds it): RDMA programs in the hosts will find no device",
                         intlab_testbed::nic_device::PROVIDER_FILE
