@@ -9,8 +9,7 @@ use crate::field::{set_u16, u16_at};
 use crate::int::IntHeaders;
 use crate::ipv4::{Ecn, Ipv4Packet, Ipv4Repr, PROTOCOL_UDP};
 use crate::roce::{
-    ATOMIC_ACK_ETH_LEN, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody,
-    Deth, DethRepr, IMMDT_LEN, ImmDt, Opcode, ROCEV2_PORT, Reth, RethRepr, icrc,
+    AethRepr, AtomicAckEth, AtomicEthRepr, Bth, BthRepr, DethRepr, Extensions, ImmDt, ROCEV2_PORT, RethRepr, icrc,
 };
 use crate::udp::{UdpPacket, UdpRepr};
 
@@ -312,18 +311,15 @@ impl RoceFrameRepr {
     /// Writes the whole frame with `payload` into the front of `buf` and returns its length.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize> {
         let op = self.bth.opcode;
-        if op.has_reth() != self.reth.is_some()
-            || op.has_aeth() != self.aeth.is_some()
-            || op.has_immdt() != self.immdt.is_some()
-            || op.has_deth() != self.deth.is_some()
-            || op.has_atomic_eth() != self.atomic.is_some()
-            || op.has_atomic_ack_eth() != self.atomic_ack.is_some()
-        {
-            return Err(Error::Malformed {
-                layer: Layer::Bth,
-                what: "extension headers do not match the opcode",
-            });
-        }
+        let ext = Extensions {
+            deth: self.deth,
+            reth: self.reth,
+            atomic: self.atomic,
+            aeth: self.aeth,
+            atomic_ack: self.atomic_ack,
+            immdt: self.immdt,
+        };
+        ext.check(op)?;
         let len = self.frame_len(payload.len());
         if buf.len() < len {
             return Err(Error::NoRoom {
@@ -361,34 +357,7 @@ impl RoceFrameRepr {
         }
         .emit(&mut Bth::new_unchecked(&mut buf[at..]));
         at += Bth::<&[u8]>::LEN;
-        if let Some(d) = &self.deth {
-            d.emit(&mut Deth::new_unchecked(&mut buf[at..]));
-            at += Deth::<&[u8]>::LEN;
-        }
-        if let Some(r) = &self.reth {
-            r.emit(&mut Reth::new_unchecked(&mut buf[at..]));
-            at += Reth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.atomic {
-            a.emit(&mut AtomicEth::new_unchecked(&mut buf[at..]));
-            at += AtomicEth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.aeth {
-            a.emit(&mut Aeth::new_unchecked(&mut buf[at..]));
-            at += Aeth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.atomic_ack {
-            a.emit(&mut buf[at..]);
-            at += ATOMIC_ACK_ETH_LEN;
-        }
-        if let Some(i) = &self.immdt {
-            i.emit(&mut buf[at..]);
-            at += IMMDT_LEN;
-        }
-        if op == Opcode::Cnp {
-            CnpBody.emit(&mut buf[at..]);
-            at += CNP_BODY_LEN;
-        }
+        at += ext.emit(op, &mut buf[at..]);
         buf[at..at + payload.len()].copy_from_slice(payload);
         at += payload.len();
         buf[at..at + pad].fill(0);
@@ -400,7 +369,7 @@ impl RoceFrameRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::roce::{NakCode, Syndrome};
+    use crate::roce::{NakCode, Opcode, Syndrome};
 
     /// A RoCE frame repr with plain defaults for tests.
     pub(crate) fn sample(opcode: Opcode, psn: u32) -> RoceFrameRepr {

@@ -16,6 +16,7 @@ pub mod command;
 pub mod device;
 pub mod entry;
 pub mod queue;
+pub mod shared;
 mod wire;
 
 pub use wire::DecodeError;

@@ -13,9 +13,10 @@
 use std::net::Ipv4Addr;
 
 use int_format::int::{IntHeaders, source};
+// The extension headers a packet is built with, as int-format writes and reads them.
+pub use int_format::roce::Extensions;
 use int_format::roce::{
-    ATOMIC_ACK_ETH_LEN, Aeth, AethRepr, AtomicAckEth, AtomicEth, AtomicEthRepr, Bth, BthRepr, CNP_BODY_LEN, CnpBody,
-    Deth, DethRepr, IMMDT_LEN, ImmDt, ROCEV2_PORT, Reth, RethRepr, icrc,
+    AethRepr, AtomicAckEth, AtomicEthRepr, Bth, BthRepr, DethRepr, ImmDt, ROCEV2_PORT, RethRepr, icrc,
 };
 use int_format::{Error, Layer, Result};
 
@@ -53,103 +54,6 @@ fn predicted_headers(a: &Addressing, roce_len: usize) -> ([u8; 20], [u8; 8]) {
 pub fn icrc_for(a: &Addressing, roce: &[u8]) -> Result<u32> {
     let (ip, udp) = predicted_headers(a, roce.len() + icrc::ICRC_LEN);
     icrc::compute_parts(&ip, &udp, roce)
-}
-
-/// Extension headers of a packet to build, each required exactly when its opcode carries it
-/// (the CNP body is written for the CNP opcode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Extensions {
-    /// DETH (UD).
-    pub deth: Option<DethRepr>,
-    /// RETH (WRITE FIRST/ONLY, READ REQUEST).
-    pub reth: Option<RethRepr>,
-    /// AtomicETH (atomic requests).
-    pub atomic: Option<AtomicEthRepr>,
-    /// AETH (ACK/NAK, READ RESPONSE FIRST/LAST/ONLY, ATOMIC ACKNOWLEDGE).
-    pub aeth: Option<AethRepr>,
-    /// AtomicAckETH (ATOMIC ACKNOWLEDGE).
-    pub atomic_ack: Option<AtomicAckEth>,
-    /// ImmDt (the *_IMM opcodes).
-    pub immdt: Option<ImmDt>,
-}
-
-impl Extensions {
-    /// No extension header.
-    pub const NONE: Extensions = Extensions {
-        deth: None,
-        reth: None,
-        atomic: None,
-        aeth: None,
-        atomic_ack: None,
-        immdt: None,
-    };
-
-    /// A RETH alone.
-    pub fn reth(r: RethRepr) -> Extensions {
-        Extensions {
-            reth: Some(r),
-            ..Extensions::NONE
-        }
-    }
-
-    /// An AETH alone.
-    pub fn aeth(a: AethRepr) -> Extensions {
-        Extensions {
-            aeth: Some(a),
-            ..Extensions::NONE
-        }
-    }
-
-    /// Checks these are the headers `opcode` carries.
-    fn check(&self, opcode: int_format::roce::Opcode) -> Result<()> {
-        if opcode.has_deth() != self.deth.is_some()
-            || opcode.has_reth() != self.reth.is_some()
-            || opcode.has_atomic_eth() != self.atomic.is_some()
-            || opcode.has_aeth() != self.aeth.is_some()
-            || opcode.has_atomic_ack_eth() != self.atomic_ack.is_some()
-            || opcode.has_immdt() != self.immdt.is_some()
-        {
-            return Err(Error::Malformed {
-                layer: Layer::Bth,
-                what: "extension headers do not match the opcode",
-            });
-        }
-        Ok(())
-    }
-
-    /// Writes them, in wire order, into the front of `b`; returns how many bytes.
-    fn emit(&self, opcode: int_format::roce::Opcode, b: &mut [u8]) -> usize {
-        let mut at = 0;
-        if let Some(d) = &self.deth {
-            d.emit(&mut Deth::new_unchecked(&mut b[at..]));
-            at += Deth::<&[u8]>::LEN;
-        }
-        if let Some(r) = &self.reth {
-            r.emit(&mut Reth::new_unchecked(&mut b[at..]));
-            at += Reth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.atomic {
-            a.emit(&mut AtomicEth::new_unchecked(&mut b[at..]));
-            at += AtomicEth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.aeth {
-            a.emit(&mut Aeth::new_unchecked(&mut b[at..]));
-            at += Aeth::<&[u8]>::LEN;
-        }
-        if let Some(a) = &self.atomic_ack {
-            a.emit(&mut b[at..]);
-            at += ATOMIC_ACK_ETH_LEN;
-        }
-        if let Some(i) = &self.immdt {
-            i.emit(&mut b[at..]);
-            at += IMMDT_LEN;
-        }
-        if opcode == int_format::roce::Opcode::Cnp {
-            CnpBody.emit(&mut b[at..]);
-            at += CNP_BODY_LEN;
-        }
-        at
-    }
 }
 
 /// Writes a whole UDP payload into `buf` and returns its length: the INT header first when
@@ -298,52 +202,16 @@ pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Re
     }
     let bth = BthRepr::parse(&Bth::new_checked(roce)?)?;
     let op = bth.opcode;
-    let mut at = Bth::<&[u8]>::LEN;
-    let deth = if op.has_deth() {
-        let r = DethRepr::parse(&Deth::new_checked(&roce[at..])?)?;
-        at += Deth::<&[u8]>::LEN;
-        Some(r)
-    } else {
-        None
-    };
-    let reth = if op.has_reth() {
-        let r = RethRepr::parse(&Reth::new_checked(&roce[at..])?)?;
-        at += Reth::<&[u8]>::LEN;
-        Some(r)
-    } else {
-        None
-    };
-    let atomic = if op.has_atomic_eth() {
-        let r = AtomicEthRepr::parse(&AtomicEth::new_checked(&roce[at..])?)?;
-        at += AtomicEth::<&[u8]>::LEN;
-        Some(r)
-    } else {
-        None
-    };
-    let aeth = if op.has_aeth() {
-        let r = AethRepr::parse(&Aeth::new_checked(&roce[at..])?)?;
-        at += Aeth::<&[u8]>::LEN;
-        Some(r)
-    } else {
-        None
-    };
-    let atomic_ack = if op.has_atomic_ack_eth() {
-        let r = AtomicAckEth::parse(&roce[at..])?;
-        at += ATOMIC_ACK_ETH_LEN;
-        Some(r)
-    } else {
-        None
-    };
-    let immdt = if op.has_immdt() {
-        let r = ImmDt::parse(&roce[at..])?;
-        at += IMMDT_LEN;
-        Some(r)
-    } else {
-        None
-    };
-    if op == int_format::roce::Opcode::Cnp {
-        at += CnpBody::parse(&roce[at..]).map(|_| CNP_BODY_LEN)?;
-    }
+    let (ext, n) = Extensions::parse(op, &roce[Bth::<&[u8]>::LEN..])?;
+    let at = Bth::<&[u8]>::LEN + n;
+    let Extensions {
+        deth,
+        reth,
+        atomic,
+        aeth,
+        atomic_ack,
+        immdt,
+    } = ext;
     let pad = usize::from(bth.pad_count);
     if roce.len() < at + pad {
         return Err(Error::Truncated {

@@ -10,9 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use intlab_nic_channel::shared::SharedMapping;
 use intlab_runtime::sys::pidfd::PidFd;
 use intlab_runtime::sys::process_memory::ProcessMemory;
-use intlab_runtime::sys::shared_mapping::SharedMapping;
 use intlab_transport::HostStack;
 use intlab_transport::endpoint::EndpointConfig;
 use intlab_transport::flow::FlowPath;

@@ -5,6 +5,7 @@ mod atomic_eth;
 mod bth;
 mod cnp;
 mod deth;
+mod extensions;
 pub mod icrc;
 mod immdt;
 mod opcode;
@@ -15,6 +16,7 @@ pub use atomic_eth::{ATOMIC_ACK_ETH_LEN, AtomicAckEth, AtomicEth, AtomicEthRepr}
 pub use bth::{Bth, BthRepr};
 pub use cnp::{CNP_BODY_LEN, CnpBody};
 pub use deth::{Deth, DethRepr};
+pub use extensions::Extensions;
 pub use immdt::{IMMDT_LEN, ImmDt};
 pub use opcode::Opcode;
 pub use reth::{Reth, RethRepr};

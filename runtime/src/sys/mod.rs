@@ -2,9 +2,9 @@
 //! namespace, interface offloads (the ethtool ioctl, so no `ethtool` program is needed),
 //! per-namespace sysctls, timer slack, the lab's sockets and their batched I/O (system calls,
 //! mapped packet rings, or AF_XDP sockets with the small XDP program that feeds them), eventfd
-//! and epoll, poll, signals to processes, and the open-file limit; and what the NIC of a lab
-//! host needs of the programs that use it: their descriptors (pidfd), their memory, and memory
-//! shared with them.
+//! and epoll, poll, signals to processes, and the open-file limit; what the NIC of a lab host
+//! needs of the programs that use it: their descriptors (pidfd) and their memory; and mounts,
+//! for the view a program has of its host's device.
 
 pub mod bpf;
 pub mod epoll;
@@ -19,7 +19,6 @@ pub mod poll;
 pub mod process;
 pub mod process_memory;
 pub mod rlimit;
-pub mod shared_mapping;
 pub mod socket;
 pub mod sysctl;
 pub mod thread;

@@ -9,7 +9,7 @@ use intlab_nic_channel::command::{Answer, Caps, Command, Header, NONE, QpAttrs};
 use intlab_nic_channel::device::{gid_of, ipv4_of};
 use intlab_nic_channel::entry::{CQE_LEN, RECV_WQE_LEN};
 use intlab_nic_channel::queue::{AREA_LEN, Area, Layout, Queue, queue_len};
-use intlab_runtime::sys::shared_mapping::SharedMapping;
+use intlab_nic_channel::shared::SharedMapping;
 
 use super::context::{CqQueue, Object, ProgramContext, ProgramMemory, QpQueues, SrqQueue};
 use super::{Caller, DOORBELL, EXITED, Programs};

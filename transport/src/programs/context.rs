@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use intlab_nic_channel::command::Caps;
 use intlab_nic_channel::queue::{AREA_BITS, Area, Queue};
+use intlab_nic_channel::shared::SharedMapping;
 use intlab_runtime::sys::pidfd::PidFd;
 use intlab_runtime::sys::process_memory::ProcessMemory;
-use intlab_runtime::sys::shared_mapping::SharedMapping;
 
 use crate::verbs::error::VerbsError;
 use crate::verbs::memory::{Memory, MemoryFault};

@@ -84,38 +84,55 @@ fn recv_wr_of(e: &RecvEntry) -> Result<RecvWr, VerbsError> {
     })
 }
 
-/// Takes the send requests waiting in `queue` into QP `qpn`; true when some had to stay
-/// (the engine had no room).
-fn take_sends<W: Wire>(engine: usize, qpn: u32, queue: &SharedQueue, stack: &mut HostStack<W>, now: u64) -> bool {
+/// What became of one entry taken from a queue.
+enum Took {
+    /// Taken (into the engine, or refused there).
+    Done,
+    /// The engine had no room: the entry stays in the queue.
+    Full,
+}
+
+/// Takes the entries waiting in `queue`, `LEN` bytes each, with `take` until one finds the
+/// engine full; true when some had to stay.
+fn take_entries<const LEN: usize>(queue: &SharedQueue, mut take: impl FnMut(&[u8; LEN]) -> Took) -> bool {
     let start = queue.consumer().load(Ordering::Acquire);
     let waiting = queue.waiting();
-    let mut buf = [0u8; SEND_WQE_LEN];
+    let mut buf = [0u8; LEN];
     let mut taken = 0;
     let mut left = false;
     while taken < waiting {
         queue.read(start.wrapping_add(taken), &mut buf);
-        let wr = SendEntry::decode(&buf)
-            .map_err(|e| VerbsError::invalid(e.to_string()))
-            .and_then(|e| send_wr_of(&e));
-        let posted = match wr {
-            Ok(wr) => match stack.post_send(engine, qpn, wr, now) {
-                Err(VerbsError::Full(_)) => {
-                    left = true;
-                    break;
-                }
-                Err(e) => refuse(engine, qpn, &buf, e, stack, now),
-                Ok(()) => Ok(()),
-            },
-            Err(e) => refuse(engine, qpn, &buf, e, stack, now),
-        };
-        if let Err(e) = posted {
-            // The QP itself is gone: whatever waits is of no use.
-            tracing::debug!(qp = qpn, "send requests of a QP that is gone: {e}");
+        if let Took::Full = take(&buf) {
+            left = true;
+            break;
         }
         taken += 1;
     }
     queue.consumer().store(start.wrapping_add(taken), Ordering::Release);
     left
+}
+
+/// Takes the send requests waiting in `queue` into QP `qpn`; true when some had to stay
+/// (the engine had no room).
+fn take_sends<W: Wire>(engine: usize, qpn: u32, queue: &SharedQueue, stack: &mut HostStack<W>, now: u64) -> bool {
+    take_entries::<SEND_WQE_LEN>(queue, |buf| {
+        let wr = SendEntry::decode(buf)
+            .map_err(|e| VerbsError::invalid(e.to_string()))
+            .and_then(|e| send_wr_of(&e));
+        let posted = match wr {
+            Ok(wr) => match stack.post_send(engine, qpn, wr, now) {
+                Err(VerbsError::Full(_)) => return Took::Full,
+                Err(e) => refuse(engine, qpn, buf, e, stack, now),
+                Ok(()) => Ok(()),
+            },
+            Err(e) => refuse(engine, qpn, buf, e, stack, now),
+        };
+        if let Err(e) = posted {
+            // The QP itself is gone: whatever waits is of no use.
+            tracing::debug!(qp = qpn, "send requests of a QP that is gone: {e}");
+        }
+        Took::Done
+    })
 }
 
 /// A send request that cannot be carried out completes with a local error and fails its QP.
@@ -136,28 +153,17 @@ fn refuse<W: Wire>(
 
 /// Takes the receive requests waiting in `queue` with `post`; true when some had to stay.
 fn take_receives(queue: &SharedQueue, mut post: impl FnMut(RecvWr) -> Result<(), VerbsError>) -> bool {
-    let start = queue.consumer().load(Ordering::Acquire);
-    let waiting = queue.waiting();
-    let mut buf = [0u8; RECV_WQE_LEN];
-    let mut taken = 0;
-    let mut left = false;
-    while taken < waiting {
-        queue.read(start.wrapping_add(taken), &mut buf);
-        let wr = RecvEntry::decode(&buf)
+    take_entries::<RECV_WQE_LEN>(queue, |buf| {
+        let wr = RecvEntry::decode(buf)
             .map_err(|e| VerbsError::invalid(e.to_string()))
             .and_then(|e| recv_wr_of(&e));
         match wr.and_then(&mut post) {
-            Err(VerbsError::Full(_)) => {
-                left = true;
-                break;
-            }
+            Err(VerbsError::Full(_)) => return Took::Full,
             Err(e) => tracing::debug!("a receive request refused: {e}"),
             Ok(()) => {}
         }
-        taken += 1;
-    }
-    queue.consumer().store(start.wrapping_add(taken), Ordering::Release);
-    left
+        Took::Done
+    })
 }
 
 /// Takes what the objects the program marked ask: requests into the engine, arming of

@@ -423,6 +423,31 @@ impl Qp {
         r.stats.first_sent_ns.get_or_insert(now);
     }
 
+    /// Writes an IPv4 packet of this QP (its addressing, port and INT) carrying
+    /// `payload[..len]` into `buf`, and keeps `payload` as the scratch buffer for the next.
+    pub(crate) fn write_packet(
+        &mut self,
+        buf: &mut [u8],
+        tos: u8,
+        bth: &BthRepr,
+        ext: Extensions,
+        payload: Vec<u8>,
+        len: usize,
+    ) -> int_format::Result<usize> {
+        let built = packet::write_ipv4(
+            buf,
+            &self.addressing,
+            self.dst_port,
+            tos,
+            self.int.as_ref(),
+            bth,
+            ext,
+            &payload[..len],
+        );
+        self.req.scratch = payload;
+        built
+    }
+
     /// Gives the next posted request its packet indices; false when none may start.
     fn start_next(&mut self, verbs: &mut Verbs) -> bool {
         if !self.can_start() {
@@ -600,18 +625,7 @@ impl Qp {
         let mut bth = BthRepr::new(opcode, self.attr.dest_qpn, self.req.psn(idx));
         bth.ack_req = true;
         bth.solicited = w.wr.solicited && last;
-        let built = packet::write_ipv4(
-            buf,
-            &self.addressing,
-            self.dst_port,
-            tos,
-            self.int.as_ref(),
-            &bth,
-            ext,
-            &payload[..len],
-        );
-        self.req.scratch = payload;
-        let n = built?;
+        let n = self.write_packet(buf, tos, &bth, ext, payload, len)?;
         let covers = if opcode == Opcode::ReadRequest { w.last } else { idx };
         self.sent(idx, covers, now);
         self.req.nxt = covers + 1;

@@ -958,18 +958,7 @@ impl Qp {
             });
         }
         let bth = BthRepr::new(opcode, self.attr.dest_qpn, self.resp.psn(job.next));
-        let built = packet::write_ipv4(
-            buf,
-            &self.addressing,
-            self.dst_port,
-            tos,
-            self.int.as_ref(),
-            &bth,
-            ext,
-            &payload[..len],
-        );
-        self.req.scratch = payload;
-        let n = built?;
+        let n = self.write_packet(buf, tos, &bth, ext, payload, len)?;
         self.resp.stats.read_responses += 1;
         if let Some(j) = self.resp.reads.front_mut() {
             j.next += 1;

@@ -1,5 +1,5 @@
-//! Memory shared with another process through a memfd it made: mapped here read-write, of a
-//! length checked against the file's, unmapped when dropped.
+//! The memory both ends of the channel map: a memfd one side made, mapped read-write by each,
+//! of a length checked against the file's, unmapped when dropped.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
