@@ -95,10 +95,6 @@ impl<'a> Reader<'a> {
     pub(crate) fn skip(&mut self, n: usize) -> Result<(), DecodeError> {
         self.take(n).map(|_| ())
     }
-
-    pub(crate) fn rest(&self) -> &'a [u8] {
-        &self.bytes[self.at..]
-    }
 }
 
 /// Appends fields in order.

@@ -122,6 +122,13 @@ impl HostDevice {
     pub fn enter(&self) -> io::Result<Vec<(String, OsString)>> {
         let view = self.lab_dir.join("view");
         mount::unshare_mounts()?;
+        // The other labs' command files are not this program's; a copy of their mount held
+        // here would outlive their lab.
+        for m in mount::mounts_under(Path::new(NIC_DIR))?.iter().rev() {
+            if !m.starts_with(&self.lab_dir) {
+                mount::detach(m)?;
+            }
+        }
         let sys = Path::new("/sys");
         mount::detach(sys)?;
         mount::mount("sysfs", sys, "sysfs", 0, None)?;

@@ -184,7 +184,9 @@ fn decoders(d: &Damaged, tally: &Tally) -> Result<(), TestCaseError> {
                 Err(_) => tally.count("command refused"),
             }
             // An answer read back for any command from the same damaged bytes.
-            let _ = Answer::decode(&sample_command(d.which, d.seed), &bytes);
+            if Answer::decode(&sample_command(d.which, d.seed), &bytes).is_ok() {
+                tally.count("answer decoded");
+            }
         }
         1 => {
             sample_send(d.seed).encode(&mut buf);
@@ -509,16 +511,18 @@ impl Bench {
     }
 
     /// Rings the doorbell for object `index` and lets the NIC take what was posted.
-    fn ring(&mut self, index: u32) {
+    fn ring(&mut self, index: u32) -> Result<(), TestCaseError> {
         if self.made.area.mark(index) {
             let one = 1u64.to_ne_bytes();
             // SAFETY: an 8-byte write to an eventfd this bench owns.
-            let _ = unsafe { libc::write(self.made.doorbell.as_raw_fd(), one.as_ptr().cast(), 8) };
+            let n = unsafe { libc::write(self.made.doorbell.as_raw_fd(), one.as_ptr().cast(), 8) };
+            prop_assert_eq!(n, 8, "ringing: {}", std::io::Error::last_os_error());
         }
         // As the host task runs: what rang, then a step, then completions out.
         self.programs.service(&mut self.stack, self.now);
-        let _ = self.stack.step(self.now);
+        self.stack.step(self.now);
         self.programs.deliver(&mut self.stack, self.now);
+        Ok(())
     }
 
     fn step(&mut self, s: &Step, tally: &Tally) -> Result<(), TestCaseError> {
@@ -618,7 +622,7 @@ impl Bench {
                 send.producer().store(p.wrapping_add(*jump), Ordering::Release);
                 let d = *doorbell;
                 tally.count("send request posted");
-                self.ring(d);
+                self.ring(d)?;
             }
             Step::Recv(q, seed, mutations) => {
                 let Some(i) = (!self.made.qps.is_empty()).then(|| usize::from(*q) % self.made.qps.len()) else {
@@ -647,7 +651,7 @@ impl Bench {
                 }
                 let d = *doorbell;
                 tally.count("receive request posted");
-                self.ring(d);
+                self.ring(d)?;
             }
             Step::Counters(c, value, arm) => {
                 let Some(i) = (!self.made.cqs.is_empty()).then(|| usize::from(*c) % self.made.cqs.len()) else {
@@ -659,11 +663,11 @@ impl Bench {
                 cq.arm().store(*arm, Ordering::Release);
                 let d = *doorbell;
                 tally.count("counters overwritten");
-                self.ring(d);
+                self.ring(d)?;
             }
             Step::Run(ns) => {
                 self.now += u64::from(*ns);
-                let _ = self.stack.step(self.now);
+                self.stack.step(self.now);
                 self.programs.deliver(&mut self.stack, self.now);
                 tally.count("host ran");
             }

@@ -115,6 +115,36 @@ pub fn make_char_device(path: &Path, major: u32, minor: u32) -> io::Result<()> {
     checked(r, || format!("making the device node {}", path.display()))
 }
 
+/// The FUSE connection of the file system mounted at `dir`: the number its control folder
+/// has under `/sys/fs/fuse/connections` (the minor of its anonymous device).
+pub fn fuse_connection(dir: &Path) -> io::Result<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dev = std::fs::metadata(dir)?.dev();
+    Ok(libc::minor(dev))
+}
+
+/// Aborts FUSE connection `connection`: every request on it fails and its server's reads
+/// end, however many mount namespaces still hold a copy of the mount (a program started in
+/// a lab host keeps one, made when it entered a namespace of its own). The FUSE control file
+/// system is mounted for it, if it is not, in a mount namespace of a short-lived thread of
+/// its own, so nothing of it outlives the call.
+pub fn abort_fuse_connection(connection: u32) -> io::Result<()> {
+    let control = Path::new("/sys/fs/fuse/connections");
+    let abort = control.join(connection.to_string()).join("abort");
+    if abort.exists() {
+        return std::fs::write(&abort, b"1");
+    }
+    std::thread::Builder::new()
+        .name("fuse-abort".into())
+        .spawn(move || -> io::Result<()> {
+            unshare_mounts()?;
+            mount("fusectl", control, "fusectl", 0, None)?;
+            std::fs::write(&abort, b"1").map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", abort.display())))
+        })?
+        .join()
+        .map_err(|_| io::Error::other("the thread aborting a FUSE connection panicked"))?
+}
+
 /// The mount points directly or indirectly under `dir` in this thread's mount namespace, as
 /// /proc/thread-self/mountinfo lists them (in mount order; /proc/self is the main thread's view).
 pub fn mounts_under(dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {

@@ -40,6 +40,8 @@ const TTL: Duration = Duration::from_secs(3600);
 pub struct CommandFiles {
     dir: PathBuf,
     session: Option<fuser::BackgroundSession>,
+    /// The mount's FUSE connection, aborted when it is dropped.
+    connection: u32,
 }
 
 impl std::fmt::Debug for CommandFiles {
@@ -73,9 +75,11 @@ impl CommandFiles {
                 format!("mounting the NICs' command files on {}: {e}", dir.display()),
             )
         })?;
+        let connection = intlab_runtime::sys::mount::fuse_connection(dir)?;
         Ok(CommandFiles {
             dir: dir.to_owned(),
             session: Some(session),
+            connection,
         })
     }
 
@@ -86,11 +90,21 @@ impl CommandFiles {
 }
 
 impl Drop for CommandFiles {
+    /// Aborts the connection first: the mount may live on in the mount namespaces of programs
+    /// still running anywhere (each took a copy when it started), and the server's thread
+    /// ends only when the connection does.
     fn drop(&mut self) {
-        if let Some(s) = self.session.take()
-            && let Err(e) = s.umount_and_join()
-        {
-            tracing::warn!(dir = %self.dir.display(), "unmounting the NICs' command files: {e}");
+        if let Err(e) = intlab_runtime::sys::mount::abort_fuse_connection(self.connection) {
+            tracing::warn!(dir = %self.dir.display(), "aborting the NICs' command files: {e}");
+        }
+        if let Some(s) = self.session.take() {
+            // Aborted, the mount is only a name: detached, it goes at once.
+            if let Err(e) = intlab_runtime::sys::mount::detach(&self.dir) {
+                tracing::warn!(dir = %self.dir.display(), "unmounting the NICs' command files: {e}");
+            }
+            if let Err(e) = s.join() {
+                tracing::warn!(dir = %self.dir.display(), "the NICs' command file server: {e}");
+            }
         }
     }
 }
@@ -352,7 +366,9 @@ impl Filesystem for Files {
                 reply: Box::new(|_| {}),
             };
             // A host that has stopped has closed its contexts already.
-            let _stopped = self.hosts[f.host].send(req);
+            if let Err(e) = self.hosts[f.host].send(req) {
+                tracing::debug!("a context closed after its host: {e}");
+            }
         }
         reply.ok();
     }
