@@ -95,9 +95,6 @@ pub struct LabConfig {
     pub site: Option<crate::sites::SitePart>,
     /// The controller the QPs of programs in the hosts run (the scenario's).
     pub program_controller: ControllerConfig,
-    /// Give every host an RDMA device for programs (docs/verbs.md): a lab that is up has
-    /// them; a run starts no program, and spares the command file server's two threads.
-    pub devices: bool,
 }
 
 /// The transport settings every host of a lab shares.
@@ -161,7 +158,6 @@ impl LabConfig {
             planned: Vec::new(),
             site: None,
             program_controller: ControllerConfig::Hpcc(Default::default()),
-            devices: false,
         }
     }
 
@@ -476,9 +472,7 @@ impl Lab {
             })?;
             lab.endpoints[h] = Some(ep);
         }
-        if cfg.devices {
-            lab.serve_devices(t, cfg)?;
-        }
+        lab.serve_devices(t, cfg)?;
         tracing::info!(topology = %t.name, workers = cfg.workers, took = ?started.elapsed(), "lab built");
         Ok(lab)
     }

@@ -124,7 +124,6 @@ pub(crate) fn hold_lab(
     cfg.transport = s.transport;
     cfg.program_controller = s.controller.clone();
     cfg.capture = capture;
-    cfg.devices = true;
     let topology = &s.topology;
     let lab = intlab_testbed::lab::Lab::build(topology, &cfg)?;
     // A standing lab is built at dilation 1: its scenario's time is the lab's.
