@@ -263,6 +263,78 @@ pub fn table(c: &Comparison) -> String {
         let _ = writeln!(out, "{}", padded.join("  "));
     }
     out.push_str(&by_size(c, false));
+    out.push_str(&by_program(c, false));
+    out
+}
+
+/// The figure of a program's own that its row shows: perftest's mean bandwidth or latency.
+const PROGRAM_FIGURES: [&str; 4] = [
+    "BW average[MB/sec]",
+    "t_avg[usec]",
+    "t_typical[usec]",
+    "bandwidth overall[MB/sec]",
+];
+
+/// Per controller, what each program measured itself (perftest's mean bandwidth or latency,
+/// else how it ended) and the lab's count of the programs' QPs, as text or Markdown; empty
+/// when no run started programs.
+fn by_program(c: &Comparison, markdown: bool) -> String {
+    let Some(first) = c.entries.iter().find(|e| !e.results.summary.programs.is_empty()) else {
+        return String::new();
+    };
+    let names: Vec<&str> = first
+        .results
+        .summary
+        .programs
+        .iter()
+        .map(|p| p.spec.name.as_str())
+        .collect();
+    let head: Vec<String> = std::iter::once("controller".to_owned())
+        .chain(names.iter().map(|n| n.to_string()))
+        .chain(["QPs' goodput (lab)".to_owned(), "QPs' Jain (lab)".to_owned()])
+        .collect();
+    let mut grid = vec![head];
+    for e in &c.entries {
+        let s = &e.results.summary;
+        let mut row = vec![e.controller.clone()];
+        for n in &names {
+            let cell = s
+                .programs
+                .iter()
+                .find(|p| p.spec.name == *n)
+                .map_or("-".to_owned(), |p| {
+                    let figure = PROGRAM_FIGURES
+                        .iter()
+                        .find_map(|k| p.figures.iter().find(|(name, _)| name == k));
+                    match figure {
+                        Some((k, v)) if !p.failed() => {
+                            format!("{v} {}", k.split('[').nth(1).unwrap_or("]").trim_end_matches(']'))
+                        }
+                        _ => p.end.to_string(),
+                    }
+                });
+            row.push(cell);
+        }
+        let q = s.program_qps;
+        row.push(q.map_or("-".to_owned(), |q| format!("{:.1} Mb/s", q.goodput_bps / 1e6)));
+        row.push(cell(q.and_then(|q| q.jain), 3));
+        grid.push(row);
+    }
+    let mut out = String::from(if markdown {
+        "\n### Programs (what each measured itself; the lab's count of their QPs)\n\n"
+    } else {
+        "\nprograms (what each measured itself; the lab's count of their QPs)\n"
+    });
+    for (k, r) in grid.iter().enumerate() {
+        if markdown {
+            let _ = writeln!(out, "| {} |", r.join(" | "));
+            if k == 0 {
+                let _ = writeln!(out, "|{}", "---|".repeat(r.len()));
+            }
+        } else {
+            let _ = writeln!(out, "{}", r.iter().map(|x| format!("{x:>20}")).collect::<String>());
+        }
+    }
     out
 }
 
@@ -374,6 +446,7 @@ pub fn write(out: &Path, c: &Comparison) -> Result<(), WriteError> {
     );
     report.push_str(&markdown_table(c));
     report.push_str(&by_size(c, true));
+    report.push_str(&by_program(c, true));
     let _ = write!(
         report,
         "\n![FCT CDF]({FCT_CDF})\n\n![bottleneck queue]({QUEUE})\n\n![throughput]({THROUGHPUT})\n\nRuns:\n\n"

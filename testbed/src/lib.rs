@@ -18,6 +18,7 @@ pub mod datapath;
 pub mod dilation;
 pub mod doctor;
 pub mod event_player;
+pub mod host_programs;
 pub mod inspect;
 pub mod lab;
 pub mod lab_links;

@@ -102,6 +102,9 @@ pub enum RunError {
         /// What went wrong.
         message: String,
     },
+    /// A program of the scenario could not be started.
+    #[error(transparent)]
+    Program(#[from] crate::host_programs::StartError),
     /// A host's transport stopped working.
     #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
     Host {
@@ -171,7 +174,7 @@ pub(crate) fn stepping_up(
     progress: &mut dyn Progress,
     once: &mut RunOnce<'_>,
 ) -> Result<Results, RunError> {
-    if !s.dilation_auto {
+    if !picks_dilation(s) {
         return once(s, opts, stop, progress, &[]);
     }
     // Refused before the machine is measured, not a second later.
@@ -191,6 +194,12 @@ pub(crate) fn stepping_up(
             None => return Ok(r),
         }
     }
+}
+
+/// True when the run picks its dilation (`dilation: auto`): not when it starts programs, which
+/// run on the machine's clock and are read at dilation 1 (docs/verbs.md).
+fn picks_dilation(s: &Scenario) -> bool {
+    s.dilation_auto && s.programs.is_empty()
 }
 
 /// Where `dilation: auto` starts for `s` on this machine (measured, about 1 s).
@@ -311,12 +320,30 @@ fn run_once(
     let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + d.lab_ns(s.duration.0);
+    let mut programs =
+        crate::host_programs::HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out).map_err(
+            |cause| WriteError {
+                file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
+                cause,
+            },
+        )?;
     let cpu_before = cpu_steal_and_total();
+    if !s.programs.is_empty() {
+        progress.step(&format!(
+            "running {} programs in the hosts (their output: {})",
+            s.programs.len(),
+            opts.out.join(crate::host_programs::OUTPUT_FOLDER).display()
+        ));
+    }
     progress.begin(plan.len() as u64);
     let mut stuck: Option<Stuck> = None;
     let ending = loop {
+        let next_program = programs.start_due(&lab, clock.now_ns().saturating_sub(t0), |ns| d.lab_ns(ns))?;
+        let wait = next_program.map_or(POLL, |at| {
+            POLL.min(Duration::from_nanos((t0 + at).saturating_sub(clock.now_ns())))
+        });
         // Completions release later iterations as soon as they arrive; the rest is polled.
-        if let Ok(e) = lab.events().recv_timeout(POLL) {
+        if let Ok(e) = lab.events().recv_timeout(wait) {
             for e in std::iter::once(e).chain(lab.events().try_iter()) {
                 match e {
                     FlowEvent::Completed(c) => {
@@ -334,10 +361,14 @@ fn run_once(
         }
         let finished = lab.finished();
         progress.advance((finished / 2) as u64);
-        if let Some(e) = ending_now(finished, plan.len(), stuck.is_some(), stop, clock.now_ns() >= deadline) {
+        programs.reap();
+        let done = finished >= 2 * plan.len() && !programs.holding_the_run();
+        if let Some(e) = ending_now(done, stuck.is_some(), stop, clock.now_ns() >= deadline) {
             break e;
         }
     };
+    // Before the lab stops, so that their QPs end on a running NIC.
+    let programs = programs.finish();
     let end_ns = clock.now_ns();
     let diagnosis = stuck.map(|x| {
         let f = &plan[index[&x.id]];
@@ -366,6 +397,10 @@ fn run_once(
         host_overhead_ns: &overheads,
     };
     let mut results = Results::collect(s, &plan, report, time, ending, &measured);
+    if ending == Ending::Completed && programs.iter().any(|p| p.failed()) {
+        results.summary.ending = Ending::ProgramFailed;
+    }
+    results.summary.programs = programs;
     results.summary.diagnosis = diagnosis;
     results.events = events;
     results.summary.dilation_warned = warned.to_vec();
@@ -378,11 +413,11 @@ fn run_once(
     Ok(results)
 }
 
-/// How a run ends now, if it does: `finished` flows counted at both ends of `flows`, a flow
-/// `stuck`, a `stop` asked, the duration `over`; None while it goes on.
-pub(crate) fn ending_now(finished: usize, flows: usize, stuck: bool, stop: &AtomicBool, over: bool) -> Option<Ending> {
-    // Each completed flow counts at both ends.
-    if finished >= 2 * flows {
+/// How a run ends now, if it does: everything it waits for `done` (each flow counted at both
+/// ends, the programs it waits for exited), a flow `stuck`, a `stop` asked, the duration
+/// `over`; None while it goes on.
+pub(crate) fn ending_now(done: bool, stuck: bool, stop: &AtomicBool, over: bool) -> Option<Ending> {
+    if done {
         Some(Ending::Completed)
     } else if stuck {
         Some(Ending::NoProgress)
@@ -557,7 +592,7 @@ pub fn run_series(
     }
     // Runs set side by side share one dilation: when one of them warns under `dilation: auto`,
     // every run of the series is made again one step up.
-    let mut d = match series.iter().find(|(_, _, s)| s.dilation_auto) {
+    let mut d = match series.iter().find(|(_, _, s)| picks_dilation(s)) {
         Some((label, _, s)) => Some(auto_start(s, progress).map_err(|e| (label.clone(), e))?),
         None => None,
     };
@@ -576,12 +611,12 @@ pub fn run_series(
                 force: !warned.is_empty(),
                 live: Vec::new(),
             };
-            let r = match d.filter(|_| s.dilation_auto) {
+            let r = match d.filter(|_| picks_dilation(s)) {
                 Some(at) => run_once(&at_dilation(s, at), &opts, stop, progress, &warned),
                 None => run_once(s, &opts, stop, progress, &[]),
             }
             .map_err(|e| (label.clone(), e))?;
-            if s.dilation_auto
+            if picks_dilation(s)
                 && let Some(next) = step_up_after(&r, stop, progress)
             {
                 warned.push(r.summary.dilation);

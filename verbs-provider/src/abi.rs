@@ -588,22 +588,65 @@ const _: () = {
     assert!(size_of::<VerbsContextOps>() == 76 * 8);
 };
 
-unsafe extern "C" {
+/// The functions of libibverbs a provider calls (its `IBVERBS_PRIVATE_34` interface), found
+/// at run time in the libibverbs that loaded the provider rather than bound by the dynamic
+/// linker: a program that loads libibverbs privately (`RTLD_LOCAL`, as UCX's `libuct_ib` does)
+/// leaves its symbols out of the global scope, where a link-time import would look for them.
+pub struct Libibverbs {
     /// Registers a provider (`PROVIDER_DRIVER`'s constructor calls it).
-    pub fn verbs_register_driver_34(ops: *const VerbsDeviceOps);
-    /// Allocates `alloc_size` zeroed bytes (freed with `free`) and initialises the
-    /// libibverbs context `context_offset` bytes into them; takes `cmd_fd` (closed on
-    /// failure). Null on failure, with errno set.
-    pub fn _verbs_init_and_alloc_context(
-        device: *mut IbvDevice,
-        cmd_fd: c_int,
-        alloc_size: usize,
-        context_offset: usize,
-        driver_id: u32,
-    ) -> *mut std::ffi::c_void;
-    /// Undoes the context's initialisation (closes `cmd_fd` and `async_fd`); the memory is
-    /// the provider's to free.
-    pub fn verbs_uninit_context(ctx: *mut VerbsContext);
+    pub register_driver: RegisterDriver,
+    /// Allocates `alloc_size` zeroed bytes (freed with `free`) and initialises the libibverbs
+    /// context `context_offset` bytes into them; takes `cmd_fd` (closed on failure). Null on
+    /// failure, with errno set.
+    pub init_and_alloc_context: InitAndAllocContext,
+    /// Undoes the context's initialisation (closes `cmd_fd` and `async_fd`); the memory is the
+    /// provider's to free.
+    pub uninit_context: UninitContext,
     /// Installs a provider's operations in a context.
-    pub fn verbs_set_ops(ctx: *mut VerbsContext, ops: *const VerbsContextOps);
+    pub set_ops: SetOps,
+}
+
+/// `verbs_register_driver_34`.
+pub type RegisterDriver = unsafe extern "C" fn(ops: *const VerbsDeviceOps);
+/// `_verbs_init_and_alloc_context`: device, cmd_fd, alloc_size, context_offset, driver_id.
+pub type InitAndAllocContext = unsafe extern "C" fn(*mut IbvDevice, c_int, usize, usize, u32) -> *mut std::ffi::c_void;
+/// `verbs_uninit_context`.
+pub type UninitContext = unsafe extern "C" fn(ctx: *mut VerbsContext);
+/// `verbs_set_ops`.
+pub type SetOps = unsafe extern "C" fn(ctx: *mut VerbsContext, ops: *const VerbsContextOps);
+
+/// libibverbs' functions, when a libibverbs of this ABI is loaded in the process (None when
+/// this library was loaded some other way, as by a test).
+pub fn libibverbs() -> Option<&'static Libibverbs> {
+    static FOUND: std::sync::OnceLock<Option<Libibverbs>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(find_libibverbs).as_ref()
+}
+
+fn find_libibverbs() -> Option<Libibverbs> {
+    // SAFETY: RTLD_NOLOAD only looks up a library already loaded; the name is a C string.
+    let handle = unsafe { libc::dlopen(c"libibverbs.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    let find = |name: &std::ffi::CStr| {
+        // SAFETY: a live handle and C strings.
+        let f = unsafe { libc::dlvsym(handle, name.as_ptr(), c"IBVERBS_PRIVATE_34".as_ptr()) };
+        (!f.is_null()).then_some(f)
+    };
+    let (register, init, uninit, set_ops) = (
+        find(c"verbs_register_driver_34")?,
+        find(c"_verbs_init_and_alloc_context")?,
+        find(c"verbs_uninit_context")?,
+        find(c"verbs_set_ops")?,
+    );
+    // SAFETY: each symbol of this version has the signature written above (rdma-core's
+    // driver.h); the library stays loaded (the NOLOAD handle is never closed).
+    unsafe {
+        Some(Libibverbs {
+            register_driver: std::mem::transmute::<*mut std::ffi::c_void, RegisterDriver>(register),
+            init_and_alloc_context: std::mem::transmute::<*mut std::ffi::c_void, InitAndAllocContext>(init),
+            uninit_context: std::mem::transmute::<*mut std::ffi::c_void, UninitContext>(uninit),
+            set_ops: std::mem::transmute::<*mut std::ffi::c_void, SetOps>(set_ops),
+        })
+    }
 }

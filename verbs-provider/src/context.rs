@@ -11,9 +11,7 @@ use intlab_nic_channel::command::{Answer, Command};
 use intlab_nic_channel::device::{PROTOCOL_VERSION, PortInfo};
 use intlab_nic_channel::queue::{AREA_LEN, Area};
 
-use crate::abi::{
-    _verbs_init_and_alloc_context, IbvContext, IbvDevice, VerbsContext, verbs_set_ops, verbs_uninit_context,
-};
+use crate::abi::{IbvContext, IbvDevice, VerbsContext};
 use crate::device::Device;
 use crate::memory::Shared;
 
@@ -194,8 +192,13 @@ fn open(dev: &Device, device: *mut IbvDevice, cmd_fd: c_int) -> Result<*mut Verb
     let (state, async_fd) = prepared;
     // libibverbs allocates the context (zeroed) and initialises its part, the first field.
     // Takes cmd_fd; closes it on failure.
+    let Some(lib) = crate::abi::libibverbs() else {
+        // SAFETY: cmd_fd is ours to close until libibverbs takes it.
+        unsafe { libc::close(cmd_fd) };
+        return Err(libc::ENOSYS);
+    };
     let raw = unsafe {
-        _verbs_init_and_alloc_context(
+        (lib.init_and_alloc_context)(
             device,
             cmd_fd,
             std::mem::size_of::<Context>(),
@@ -218,7 +221,7 @@ fn open(dev: &Device, device: *mut IbvDevice, cmd_fd: c_int) -> Result<*mut Verb
     ctx.vctx.context.async_fd = async_fd.into_raw_fd();
     ctx.vctx.context.num_comp_vectors = 1;
     let ops = crate::context_ops();
-    unsafe { verbs_set_ops(&mut ctx.vctx, &ops) };
+    unsafe { (lib.set_ops)(&mut ctx.vctx, &ops) };
     Ok(&mut ctx.vctx)
 }
 
@@ -291,7 +294,10 @@ pub(crate) unsafe extern "C" fn free_context(context: *mut IbvContext) {
     // calls this once, last.
     unsafe {
         std::ptr::drop_in_place(std::ptr::addr_of_mut!((*raw).state));
-        verbs_uninit_context(&mut (*raw).vctx);
+        // A context exists only where libibverbs was found to make it.
+        if let Some(lib) = crate::abi::libibverbs() {
+            (lib.uninit_context)(&mut (*raw).vctx);
+        }
         libc::free(raw as *mut c_void);
     }
 }

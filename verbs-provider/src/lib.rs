@@ -83,8 +83,11 @@ pub(crate) fn context_ops() -> VerbsContextOps {
 
 /// Registers the provider when libibverbs loads it, as rdma-core's `PROVIDER_DRIVER` does.
 extern "C" fn register() {
-    // Only where libibverbs loaded this library: its symbols are then there to bind to.
-    unsafe { abi::verbs_register_driver_34(&DEVICE_OPS.0) }
+    // Only where libibverbs loaded this library.
+    if let Some(lib) = abi::libibverbs() {
+        // SAFETY: the operations live as long as the library.
+        unsafe { (lib.register_driver)(&DEVICE_OPS.0) }
+    }
 }
 
 #[cfg(not(test))]

@@ -8,6 +8,7 @@ mod fairness;
 mod files;
 mod ns3;
 mod plots;
+pub mod program_figures;
 mod table;
 mod workers;
 
@@ -51,6 +52,9 @@ pub enum Ending {
     /// A flow made no progress through several retransmission timeouts in a row (see
     /// [`Summary::diagnosis`]).
     NoProgress,
+    /// Everything ended, but a program the run waited for failed (exited non-zero or was
+    /// killed; see [`Summary::programs`]).
+    ProgramFailed,
 }
 
 /// One flow's record.
@@ -396,6 +400,50 @@ pub struct Summary {
     /// (None for a lab on one machine).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sites: Option<crate::sites::SitesTiming>,
+    /// The programs the run started in its hosts (`programs:`), with their own figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<crate::host_programs::ProgramOutcome>,
+    /// The lab's count of the programs' QPs (None when no program made one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_qps: Option<ProgramQpFigures>,
+}
+
+/// What the lab counted of the programs' QPs, in scenario units, to set beside what the
+/// programs measured themselves and beside the lab's own flows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ProgramQpFigures {
+    /// QPs that received payload.
+    pub receiving_qps: usize,
+    /// Payload bytes they received.
+    pub bytes_received: u64,
+    /// Those bytes × 8 over the time from the first packet any of them received to the last
+    /// message any of them completed (b/s).
+    pub goodput_bps: f64,
+    /// Jain's index of their receive rates, each from its own first packet to its last
+    /// message (None for fewer than two).
+    pub jain: Option<f64>,
+}
+
+impl ProgramQpFigures {
+    /// The figures of `qps` (scenario units); None when none received anything.
+    pub fn of<'a>(qps: impl Iterator<Item = &'a ProgramQp>) -> Option<ProgramQpFigures> {
+        let receiving: Vec<&ProgramQp> = qps.filter(|q| q.bytes_received > 0).collect();
+        let first = receiving.iter().filter_map(|q| q.first_received_ns).min()?;
+        let last = receiving.iter().filter_map(|q| q.last_received_ns).max()?;
+        let bytes_received: u64 = receiving.iter().map(|q| q.bytes_received).sum();
+        let rates: Vec<f64> = receiving.iter().filter_map(|q| q.receive_bps()).collect();
+        let jain = (rates.len() >= 2).then(|| {
+            let sum: f64 = rates.iter().sum();
+            let squares: f64 = rates.iter().map(|r| r * r).sum();
+            sum * sum / (rates.len() as f64 * squares)
+        });
+        Some(ProgramQpFigures {
+            receiving_qps: receiving.len(),
+            bytes_received,
+            goodput_bps: (last > first).then(|| bytes_received as f64 * 8e9 / (last - first) as f64)?,
+            jain,
+        })
+    }
 }
 
 /// Host stall time above which a run is flagged as not faithful: a stalled sender leaves its
@@ -672,6 +720,7 @@ impl Results {
             })
             .collect();
         let measured = Measured {
+            program_rtt_min_ns: program_qps.iter().filter_map(|(_, q)| q.rtt_min_ns).min(),
             flows: &flows,
             series: &series,
             stalls: &stalls,
@@ -707,6 +756,7 @@ impl Results {
         );
         stalls.extend(hiccups);
         stalls.sort_by_key(|x| x.at_ns);
+        summary.program_qps = ProgramQpFigures::of(program_qps.iter().map(|(_, q)| q));
         Results {
             flows,
             series,
@@ -735,6 +785,8 @@ struct Measured<'a> {
     max_path_switches: u64,
     /// INT bytes per hop on data, if data carries INT.
     hop_bytes: Option<u64>,
+    /// The smallest RTT any program's QP saw (scenario ns).
+    program_rtt_min_ns: Option<u64>,
 }
 
 fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> Summary {
@@ -776,7 +828,13 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         .flat_map(|sw| sw.ports.iter().map(move |p| (sw, p)))
         .filter(|(_, p)| p.queue_samples > 0)
         .max_by_key(|(_, p)| (p.queue_p99, p.totals.queue_max, p.totals.tx_bytes));
-    let path_rtt_min_ns = flows.iter().map(|f| f.path_rtt_ns).min().unwrap_or(0);
+    // Programs' QPs have no planned path: their smallest RTT stands for it in a run without flows.
+    let path_rtt_min_ns = flows
+        .iter()
+        .map(|f| f.path_rtt_ns)
+        .min()
+        .or(m.program_rtt_min_ns)
+        .unwrap_or(0);
     let all_ports = || switches.iter().flat_map(|sw| &sw.ports);
     let release_late_worst_port_p99_ns = all_ports()
         .filter(|p| p.totals.tx_frames > 0)
@@ -924,6 +982,8 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         diagnosis: None,
         workers: Vec::new(),
         sites: None,
+        programs: Vec::new(),
+        program_qps: None,
     }
 }
 
@@ -989,6 +1049,7 @@ mod tests {
         // 10 ms of run; 1 ms stalled, and a stall at the end counted only up to the end.
         let stalls = [stall(2_000_000, 1_000_000), stall(9_500_000, 4_000_000)];
         let m = Measured {
+            program_rtt_min_ns: None,
             flows: &flows,
             series: &[],
             stalls: &stalls,
@@ -1026,6 +1087,7 @@ mod tests {
         };
         let flows = [done, partial];
         let m = Measured {
+            program_rtt_min_ns: None,
             flows: &flows,
             series: &[],
             stalls: &[],

@@ -55,6 +55,7 @@ pub fn summary_table(s: &Summary) -> String {
         Ending::TimedOut => "stopped at the scenario's duration",
         Ending::Interrupted => "interrupted (partial results)",
         Ending::NoProgress => "stopped: a flow made no progress",
+        Ending::ProgramFailed => "ended: a program the run waited for failed",
     };
     let _ = writeln!(
         out,
@@ -79,8 +80,12 @@ pub fn summary_table(s: &Summary) -> String {
         let _ = writeln!(out, "  {} as run (flow 1's path): {}", s.controller, shown.join(", "));
     }
     let _ = writeln!(out, "  {:<22} {:>12} {:>12} {:>12}", "", "p50", "p99", "max");
-    row(&mut out, "FCT", s.fct_ns, time);
-    row(&mut out, "slowdown", s.slowdown, |x| format!("{x:.2}"));
+    // A run of programs alone has no flows to time.
+    let flows = s.flows > 0;
+    if flows {
+        row(&mut out, "FCT", s.fct_ns, time);
+        row(&mut out, "slowdown", s.slowdown, |x| format!("{x:.2}"));
+    }
     if s.slowdown_by_size.len() > 1 {
         for b in &s.slowdown_by_size {
             let name = format!("  {} ({})", b.label, b.flows);
@@ -92,7 +97,9 @@ pub fn summary_table(s: &Summary) -> String {
         None => "queue".to_owned(),
     };
     row(&mut out, &queue, s.bottleneck_queue, bytes);
-    row(&mut out, "host overhead per RTT", s.host_overhead_ns, time);
+    if flows {
+        row(&mut out, "host overhead per RTT", s.host_overhead_ns, time);
+    }
     if let (Some(b), Some((configured, carried))) = (&s.bottleneck, s.bottleneck_rate_bps) {
         let _ = writeln!(
             out,
@@ -102,12 +109,14 @@ pub fn summary_table(s: &Summary) -> String {
             carried as f64 / configured.max(1) as f64 * 100.0
         );
     }
-    let _ = writeln!(
-        out,
-        "  goodput {} ({:.1} % of the receivers' links)",
-        rate(s.goodput_bps),
-        s.normalized_goodput * 100.0
-    );
+    if flows {
+        let _ = writeln!(
+            out,
+            "  goodput {} ({:.1} % of the receivers' links)",
+            rate(s.goodput_bps),
+            s.normalized_goodput * 100.0
+        );
+    }
     if let Some(x) = s.int_overhead {
         let _ = writeln!(
             out,
@@ -145,6 +154,29 @@ pub fn summary_table(s: &Summary) -> String {
             a.name,
             a.iteration_ns.map_or("-".to_owned(), |q| time(q.p50)),
             a.message_mean_ns.map_or("-".to_owned(), time)
+        );
+    }
+    for p in &s.programs {
+        let figures: Vec<String> = p.figures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let said = if figures.is_empty() {
+            String::new()
+        } else {
+            format!("; it measured: {}", figures.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  program {} on {}: {} after {:.2} s{said}",
+            p.spec.name, p.host, p.end, p.ran_s
+        );
+    }
+    if let Some(q) = &s.program_qps {
+        let jain = q.jain.map_or(String::new(), |j| format!(", Jain {j:.3}"));
+        let _ = writeln!(
+            out,
+            "  programs' QPs as the lab counted them: {} receiving, {} received, goodput {}{jain}",
+            q.receiving_qps,
+            bytes(q.bytes_received as f64),
+            rate(q.goodput_bps)
         );
     }
     let _ = writeln!(

@@ -12,10 +12,12 @@
 
 mod events;
 mod overrides;
+mod programs;
 pub(crate) mod raw;
 
 pub use events::{EventAction, ScenarioEvent};
 pub use overrides::Overrides;
+pub use programs::ProgramSpec;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -97,6 +99,8 @@ pub struct Scenario {
     pub sweep: Vec<(String, Vec<String>)>,
     /// What the run does to its network as it goes, in time order.
     pub events: Vec<ScenarioEvent>,
+    /// The programs the run starts in its hosts (`programs:`).
+    pub programs: Vec<ProgramSpec>,
     /// How long after a link goes down or up the fabric's routes follow (scenario ns).
     pub reconverge_ns: u64,
     /// Which machine runs which part (`sites:`), if the file says.
@@ -340,14 +344,17 @@ impl Checker<'_> {
                 .map_err(|m| self.err(&c.referenced, format!("controllers ({name}): {m}")))?;
         }
         let controller = self.controller(run.controller)?;
+        let programs = programs::check(&run.programs, &topology, |at, m| self.err(at, m))?;
         let workload = match &run.workload {
             Some(w) => self.workload(&topology, w, run.seed.unwrap_or(1))?,
+            // The programs are the workload.
+            None if !programs.is_empty() => Workload::Flows(Vec::new()),
             None => {
                 return Err(LoadError {
                     file: self.file.to_owned(),
                     line: 1,
                     column: 1,
-                    message: "no `workload:`: expected one of incast, all_to_all, flows or applications (see docs/scenarios.md)"
+                    message: "no `workload:` and no `programs:`: expected a workload (incast, all_to_all, flows, applications, ...) or programs (see docs/scenarios.md)"
                         .into(),
                 });
             }
@@ -423,6 +430,7 @@ impl Checker<'_> {
             runtime,
             sweep: run.sweep.into_iter().map(|a| (a.key, a.values)).collect(),
             events,
+            programs,
             reconverge_ns,
             sites,
         })

@@ -39,6 +39,8 @@ pub(crate) struct RawRun {
     #[serde(default)]
     pub events: Vec<Spanned<RawEvent>>,
     #[serde(default)]
+    pub programs: Vec<Spanned<RawProgram>>,
+    #[serde(default)]
     pub reconverge: Option<Spanned<Nanos>>,
     #[serde(default)]
     pub sites: Option<Spanned<std::collections::BTreeMap<String, Spanned<Vec<String>>>>>,
@@ -74,6 +76,32 @@ pub(crate) struct RawEvent {
     pub set: Option<Spanned<String>>,
     #[serde(default)]
     pub keys: Option<Spanned<crate::topology::LinkKeys>>,
+}
+
+/// One of `programs:`: a program the run starts in a host.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProgram {
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    pub host: Spanned<String>,
+    pub run: Spanned<RawCommand>,
+    #[serde(default)]
+    pub start: Option<Spanned<Nanos>>,
+    #[serde(default)]
+    pub wait: Option<bool>,
+    #[serde(default)]
+    pub normal_priority: Option<bool>,
+}
+
+/// `run:` a command line for `sh -c`, or the program and its arguments.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawCommand {
+    /// Given to `/bin/sh -c`.
+    Shell(String),
+    /// The program and its arguments, as they are.
+    Argv(Vec<String>),
 }
 
 /// `dilation:` a factor, or `auto`.

@@ -271,6 +271,12 @@ pub fn run_on_sites(
     stop: &AtomicBool,
     progress: &mut dyn Progress,
 ) -> Result<Results, RunError> {
+    if let Some(p) = s.programs.first() {
+        return Err(RunError::Sites(format!(
+            "`programs:` ({} and others) run in a lab on one machine: not yet over sites",
+            p.name
+        )));
+    }
     crate::run::stepping_up(s, opts, stop, progress, &mut |s, opts, stop, progress, warned| {
         run_once_on_sites(s, addresses, opts, stop, progress, warned)
     })
@@ -493,7 +499,7 @@ fn run_once_on_sites(
         let done: usize = finished.iter().sum();
         progress.advance((done / 2) as u64);
         let over = clock.now_ns() >= deadline;
-        if let Some(e) = crate::run::ending_now(done, plan.len(), diagnosis.is_some(), stop, over) {
+        if let Some(e) = crate::run::ending_now(done >= 2 * plan.len(), diagnosis.is_some(), stop, over) {
             break e;
         }
     };

@@ -86,6 +86,8 @@ struct RawTopology {
     _sweep: Option<IgnoredAny>,
     #[serde(default, rename = "events")]
     _events: Option<IgnoredAny>,
+    #[serde(default, rename = "programs")]
+    _programs: Option<IgnoredAny>,
     #[serde(default, rename = "reconverge")]
     _reconverge: Option<IgnoredAny>,
     #[serde(default, rename = "sites")]

@@ -586,7 +586,7 @@ impl Qp {
                 self.rq.clear();
                 self.attr.state = QpState::Reset;
             }
-            (_, QpState::Err) => self.enter_error(verbs),
+            (_, QpState::Err) => self.enter_error_as_asked(verbs),
             (QpState::Init, QpState::Rtr) => {
                 self.attr.state = target;
                 self.arm_responder();

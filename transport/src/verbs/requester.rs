@@ -745,16 +745,28 @@ impl Qp {
         }
     }
 
-    /// Goes to the error state: every request not completed completes flushed (the one that
-    /// failed with its own status), every receive request too, and the far end hears nothing
-    /// more.
+    /// Goes to the error state on its own (a fault of the transfer): see
+    /// [`Self::error_state`]; the program hears of it as IBV_EVENT_QP_FATAL.
     pub fn enter_error(&mut self, verbs: &mut Verbs) {
+        self.error_state(verbs, true);
+    }
+
+    /// Goes to the error state because the program asked (ibv_modify_qp to ERR, as UCX and
+    /// MPI do to flush a QP before they destroy it): no asynchronous event, as on a NIC.
+    pub fn enter_error_as_asked(&mut self, verbs: &mut Verbs) {
+        self.error_state(verbs, false);
+    }
+
+    /// Every request not completed completes flushed (the one that failed with its own
+    /// status), every receive request too, and the far end hears nothing more; `fatal` raises
+    /// IBV_EVENT_QP_FATAL.
+    fn error_state(&mut self, verbs: &mut Verbs, fatal: bool) {
         let was = self.attr.state;
         self.attr.state = QpState::Err;
         self.flush_send_queue(verbs);
         self.flush_receive_queue(verbs);
         self.resp.drop_reads();
-        if was != QpState::Err && self.retry == RetryPolicy::Counted {
+        if fatal && was != QpState::Err && self.retry == RetryPolicy::Counted {
             verbs.raise(self.context, super::AsyncEvent::QpFatal(self.qpn));
         }
     }

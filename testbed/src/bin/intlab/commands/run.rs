@@ -28,7 +28,8 @@ pub(crate) struct Where {
 }
 
 /// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 4 when a
-/// flow made no progress, 130 when interrupted (results written in every case).
+/// flow made no progress, 5 when a program the run waited for failed, 130 when interrupted
+/// (results written in every case).
 pub(crate) fn run_scenario(file: Option<&std::path::Path>, overrides: Overrides, w: Where) -> Result<ExitCode> {
     let scenario = Scenario::load_or_builtin(file, &overrides)?;
     let addresses = match (&w.sites, &scenario.sites) {

@@ -46,6 +46,8 @@ pub(crate) fn exit_code(stop: &AtomicBool, endings: impl Iterator<Item = Ending>
         ExitCode::from(130)
     } else if endings.contains(&Ending::NoProgress) {
         ExitCode::from(4)
+    } else if endings.contains(&Ending::ProgramFailed) {
+        ExitCode::from(5)
     } else if endings.contains(&Ending::TimedOut) {
         ExitCode::from(3)
     } else {

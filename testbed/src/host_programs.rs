@@ -1,0 +1,312 @@
+//! The programs a run starts in its hosts (`programs:`): each in its host's network namespace
+//! with the host's RDMA device in view (as `intlab exec` gives it), below the lab's scheduling
+//! priority, its output kept in the results folder; started at their times, watched until they
+//! exit, and stopped (their whole process group) when the run ends without them.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::lab::Lab;
+use crate::scenario::ProgramSpec;
+
+/// The results folder's subfolder with each program's output (`NAME.log`).
+pub const OUTPUT_FOLDER: &str = "programs";
+
+/// How long a program told to stop (SIGTERM) has before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How a program's life ended, as the run saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "how", content = "value")]
+pub enum ProgramEnd {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal (not the run's) ended it.
+    Signalled(i32),
+    /// It was still running when the run ended and was stopped.
+    StoppedAtEnd,
+    /// The run ended before its start time.
+    NotStarted,
+}
+
+impl std::fmt::Display for ProgramEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramEnd::Exited(0) => write!(f, "exited 0"),
+            ProgramEnd::Exited(c) => write!(f, "FAILED: exited {c}"),
+            ProgramEnd::Signalled(s) => write!(f, "FAILED: killed by signal {s}"),
+            ProgramEnd::StoppedAtEnd => write!(f, "still running at the end of the run: stopped"),
+            ProgramEnd::NotStarted => write!(f, "not started: the run ended before its start"),
+        }
+    }
+}
+
+/// What became of one program.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProgramOutcome {
+    /// The program as the scenario gives it.
+    #[serde(flatten)]
+    pub spec: ProgramSpec,
+    /// Its host's name.
+    pub host: String,
+    /// How it ended.
+    pub end: ProgramEnd,
+    /// How long it ran (s, machine time; 0 when it never started).
+    pub ran_s: f64,
+    /// Its standard output and error, in the results folder.
+    pub output: PathBuf,
+    /// The figures it printed itself (perftest's last table, ucx_perftest's `Final:` line:
+    /// column, value).
+    pub figures: Vec<(String, f64)>,
+}
+
+impl ProgramOutcome {
+    /// True when it failed: it exited non-zero or a signal killed it, or the run ended
+    /// without it while waiting for it. A server the run does not wait for may be stopped.
+    pub fn failed(&self) -> bool {
+        match self.end {
+            ProgramEnd::Exited(c) => c != 0,
+            ProgramEnd::Signalled(_) => true,
+            ProgramEnd::StoppedAtEnd | ProgramEnd::NotStarted => self.spec.wait,
+        }
+    }
+}
+
+/// Why a program could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("starting program `{name}` ({command}) in host {host}: {cause}")]
+pub struct StartError {
+    /// The program's name.
+    pub name: String,
+    /// Its command line.
+    pub command: String,
+    /// Its host.
+    pub host: String,
+    /// What failed.
+    pub cause: io::Error,
+}
+
+/// One program's place in the run.
+#[derive(Debug)]
+enum State {
+    Waiting,
+    Running { child: Child, since: Instant },
+    Ended { end: ProgramEnd, ran: Duration },
+}
+
+/// The programs of one run.
+#[derive(Debug)]
+pub struct HostPrograms {
+    specs: Vec<ProgramSpec>,
+    hosts: Vec<String>,
+    states: Vec<State>,
+    dir: PathBuf,
+}
+
+impl HostPrograms {
+    /// The programs of `specs` (hosts named by `host_name`), their output written into
+    /// `out`/[`OUTPUT_FOLDER`]; none started yet.
+    pub fn new(specs: &[ProgramSpec], host_name: impl Fn(usize) -> String, out: &Path) -> io::Result<HostPrograms> {
+        let dir = out.join(OUTPUT_FOLDER);
+        if !specs.is_empty() {
+            std::fs::create_dir_all(&dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        }
+        Ok(HostPrograms {
+            hosts: specs.iter().map(|s| host_name(s.host)).collect(),
+            states: specs.iter().map(|_| State::Waiting).collect(),
+            specs: specs.to_vec(),
+            dir,
+        })
+    }
+
+    /// Starts every program whose start (lab ns from the workload's start, `lab_start_ns`
+    /// each) has come at `elapsed_ns`; returns when the next one is due (lab ns), if any.
+    pub fn start_due(
+        &mut self,
+        lab: &Lab,
+        elapsed_ns: u64,
+        lab_start_ns: impl Fn(u64) -> u64,
+    ) -> Result<Option<u64>, StartError> {
+        let mut next: Option<u64> = None;
+        for k in 0..self.specs.len() {
+            if !matches!(self.states[k], State::Waiting) {
+                continue;
+            }
+            let at = lab_start_ns(self.specs[k].start_ns);
+            if at > elapsed_ns {
+                next = Some(next.map_or(at, |n| n.min(at)));
+                continue;
+            }
+            let spec = &self.specs[k];
+            let child = self.spawn(lab, spec).map_err(|cause| StartError {
+                name: spec.name.clone(),
+                command: spec.argv.join(" "),
+                host: self.hosts[k].clone(),
+                cause,
+            })?;
+            tracing::info!(program = %spec.name, host = %self.hosts[k], pid = child.id(), "program started");
+            self.states[k] = State::Running {
+                child,
+                since: Instant::now(),
+            };
+        }
+        Ok(next)
+    }
+
+    /// Starts `spec` in its host: a thread enters the host's network namespace and a mount
+    /// namespace with the host's device (both the thread's own, so the lab's threads keep
+    /// theirs), lowers its priority, and forks the program, which inherits all three.
+    fn spawn(&self, lab: &Lab, spec: &ProgramSpec) -> io::Result<Child> {
+        let log_path = self.dir.join(format!("{}.log", spec.name));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", log_path.display())))?;
+        let err = log.try_clone()?;
+        let device = lab.device(spec.host).cloned();
+        let argv = spec.argv.clone();
+        let normal_priority = spec.normal_priority;
+        lab.namespace(spec.host).run(move || {
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(err)
+                // Its own group, so that stopping it stops what it started (a shell's children).
+                .process_group(0);
+            if let Some(device) = device {
+                cmd.envs(device.enter()?);
+            }
+            if !normal_priority {
+                intlab_runtime::sys::thread::idle_policy()?;
+            }
+            cmd.spawn()
+        })
+    }
+
+    /// Notes the programs that have exited since the last look.
+    pub fn reap(&mut self) {
+        for k in 0..self.states.len() {
+            let State::Running { child, since } = &mut self.states[k] else {
+                continue;
+            };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let end = end_of(status);
+                    tracing::info!(program = %self.specs[k].name, %end, "program ended");
+                    self.states[k] = State::Ended {
+                        end,
+                        ran: since.elapsed(),
+                    };
+                }
+                Ok(None) => {}
+                // Only a child that is not ours fails here: it can no longer be waited for.
+                Err(e) => {
+                    tracing::warn!(program = %self.specs[k].name, error = %e, "program could not be waited for");
+                    self.states[k] = State::Ended {
+                        end: ProgramEnd::Signalled(0),
+                        ran: since.elapsed(),
+                    };
+                }
+            }
+        }
+    }
+
+    /// True while a program the run waits for has not ended (started or not).
+    pub fn holding_the_run(&self) -> bool {
+        self.specs
+            .iter()
+            .zip(&self.states)
+            .any(|(s, st)| s.wait && !matches!(st, State::Ended { .. }))
+    }
+
+    /// Stops every program still running (SIGTERM to its group, SIGKILL after
+    /// [`STOP_GRACE`]) and returns what became of each, its figures read from its output.
+    pub fn finish(&mut self) -> Vec<ProgramOutcome> {
+        self.reap();
+        let stopping: Vec<usize> = (0..self.states.len())
+            .filter(|&k| matches!(self.states[k], State::Running { .. }))
+            .collect();
+        for &k in &stopping {
+            if let State::Running { child, .. } = &self.states[k] {
+                signal_group(child, libc::SIGTERM, &self.specs[k].name);
+            }
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        for &k in &stopping {
+            let State::Running { child, since } = &mut self.states[k] else {
+                continue;
+            };
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(child.try_wait(), Ok(None)) {
+                signal_group(child, libc::SIGKILL, &self.specs[k].name);
+            }
+            if let Err(e) = child.wait() {
+                tracing::warn!(program = %self.specs[k].name, error = %e, "waiting for a stopped program");
+            }
+            self.states[k] = State::Ended {
+                end: ProgramEnd::StoppedAtEnd,
+                ran: since.elapsed(),
+            };
+        }
+        let dir = &self.dir;
+        std::mem::take(&mut self.specs)
+            .into_iter()
+            .zip(std::mem::take(&mut self.hosts))
+            .zip(std::mem::take(&mut self.states))
+            .map(|((spec, host), state)| {
+                let output = dir.join(format!("{}.log", spec.name));
+                let (end, ran) = match state {
+                    State::Ended { end, ran } => (end, ran),
+                    _ => (ProgramEnd::NotStarted, Duration::ZERO),
+                };
+                let figures = std::fs::read_to_string(&output)
+                    .map(|text| crate::results::program_figures::of_output(&text))
+                    .unwrap_or_default();
+                ProgramOutcome {
+                    spec,
+                    host,
+                    end,
+                    ran_s: ran.as_secs_f64(),
+                    output,
+                    figures,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for HostPrograms {
+    /// A run that fails half way still leaves no program behind.
+    fn drop(&mut self) {
+        for (k, state) in self.states.iter_mut().enumerate() {
+            if let State::Running { child, .. } = state {
+                signal_group(child, libc::SIGKILL, &self.specs[k].name);
+                if let Err(e) = child.wait() {
+                    tracing::warn!(program = %self.specs[k].name, error = %e, "waiting for a killed program");
+                }
+            }
+        }
+    }
+}
+
+/// Sends `signal` to the process group `child` leads.
+fn signal_group(child: &Child, signal: libc::c_int, name: &str) {
+    if let Err(e) = intlab_runtime::sys::process::signal_group(child.id(), signal) {
+        tracing::warn!(program = %name, error = %e, signal, "signalling a program");
+    }
+}
+
+/// A wait status as a [`ProgramEnd`].
+fn end_of(status: std::process::ExitStatus) -> ProgramEnd {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ProgramEnd::Exited(c),
+        (None, Some(s)) => ProgramEnd::Signalled(s),
+        (None, None) => ProgramEnd::Signalled(0),
+    }
+}
