@@ -14,7 +14,7 @@ const CONTROLLERS: [&str; 8] = [
 ];
 
 /// Each shipped scenario with the `--set` keys that shrink its workload.
-const SCENARIOS: [(&str, &[&str]); 11] = [
+const SCENARIOS: [(&str, &[&str]); 12] = [
     (
         "dumbbell.yaml",
         &[
@@ -32,6 +32,21 @@ const SCENARIOS: [(&str, &[&str]); 11] = [
     ("incast-4to1-dc.yaml", &["workload.incast.size=200KB"]),
     ("incast-4to1.yaml", &["workload.incast.size=200KB"]),
     ("leaf-spine.yaml", &["workload.all_to_all.size=8KB"]),
+    // perftest: 16 WRITEs of 64 KB per client instead of 256 (the run then checks each
+    // program exited 0).
+    (
+        "perftest-incast-4to1.yaml",
+        &[
+            "programs.0.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18601",
+            "programs.1.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18602",
+            "programs.2.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18603",
+            "programs.3.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18604",
+            "programs.4.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18601 198.18.0.5",
+            "programs.5.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18602 198.18.0.5",
+            "programs.6.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18603 198.18.0.5",
+            "programs.7.run=ib_write_bw -d intlab0 -F -s 65536 -n 16 -p 18604 198.18.0.5",
+        ],
+    ),
     // Two QPs per host instead of 128 (the full size takes a minute per controller); its
     // `dilation: auto` stays.
     (
