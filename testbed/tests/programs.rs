@@ -45,6 +45,18 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
+/// `intlab run FILE --out OUT`: its exit and what it printed.
+fn run(file: &Path, out: &Path) -> (std::process::Output, String) {
+    let o = intlab(&[
+        "run",
+        "--out",
+        out.to_str().expect("utf-8"),
+        file.to_str().expect("utf-8"),
+    ]);
+    let said = text(&o);
+    (o, said)
+}
+
 /// True while a process whose command line holds `marker` lives.
 fn alive(marker: &str) -> bool {
     std::fs::read_dir("/proc")
@@ -66,13 +78,7 @@ fn a_program_that_never_ends_is_stopped_and_one_that_fails_fails_the_run() {
         ),
     );
     let out_dir = dir.join("results");
-    let out = intlab(&[
-        "run",
-        "--out",
-        out_dir.to_str().expect("utf-8"),
-        file.to_str().expect("utf-8"),
-    ]);
-    let said = text(&out);
+    let (out, said) = run(&file, &out_dir);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -96,13 +102,7 @@ fn a_program_that_never_ends_is_stopped_and_one_that_fails_fails_the_run() {
         "programs:\n  - { name: ok, host: h1, run: [\"true\"] }\n  - { name: bad, host: h2, run: \"echo about to fail; exit 3\" }\n",
     );
     let out_dir = dir.join("results");
-    let out = intlab(&[
-        "run",
-        "--out",
-        out_dir.to_str().expect("utf-8"),
-        file.to_str().expect("utf-8"),
-    ]);
-    let said = text(&out);
+    let (out, said) = run(&file, &out_dir);
     assert_eq!(out.status.code(), Some(5), "a failed program fails the run:\n{said}");
     assert!(said.contains("program bad on h2: FAILED: exited 3"), "{said}");
     let s = summary(&out_dir);
@@ -142,13 +142,7 @@ programs:
 ",
     );
     let out_dir = dir.join("results");
-    let out = intlab(&[
-        "run",
-        "--out",
-        out_dir.to_str().expect("utf-8"),
-        file.to_str().expect("utf-8"),
-    ]);
-    let said = text(&out);
+    let (out, said) = run(&file, &out_dir);
     let log = |name: &str| std::fs::read_to_string(out_dir.join(format!("programs/{name}.log"))).unwrap_or_default();
     assert!(
         out.status.success(),
