@@ -303,9 +303,11 @@ fn by_program(c: &Comparison, markdown: bool) -> String {
                 .iter()
                 .find(|p| p.spec.name == *n)
                 .map_or("-".to_owned(), |p| {
+                    // perftest's and UCX's known figure, else the first the program gave.
                     let figure = PROGRAM_FIGURES
                         .iter()
-                        .find_map(|k| p.figures.iter().find(|(name, _)| name == k));
+                        .find_map(|k| p.figures.iter().find(|(name, _)| name == k))
+                        .or(p.figures.first());
                     match figure {
                         Some((k, v)) if !p.failed() => {
                             format!("{v} {}", k.split('[').nth(1).unwrap_or("]").trim_end_matches(']'))

@@ -3,6 +3,7 @@
 //! priority, its output kept in the results folder; started at their times, watched until they
 //! exit, and stopped (their whole process group) when the run ends without them.
 
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -106,12 +107,88 @@ pub struct HostPrograms {
     hosts: Vec<String>,
     states: Vec<State>,
     dir: PathBuf,
+    /// Where they start (the scenario's folder).
+    cwd: PathBuf,
+    /// What their environment gets besides the device's (see [`RunLabRecord`]).
+    env: Vec<(String, OsString)>,
+}
+
+/// A run's lab recorded as a lab that is up while its programs run (named `run-PID-TAG`), so
+/// that `intlab exec --lab NAME HOST -- CMD` starts a process in another of its hosts, as
+/// MPI's launcher starts its daemons; forgotten when dropped.
+#[derive(Debug)]
+pub struct RunLabRecord {
+    name: String,
+}
+
+impl RunLabRecord {
+    /// Records `lab` (of `topology`, built from `scenario` with namespaces `prefix`) under a
+    /// name made of this process and `tag`.
+    pub fn write(
+        lab: &Lab,
+        topology: &crate::topology::Topology,
+        scenario: &Path,
+        prefix: &str,
+        tag: &str,
+    ) -> Result<RunLabRecord, crate::standing_lab::StandingLabError> {
+        let name = format!("run-{}-{tag}", std::process::id());
+        let record = crate::standing_lab::StandingLab {
+            name: name.clone(),
+            pid: std::process::id(),
+            scenario: scenario.to_owned(),
+            prefix: prefix.to_owned(),
+            hosts: topology
+                .hosts()
+                .map(|h| {
+                    let node = &topology.nodes[h];
+                    let host = crate::standing_lab::HostRecord {
+                        namespace: lab.namespace(h).name().to_owned(),
+                        address: node.address.expect("hosts have addresses"),
+                        device: lab.device(h).cloned(),
+                    };
+                    (node.name.clone(), host)
+                })
+                .collect(),
+            p4runtime: Vec::new(),
+            metrics: None,
+            web: None,
+        };
+        record.write()?;
+        Ok(RunLabRecord { name })
+    }
+
+    /// The environment programs of the run get: `INTLAB_LAB` (this record's name), `INTLAB`
+    /// (the running `intlab`), `INTLAB_OUT` (the results folder).
+    pub fn environment(&self, out: &Path) -> Vec<(String, OsString)> {
+        let mut env = vec![
+            ("INTLAB_LAB".to_owned(), OsString::from(&self.name)),
+            ("INTLAB_OUT".to_owned(), out.as_os_str().to_owned()),
+        ];
+        if let Ok(exe) = std::env::current_exe() {
+            env.push(("INTLAB".to_owned(), exe.into_os_string()));
+        }
+        env
+    }
+}
+
+impl Drop for RunLabRecord {
+    fn drop(&mut self) {
+        if let Err(e) = crate::standing_lab::StandingLab::forget(&self.name) {
+            tracing::warn!(lab = %self.name, error = %e, "forgetting a run's lab record");
+        }
+    }
 }
 
 impl HostPrograms {
     /// The programs of `specs` (hosts named by `host_name`), their output written into
-    /// `out`/[`OUTPUT_FOLDER`]; none started yet.
-    pub fn new(specs: &[ProgramSpec], host_name: impl Fn(usize) -> String, out: &Path) -> io::Result<HostPrograms> {
+    /// `out`/[`OUTPUT_FOLDER`], started in `cwd` with `env` added; none started yet.
+    pub fn new(
+        specs: &[ProgramSpec],
+        host_name: impl Fn(usize) -> String,
+        out: &Path,
+        cwd: &Path,
+        env: Vec<(String, OsString)>,
+    ) -> io::Result<HostPrograms> {
         let dir = out.join(OUTPUT_FOLDER);
         if !specs.is_empty() {
             std::fs::create_dir_all(&dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
@@ -121,6 +198,8 @@ impl HostPrograms {
             states: specs.iter().map(|_| State::Waiting).collect(),
             specs: specs.to_vec(),
             dir,
+            cwd: cwd.to_owned(),
+            env,
         })
     }
 
@@ -169,9 +248,12 @@ impl HostPrograms {
         let device = lab.device(spec.host).cloned();
         let argv = spec.argv.clone();
         let normal_priority = spec.normal_priority;
+        let (cwd, env) = (self.cwd.clone(), self.env.clone());
         lab.namespace(spec.host).run(move || {
             let mut cmd = Command::new(&argv[0]);
             cmd.args(&argv[1..])
+                .current_dir(cwd)
+                .envs(env)
                 .stdin(Stdio::null())
                 .stdout(log)
                 .stderr(err)

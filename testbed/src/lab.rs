@@ -680,7 +680,7 @@ fn longest_drain_ns(t: &Topology) -> u64 {
         .unwrap_or(0)
 }
 
-/// What the lab knows of the way from host `h` to every other host, for the controllers of
+/// What the lab knows of the way from host `h` to every host (itself included), for the controllers of
 /// the QPs programs in `h` create: the unloaded round trip of a full data packet and its ACK
 /// on the routed path plus the machine's overhead, as the lab's own flows are told before
 /// their probes measure it.
@@ -693,9 +693,10 @@ fn peer_paths(
 ) -> HashMap<Ipv4Addr, FlowPath> {
     let hop_bytes = crate::base_rtt::int_hop_bytes(cfg.transport.int_mode, &cfg.program_controller);
     t.hosts()
-        .filter(|&o| o != h)
         .filter_map(|o| {
-            let links = routes.path(t, h, o)?;
+            // A host reaches itself without the network, as a NIC loops back a packet to its
+            // own address (UCX and MPI connect a process to itself).
+            let links = if o == h { Vec::new() } else { routes.path(t, h, o)? };
             let path = FlowPath {
                 base_rtt_ns: crate::base_rtt::data_rtt_ns(t, &links, cfg.transport.mtu, hop_bytes)
                     + cfg.host_overhead_ns,

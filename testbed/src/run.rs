@@ -105,6 +105,9 @@ pub enum RunError {
     /// A program of the scenario could not be started.
     #[error(transparent)]
     Program(#[from] crate::host_programs::StartError),
+    /// The run's lab could not be recorded for its programs to reach its hosts.
+    #[error("recording the run's lab for its programs: {0}")]
+    ProgramsRecord(crate::standing_lab::StandingLabError),
     /// A host's transport stopped working.
     #[error("host {host}'s transport failed: {error} (results written, its flows unfinished)")]
     Host {
@@ -320,13 +323,26 @@ fn run_once(
     let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + d.lab_ns(s.duration.0);
+    // Programs reach the run's other hosts through the lab's record (MPI's launcher does).
+    let record = match s.programs.is_empty() {
+        true => None,
+        false => Some(
+            crate::host_programs::RunLabRecord::write(&lab, &topology, &s.file, &cfg.prefix, &opts.tag)
+                .map_err(RunError::ProgramsRecord)?,
+        ),
+    };
+    let env = record.as_ref().map_or_else(Vec::new, |r| r.environment(&opts.out));
+    let cwd = s
+        .file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
     let mut programs =
-        crate::host_programs::HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out).map_err(
-            |cause| WriteError {
-                file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
-                cause,
-            },
-        )?;
+        crate::host_programs::HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out, cwd, env)
+            .map_err(|cause| WriteError {
+            file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
+            cause,
+        })?;
     let cpu_before = cpu_steal_and_total();
     if !s.programs.is_empty() {
         progress.step(&format!(
@@ -369,6 +385,7 @@ fn run_once(
     };
     // Before the lab stops, so that their QPs end on a running NIC.
     let programs = programs.finish();
+    drop(record);
     let end_ns = clock.now_ns();
     let diagnosis = stuck.map(|x| {
         let f = &plan[index[&x.id]];

@@ -244,13 +244,18 @@ impl StandingLab {
         }
     }
 
-    /// The namespace of host `node`.
+    /// The record of host `node` (its name or its address).
     pub fn host(&self, node: &str) -> Result<&HostRecord, StandingLabError> {
-        self.hosts.get(node).ok_or_else(|| StandingLabError::NoHost {
-            lab: self.name.clone(),
-            node: node.to_owned(),
-            hosts: self.hosts.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        // By name, or by address, as MPI's launcher names the hosts it was given.
+        let by_address = || self.hosts.values().find(|h| h.address.to_string() == node);
+        self.hosts
+            .get(node)
+            .or_else(by_address)
+            .ok_or_else(|| StandingLabError::NoHost {
+                lab: self.name.clone(),
+                node: node.to_owned(),
+                hosts: self.hosts.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 
     /// Stops the lab: SIGTERM to its process, which tears the lab down and removes the

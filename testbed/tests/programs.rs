@@ -285,8 +285,9 @@ const GOODPUT_TOLERANCE: f64 = 0.03;
 const DCQCN_GOODPUT_TOLERANCE: f64 = 0.055;
 /// How far Jain's indices of the senders' mean rates may be apart.
 const JAIN_TOLERANCE: f64 = 0.03;
-/// Runs of a pair before the machine is said not to keep up.
-const TRIES: usize = 3;
+/// Runs of a pair before the machine is said not to keep up (at dilation 1 the reference VM
+/// takes a vCPU away often enough that three tries of DCQCN's pair all warned once).
+const TRIES: usize = 5;
 
 #[test]
 fn a_perftest_incast_carries_what_the_labs_own_flows_carry_under_hpcc_and_dcqcn() {
@@ -326,5 +327,56 @@ fn a_perftest_incast_carries_what_the_labs_own_flows_carry_under_hpcc_and_dcqcn(
             (a - b).abs() <= (10e3f64).max(a.max(b) / 3.0),
             "{cc}: bottleneck queue p99 {a} B (programs) against {b} B"
         );
+    }
+}
+
+#[test]
+fn open_mpi_over_ucx_runs_an_allreduce_on_8_hosts_under_two_controllers() {
+    require_root();
+    let _one = serial();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mpi/allreduce-leaf-spine.yaml");
+    let out = scratch_dir("programs-mpi").join("compare");
+    let o = intlab(&[
+        "compare",
+        "--cc",
+        "hpcc,dcqcn",
+        "--out",
+        out.to_str().expect("utf-8"),
+        example.to_str().expect("utf-8"),
+    ]);
+    let said = text(&o);
+    assert!(o.status.success(), "{said}");
+    for cc in ["hpcc", "dcqcn"] {
+        let log = std::fs::read_to_string(out.join(cc).join("programs/allreduce.log")).expect("mpirun's output kept");
+        assert!(log.contains("on 8 ranks, 5 rounds: 0 wrong elements"), "{cc}:\n{log}");
+        let s = summary(&out.join(cc));
+        let figures = s["programs"][0]["figures"].as_array().expect("figures").clone();
+        let mean = figures
+            .iter()
+            .find(|f| f[0] == "allreduce mean[s]")
+            .and_then(|f| f[1].as_f64());
+        assert!(mean.is_some_and(|m| m > 0.0), "{cc}: no completion time: {figures:?}");
+        // The collective's bytes crossed the lab's NICs between eight hosts.
+        let hosts: std::collections::HashSet<String> = csv_rows(&out.join(cc).join("qps.csv"))
+            .iter()
+            .filter(|q| q["bytes_received"] != "0")
+            .map(|q| q["host"].clone())
+            .collect();
+        assert_eq!(hosts.len(), 8, "{cc}: QPs received on {hosts:?}");
+    }
+    // The report shows the collective's completion time per controller.
+    let table = std::fs::read_to_string(out.join("compare.txt")).expect("compare.txt");
+    let programs = table
+        .split("programs (")
+        .nth(1)
+        .expect("a programs table in compare.txt");
+    for cc in ["hpcc", "dcqcn"] {
+        let row = programs
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(cc))
+            .unwrap_or_else(|| panic!("no {cc} row:\n{table}"));
+        let seconds: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(seconds.get(2), Some(&"s"), "{cc}: `{row}`");
+        assert!(seconds[1].parse::<f64>().is_ok_and(|x| x > 0.0), "{cc}: `{row}`");
     }
 }

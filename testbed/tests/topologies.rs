@@ -6,11 +6,15 @@ use std::path::{Path, PathBuf};
 use intlab_testbed::scenario::{Overrides, Scenario};
 use intlab_testbed::topology::{Topology, shortest_paths};
 
-/// A shipped file as a whole scenario (every one has a workload), returning its topology.
+/// A shipped file as a whole scenario (every one has a workload: flows or programs),
+/// returning its topology.
 fn load(name: &str) -> Topology {
     let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name);
     let s = Scenario::load(&path, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
-    assert!(!s.flows().is_empty(), "{name}: no flows");
+    assert!(
+        !s.flows().is_empty() || !s.programs.is_empty(),
+        "{name}: no flows and no programs"
+    );
     s.topology
 }
 
@@ -44,6 +48,7 @@ fn every_shipped_topology_loads_and_routes() {
         ("dumbbell.yaml", 4, 2, 1),
         ("incast-4to1.yaml", 5, 1, 1),
         ("incast-4to1-dc.yaml", 5, 1, 1),
+        ("perftest-incast-4to1.yaml", 5, 1, 1),
         ("incast-16to1.yaml", 17, 1, 1),
         ("leaf-spine.yaml", 16, 6, 2),
         ("fat-tree-k4.yaml", 16, 20, 2),

@@ -52,14 +52,28 @@ pub fn ucx_perftest_final(output: &str) -> Vec<(String, f64)> {
     }
 }
 
-/// What a program printed of its own figures, as perftest or ucx_perftest print them.
+/// `figure: NAME VALUE` lines, the form a program of one's own prints its figures in (NAME may
+/// hold spaces; VALUE is the last word).
+pub fn figure_lines(output: &str) -> Vec<(String, f64)> {
+    output
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("figure:")?.trim();
+            let (name, value) = rest.rsplit_once(char::is_whitespace)?;
+            Some((name.trim().to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// What a program printed of its own figures: perftest's table, ucx_perftest's `Final:` line,
+/// and `figure:` lines.
 pub fn of_output(output: &str) -> Vec<(String, f64)> {
-    let perftest = perftest_table(output);
-    if perftest.is_empty() {
-        ucx_perftest_final(output)
-    } else {
-        perftest
+    let mut figures = perftest_table(output);
+    if figures.is_empty() {
+        figures = ucx_perftest_final(output);
     }
+    figures.extend(figure_lines(output));
+    figures
 }
 
 /// The column names of a perftest header: `#name` words, or text up to a closing `]`
@@ -109,6 +123,12 @@ mod tests {
         assert_eq!(f.len(), 8, "{f:?}");
         assert_eq!(f[5], ("bandwidth overall[MB/sec]".to_owned(), 5.17));
         assert!(ucx_perftest_final("Final: 1 2\n").is_empty());
+    }
+
+    #[test]
+    fn figure_lines_name_their_value() {
+        let f = of_output("allreduce of 8 doubles\nfigure: allreduce mean[s] 0.25\nfigure: broken\n");
+        assert_eq!(f, vec![("allreduce mean[s]".to_owned(), 0.25)]);
     }
 
     #[test]

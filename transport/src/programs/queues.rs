@@ -238,10 +238,15 @@ fn cqe_of(wc: &WorkCompletion) -> Cqe {
         wc_flags: (u32::from(wc.grh) * WC_GRH) | (u32::from(wc.imm.is_some()) * WC_WITH_IMM),
         pkey_index: 0,
         slid: 0,
-        sl: 0,
+        sl: if wc.grh { SL_ROCE_V2_IPV4 } else { 0 },
         dlid_path_bits: 0,
     }
 }
+
+/// What a RoCE NIC reports in `sl` of a completion that came with a GRH: the packet's network
+/// header type, IPv4 (NVIDIA's NICs give it so; UCX's UD reads it to know that the GRH's last 4
+/// bytes are the destination address, and drops the datagram as not its own otherwise).
+const SL_ROCE_V2_IPV4: u8 = 0x2;
 
 /// Moves the engine's completions of the programs' completion queues into them, raises the
 /// events armed queues and the engine ask for, and takes the requests that waited for room.
