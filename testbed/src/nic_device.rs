@@ -175,10 +175,31 @@ impl HostDevice {
             bound.push(m);
         }
         mount::move_mount(&new_dev, real_dev)?;
-        Ok(vec![(
-            "RDMAV_DRIVERS".into(),
+        let mut env = vec![(
+            "RDMAV_DRIVERS".to_owned(),
             self.lab_dir.join(PROVIDER_STEM).into_os_string(),
-        )])
+        )];
+        env.extend(
+            self.middleware_environment()
+                .into_iter()
+                .filter(|(k, _)| std::env::var_os(k).is_none())
+                .map(|(k, v)| (k.to_owned(), OsString::from(v))),
+        );
+        Ok(env)
+    }
+
+    /// What UCX and Open MPI need to run over the device, for a program that has not set
+    /// them itself: the lab's hosts share one machine (one host name, one `/tmp`), where UCX
+    /// would otherwise move data between hosts through shared memory and Open MPI pick
+    /// NVIDIA devices only, talk over `lo` and share one topology segment among its daemons.
+    fn middleware_environment(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("UCX_NET_DEVICES", format!("{DEVICE_NAME}:1")),
+            ("UCX_TLS", "rc_verbs,ud_verbs,self".to_owned()),
+            ("OMPI_MCA_pml_ucx_devices", "any".to_owned()),
+            ("OMPI_MCA_oob_tcp_if_include", self.interface.clone()),
+            ("OMPI_MCA_rtc_hwloc_vmhole", "none".to_owned()),
+        ]
     }
 }
 

@@ -332,17 +332,17 @@ fn run_once(
         ),
     };
     let env = record.as_ref().map_or_else(Vec::new, |r| r.environment(&opts.out));
-    let cwd = s
-        .file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let mut programs =
-        crate::host_programs::HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out, cwd, env)
-            .map_err(|cause| WriteError {
-            file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
-            cause,
-        })?;
+    let mut programs = crate::host_programs::HostPrograms::new(
+        &s.programs,
+        |n| topology.nodes[n].name.clone(),
+        &opts.out,
+        &s.dir,
+        env,
+    )
+    .map_err(|cause| WriteError {
+        file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
+        cause,
+    })?;
     let cpu_before = cpu_steal_and_total();
     if !s.programs.is_empty() {
         progress.step(&format!(

@@ -72,6 +72,9 @@ impl Default for RuntimeSettings {
 pub struct Scenario {
     /// Where it came from, for messages.
     pub file: PathBuf,
+    /// The folder of that file: relative paths in it (imports, CDFs, where programs start)
+    /// start there.
+    pub dir: PathBuf,
     /// The YAML it was read from, command-line changes applied.
     pub text: String,
     /// The network.
@@ -138,7 +141,8 @@ impl Scenario {
     pub fn load_lab(file: &Path) -> Result<LabScenario, LoadError> {
         let text = read(file)?;
         let (topology, run) = (load_document(&text, file)?, parse_yaml::<RawRun>(&text, file)?);
-        let checker = Checker { file };
+        let dir = folder_of(file);
+        let checker = Checker { file, dir: &dir };
         let runtime = checker.runtime(run.runtime.as_ref())?;
         let transport = checker.transport(&topology, run.transport.as_ref())?;
         let controller = checker.controller(run.controller)?;
@@ -166,6 +170,8 @@ impl Scenario {
 
     /// Checks scenario `text`; `file` names it in errors.
     pub fn from_text(text: &str, file: &Path, overrides: &Overrides) -> Result<Scenario, LoadError> {
+        // Taken before the name gains its flags (`--cc/--set` holds a slash).
+        let dir = folder_of(file);
         let (text, file) = if overrides.is_empty() {
             (text.to_owned(), file.to_owned())
         } else {
@@ -191,7 +197,7 @@ impl Scenario {
         };
         let topology = load_document(&text, &file).map_err(quote)?;
         let run: RawRun = parse_yaml(&text, &file).map_err(quote)?;
-        Checker { file: &file }
+        Checker { file: &file, dir: &dir }
             .scenario(text.clone(), topology, run)
             .map_err(quote)
     }
@@ -214,6 +220,17 @@ fn read(file: &Path) -> Result<String, LoadError> {
 
 struct Checker<'a> {
     file: &'a Path,
+    /// The folder of the file as the user named it: relative paths in it start there.
+    dir: &'a Path,
+}
+
+/// The folder of scenario `file`, where the relative paths it names start (`.` for a bare
+/// file name).
+fn folder_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    }
 }
 
 impl Checker<'_> {
@@ -417,6 +434,7 @@ impl Checker<'_> {
         };
         Ok(Scenario {
             file: self.file.to_owned(),
+            dir: self.dir.to_owned(),
             text,
             topology,
             controller,
@@ -574,7 +592,7 @@ impl Checker<'_> {
             }
             RawWorkload::Import(i) => {
                 let hosts = self.hosts(t, &i.hosts, "workload.import.hosts")?;
-                let path = self.file.parent().unwrap_or(Path::new(".")).join(&i.file.value);
+                let path = self.dir.join(&i.file.value);
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     self.err(
                         &i.file.referenced,
@@ -608,7 +626,7 @@ impl Checker<'_> {
         let text = if let Some(text) = cdf::builtin(&p.cdf.value) {
             text.to_owned()
         } else {
-            let base = self.file.parent().unwrap_or(Path::new("."));
+            let base = self.dir;
             let path = base.join(&p.cdf.value);
             std::fs::read_to_string(&path).map_err(|e| {
                 self.err(
