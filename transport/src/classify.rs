@@ -112,11 +112,11 @@ pub fn classify(r: &Received<'_>) -> Action {
         | Opcode::ReadResponseMiddle
         | Opcode::ReadResponseLast
         | Opcode::ReadResponseOnly => Action::ReadResponse { qp, psn },
-        Opcode::AtomicAcknowledge => match (r.aeth.map(|a| a.syndrome), r.atomic_ack) {
+        Opcode::AtomicAcknowledge => match (r.ext.aeth.map(|a| a.syndrome), r.ext.atomic_ack) {
             (Some(Syndrome::Ack { .. }), Some(orig)) => Action::AtomicAck { qp, psn, orig: orig.0 },
             _ => Action::Unsupported,
         },
-        Opcode::Acknowledge => match r.aeth.map(|a| a.syndrome) {
+        Opcode::Acknowledge => match r.ext.aeth.map(|a| a.syndrome) {
             Some(Syndrome::Ack { .. }) => Action::Ack { qp, psn },
             Some(Syndrome::Nak(code)) => Action::Nak { qp, psn, code },
             Some(Syndrome::RnrNak { timer }) => Action::RnrNak { qp, psn, timer },

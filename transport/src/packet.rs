@@ -15,9 +15,7 @@ use std::net::Ipv4Addr;
 use int_format::int::{IntHeaders, source};
 // The extension headers a packet is built with, as int-format writes and reads them.
 pub use int_format::roce::Extensions;
-use int_format::roce::{
-    AethRepr, AtomicAckEth, AtomicEthRepr, Bth, BthRepr, DethRepr, ImmDt, ROCEV2_PORT, RethRepr, icrc,
-};
+use int_format::roce::{Bth, BthRepr, ROCEV2_PORT, icrc};
 use int_format::{Error, Layer, Result};
 
 /// Ethernet + IPv4 + UDP bytes the kernel adds to every datagram.
@@ -153,18 +151,8 @@ pub struct Received<'a> {
     pub int_bytes: &'a [u8],
     /// The BTH.
     pub bth: BthRepr,
-    /// DETH, if the opcode has one.
-    pub deth: Option<DethRepr>,
-    /// RETH, if the opcode has one.
-    pub reth: Option<RethRepr>,
-    /// AtomicETH, if the opcode has one.
-    pub atomic: Option<AtomicEthRepr>,
-    /// AETH, if the opcode has one.
-    pub aeth: Option<AethRepr>,
-    /// AtomicAckETH, if the opcode has one.
-    pub atomic_ack: Option<AtomicAckEth>,
-    /// Immediate data, if the opcode has it.
-    pub immdt: Option<ImmDt>,
+    /// The extension headers the opcode has (DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt).
+    pub ext: Extensions,
     /// Payload, pad excluded (for an ACK: the echoed INT bytes).
     pub payload: &'a [u8],
 }
@@ -204,14 +192,6 @@ pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Re
     let op = bth.opcode;
     let (ext, n) = Extensions::parse(op, &roce[Bth::<&[u8]>::LEN..])?;
     let at = Bth::<&[u8]>::LEN + n;
-    let Extensions {
-        deth,
-        reth,
-        atomic,
-        aeth,
-        atomic_ack,
-        immdt,
-    } = ext;
     let pad = usize::from(bth.pad_count);
     if roce.len() < at + pad {
         return Err(Error::Truncated {
@@ -224,12 +204,7 @@ pub fn parse<'a>(datagram: &'a [u8], via_int: bool, a: &Addressing) -> Result<Re
         int,
         int_bytes: &datagram[..int_len],
         bth,
-        deth,
-        reth,
-        atomic,
-        aeth,
-        atomic_ack,
-        immdt,
+        ext,
         payload: &roce[at..roce.len() - pad],
     })
 }
@@ -239,7 +214,7 @@ mod tests {
     use int_format::ethernet::MacAddress;
     use int_format::frame::RoceFrameRepr;
     use int_format::int::{DEFAULT_INT_PORT, Instructions};
-    use int_format::roce::{Opcode, Syndrome};
+    use int_format::roce::{AethRepr, Opcode, RethRepr, Syndrome};
 
     use super::*;
 
@@ -320,7 +295,7 @@ mod tests {
         )
         .unwrap();
         let r = parse(&buf[..n], false, &back).unwrap();
-        assert_eq!(r.aeth, Some(ack));
+        assert_eq!(r.ext.aeth, Some(ack));
         assert_eq!(r.payload, &echo[..]);
         // The same bytes from another source port fail the ICRC.
         assert!(matches!(
@@ -370,7 +345,7 @@ mod tests {
         )
         .unwrap();
         let r = parse(&buf[..n], false, &a).unwrap();
-        assert_eq!((r.deth, r.immdt, r.payload), (ud.deth, ud.immdt, &b"hello"[..]));
+        assert_eq!((r.ext.deth, r.ext.immdt, r.payload), (ud.deth, ud.immdt, &b"hello"[..]));
         let atomic = Extensions {
             atomic: Some(AtomicEthRepr {
                 virtual_addr: 8,
@@ -389,7 +364,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(parse(&buf[..n], false, &a).unwrap().atomic, atomic.atomic);
+        assert_eq!(parse(&buf[..n], false, &a).unwrap().ext.atomic, atomic.atomic);
         let ack = Extensions {
             aeth: Some(AethRepr {
                 syndrome: Syndrome::Ack { credits: 31 },
@@ -408,7 +383,7 @@ mod tests {
         )
         .unwrap();
         let r = parse(&buf[..n], false, &a).unwrap();
-        assert_eq!((r.aeth, r.atomic_ack), (ack.aeth, ack.atomic_ack));
+        assert_eq!((r.ext.aeth, r.ext.atomic_ack), (ack.aeth, ack.atomic_ack));
         assert!(
             write(
                 &mut buf,

@@ -629,7 +629,7 @@ impl<W: Wire> HostStack<W> {
             Action::ReadResponse { psn, .. } => {
                 if !slot
                     .qp
-                    .on_read_response(psn, r.bth.opcode, r.aeth, r.payload, now, verbs)
+                    .on_read_response(psn, r.bth.opcode, r.ext.aeth, r.payload, now, verbs)
                 {
                     self.counters.psn_out_of_window += 1;
                 }

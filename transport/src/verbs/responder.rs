@@ -520,7 +520,7 @@ impl Qp {
             self.resp.current = None;
             let mut wc = WorkCompletion::new(wqe.wr_id, WcStatus::Success, WcOpcode::Recv, self.qpn);
             wc.byte_len = offset.min(u64::from(u32::MAX)) as u32;
-            wc.imm = if imm { r.immdt.map(|i| i.0) } else { None };
+            wc.imm = if imm { r.ext.immdt.map(|i| i.0) } else { None };
             verbs.complete(self.recv_cq, wc, r.bth.solicited);
         } else {
             self.resp.current = Some(Incoming::Send { wqe, offset });
@@ -565,7 +565,7 @@ impl Qp {
                 total,
             }) => (backing, addr, resid, total),
             _ => {
-                let Some(reth) = r.reth else {
+                let Some(reth) = r.ext.reth else {
                     return self.refuse(INVALID, psn, None, verbs, out);
                 };
                 let total = u64::from(reth.dma_len);
@@ -628,7 +628,7 @@ impl Qp {
             if let Some(w) = wqe {
                 let mut wc = WorkCompletion::new(w.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, self.qpn);
                 wc.byte_len = total.min(u64::from(u32::MAX)) as u32;
-                wc.imm = r.immdt.map(|i| i.0);
+                wc.imm = r.ext.immdt.map(|i| i.0);
                 verbs.complete(self.recv_cq, wc, r.bth.solicited);
             }
         } else {
@@ -663,7 +663,7 @@ impl Qp {
 
     fn receive_read(&mut self, r: &Received<'_>, verbs: &mut Verbs, out: &mut Replies) {
         let psn = r.bth.psn;
-        let Some(reth) = r.reth else {
+        let Some(reth) = r.ext.reth else {
             return self.refuse(INVALID, psn, None, verbs, out);
         };
         let room = usize::from(self.attr.max_dest_rd_atomic.max(1));
@@ -715,7 +715,7 @@ impl Qp {
 
     fn receive_atomic(&mut self, r: &Received<'_>, swap: bool, now: u64, verbs: &mut Verbs, out: &mut Replies) {
         let psn = r.bth.psn;
-        let Some(a) = r.atomic else {
+        let Some(a) = r.ext.atomic else {
             return self.refuse(INVALID, psn, None, verbs, out);
         };
         if self.attr.max_dest_rd_atomic == 0 {
@@ -777,7 +777,7 @@ impl Qp {
     fn duplicate(&mut self, r: &Received<'_>, idx: u64, out: &mut Replies) {
         match r.bth.opcode {
             Opcode::ReadRequest => {
-                let Some(reth) = r.reth else { return };
+                let Some(reth) = r.ext.reth else { return };
                 let found = self.resp.done.iter().find_map(|d| match *d {
                     Done::Read {
                         first,
@@ -863,7 +863,7 @@ impl Qp {
 
     fn receive_ud(&mut self, r: &Received<'_>, arrival: &Arrival, verbs: &mut Verbs) {
         let resp = &mut self.resp;
-        let Some(deth) = r.deth else {
+        let Some(deth) = r.ext.deth else {
             resp.stats.dropped += 1;
             return;
         };
@@ -901,7 +901,7 @@ impl Qp {
             wc.byte_len = 40 + r.payload.len() as u32;
             wc.src_qp = deth.src_qp;
             wc.grh = true;
-            wc.imm = r.immdt.map(|i| i.0);
+            wc.imm = r.ext.immdt.map(|i| i.0);
             self.resp.stats.bytes_ok += r.payload.len() as u64;
             self.resp.stats.messages += 1;
             self.resp.stats.last_message_ns = Some(arrival.now);
