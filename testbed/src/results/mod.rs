@@ -9,6 +9,7 @@ mod files;
 mod ns3;
 mod plots;
 pub mod program_figures;
+pub mod program_outcome;
 mod table;
 mod workers;
 
@@ -402,7 +403,7 @@ pub struct Summary {
     pub sites: Option<crate::sites::SitesTiming>,
     /// The programs the run started in its hosts (`programs:`), with their own figures.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub programs: Vec<crate::host_programs::ProgramOutcome>,
+    pub programs: Vec<program_outcome::ProgramOutcome>,
     /// The lab's count of the programs' QPs (None when no program made one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program_qps: Option<ProgramQpFigures>,
