@@ -7,8 +7,9 @@ use std::net::Ipv4Addr;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, sink, source, transit};
+use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions};
 use int_format::roce::{BthRepr, Opcode, icrc};
+use int_format::roles::{sink, source, transit};
 
 fn write_middle(buf: &mut [u8], payload: usize) -> usize {
     let src = (MacAddress([2, 0, 0, 0, 0, 1]), Ipv4Addr::new(198, 18, 0, 1));

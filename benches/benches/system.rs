@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
-use int_format::int::{DEFAULT_INT_PORT, Instructions, source};
+use int_format::int::{DEFAULT_INT_PORT, Instructions};
+use int_format::roles::source;
 use intlab_benches::apps::{Hosts, iperf3_tcp, iperf3_udp, ping_ms};
 use intlab_benches::bare_forwarder::{BareForwarder, BareIo};
 use intlab_switch::Switch;

@@ -3,7 +3,7 @@
 //! Every header has a view (`Header<T: AsRef<[u8]>>` with `new_checked`, getters and, for
 //! mutable buffers, setters) and a `Repr` with `parse` and `emit`, in the manner of smoltcp's
 //! `wire` module. [`frame::FrameLayout`] locates all layers of a frame in one pass; the INT
-//! roles ([`int::source`], [`int::transit`], [`int::sink`]) change a frame in place and keep IP
+//! roles ([`roles::source`], [`roles::transit`], [`roles::sink`]) change a frame in place and keep IP
 //! and UDP lengths and checksums right. Nothing here allocates or does I/O.
 
 #![forbid(unsafe_code)]
@@ -18,6 +18,7 @@ pub mod int;
 pub mod ipv4;
 pub mod pfc;
 pub mod roce;
+pub mod roles;
 pub mod udp;
 
 pub use error::{Error, Layer, Result};

@@ -1,9 +1,10 @@
 //! Published byte-level answers reproduced from the packet bytes.
 
 use int_format::frame::FrameLayout;
-use int_format::int::{self, HopRecord, Instructions, IntHeaders, source, transit};
+use int_format::int::{self, HopRecord, Instructions, IntHeaders};
 use int_format::ipv4::Ipv4Packet;
 use int_format::roce::{Bth, BthRepr, Opcode, icrc};
+use int_format::roles::{source, transit};
 
 fn hex(s: &str) -> Vec<u8> {
     let digits: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();

@@ -4,14 +4,13 @@ use std::net::Ipv4Addr;
 
 use int_format::ethernet::{EthernetFrame, EthernetRepr, MacAddress};
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{
-    HopRecord, Instructions, IntHeaders, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType, sink, source, transit,
-};
+use int_format::int::{HopRecord, Instructions, IntHeaders, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
 use int_format::ipv4::{Ecn, Ipv4Packet, Ipv4Repr};
 use int_format::roce::{
     Aeth, AethRepr, AtomicAckEth, AtomicEthRepr, Bth, BthRepr, DethRepr, ImmDt, NakCode, Opcode, Reth, RethRepr,
     Syndrome, icrc,
 };
+use int_format::roles::{sink, source, transit};
 use int_format::udp::{UdpPacket, UdpRepr};
 use proptest::prelude::*;
 

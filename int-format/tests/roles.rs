@@ -4,9 +4,10 @@ use std::net::Ipv4Addr;
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::transit::PushOutcome;
-use int_format::int::{HopRecord, Instructions, sink, source, transit};
+use int_format::int::{HopRecord, Instructions};
 use int_format::roce::{BthRepr, Opcode, RethRepr};
+use int_format::roles::transit::PushOutcome;
+use int_format::roles::{sink, source, transit};
 use int_format::udp::UdpPacket;
 use int_format::{Error, Layer};
 

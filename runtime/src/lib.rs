@@ -9,6 +9,7 @@
 
 pub mod clock;
 mod hiccup;
+mod mailbox;
 mod poll;
 mod runtime;
 pub mod sys;
@@ -16,7 +17,8 @@ mod task;
 mod worker;
 
 pub use hiccup::Hiccup;
+pub use mailbox::Waker;
 pub use poll::{ADAPTIVE_MARGIN_NS, MAX_SLEEP_NS, PollMode};
 pub use runtime::{Reservation, Runtime, RuntimeConfig, cores};
-pub use task::{Context, Task, TaskId, Waker};
+pub use task::{Context, Task, TaskId};
 pub use worker::{HICCUP_NS, WorkerStats};

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 use crate::hiccup::LatestHiccup;
+use crate::mailbox::{Message, Waker, WorkerShared};
 use crate::poll::PollMode;
 use crate::sys::eventfd::Doorbell;
-use crate::task::{Task, Waker};
-use crate::worker::{Message, Worker, WorkerShared, WorkerStats};
+use crate::task::Task;
+use crate::worker::{Worker, WorkerStats};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -290,7 +291,7 @@ mod tests {
         hold: std::time::Duration,
         /// The holder's run; the watcher's every hiccup seen.
         at: Arc<Mutex<Vec<(u64, u64)>>>,
-        then: Option<crate::task::Waker>,
+        then: Option<crate::mailbox::Waker>,
         /// Hiccups it has read so far.
         seen: u64,
     }

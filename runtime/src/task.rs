@@ -2,11 +2,9 @@
 //! descriptors, its deadline, or another task.
 
 use std::os::fd::RawFd;
-use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::hiccup::{Hiccup, LatestHiccup};
-use crate::worker::{Message, WorkerShared};
 
 /// A task's number within its worker.
 pub type TaskId = usize;
@@ -62,37 +60,5 @@ impl Context<'_> {
     /// those that came while it waited, not only the latest.
     pub fn hiccups_since(&self, seen: &mut u64) -> Vec<Hiccup> {
         self.hiccup.since(seen)
-    }
-}
-
-/// Wakes one task from any thread: it runs on its worker soon, once however many wakes came.
-#[derive(Clone)]
-pub struct Waker {
-    pub(crate) shared: Arc<WorkerShared>,
-    pub(crate) task: TaskId,
-}
-
-impl std::fmt::Debug for Waker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Waker(worker {}, task {})", self.shared.index, self.task)
-    }
-}
-
-impl Waker {
-    /// Wakes the task.
-    pub fn wake(&self) {
-        self.shared.send(Message::Wake(self.task));
-    }
-
-    /// How long the task's worker has been asleep in the kernel with nothing to run, at lab
-    /// time `now` (ns): a wake reaches it only after the scheduler runs it again. None while
-    /// it runs tasks or polls.
-    pub fn worker_idle_ns(&self, now: u64) -> Option<u64> {
-        self.shared.idle_ns(now)
-    }
-
-    /// The worker the task runs on.
-    pub fn worker(&self) -> usize {
-        self.shared.index
     }
 }

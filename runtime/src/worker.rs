@@ -5,72 +5,21 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::clock::Clock;
-use crate::hiccup::{Hiccup, LatestHiccup};
+use crate::hiccup::Hiccup;
+use crate::mailbox::{Message, WorkerShared};
 use crate::poll::PollMode;
 use crate::sys::epoll::{Epoll, empty_event};
-use crate::sys::eventfd::Doorbell;
 use crate::task::{Context, Task, TaskId};
 
 /// The token of the doorbell in a worker's epoll (no task has this id).
 const BELL: u64 = u64::MAX;
-
-/// What a worker is sent.
-pub(crate) enum Message {
-    Install(TaskId, Box<dyn Task>),
-    Wake(TaskId),
-    /// Measure lateness and busy time from this lab time on (ns).
-    MeasureFrom(u64),
-    Stop,
-}
-
-/// What a worker shares with the threads that wake it.
-pub(crate) struct WorkerShared {
-    pub(crate) index: usize,
-    tx: Sender<Message>,
-    bell: Doorbell,
-    /// True while the worker waits with a timeout: a message must ring the bell.
-    sleeping: AtomicBool,
-    /// While the worker waits in the kernel (a timeout above 0, not a poll): since when it has
-    /// had nothing to run (lab ns); `u64::MAX` while it runs tasks or polls.
-    idle_since: AtomicU64,
-    /// The latest hiccup of any worker of the runtime.
-    pub(crate) hiccup: Arc<LatestHiccup>,
-}
-
-impl WorkerShared {
-    pub(crate) fn new(index: usize, tx: Sender<Message>, bell: Doorbell, hiccup: Arc<LatestHiccup>) -> WorkerShared {
-        WorkerShared {
-            index,
-            tx,
-            bell,
-            sleeping: AtomicBool::new(false),
-            idle_since: AtomicU64::new(u64::MAX),
-            hiccup,
-        }
-    }
-
-    /// How long the worker has been waiting in the kernel with nothing to run at `now` (lab
-    /// ns): a message reaches it only after a wake-up. None while it runs tasks or polls.
-    pub(crate) fn idle_ns(&self, now: u64) -> Option<u64> {
-        let since = self.idle_since.load(Ordering::Relaxed);
-        (since != u64::MAX).then(|| now.saturating_sub(since))
-    }
-
-    /// Sends a message and rings the bell if the worker may be asleep. A worker that has
-    /// stopped takes no more messages, and needs none.
-    pub(crate) fn send(&self, m: Message) {
-        if self.tx.send(m).is_ok() && self.sleeping.load(Ordering::SeqCst) {
-            self.bell.ring();
-        }
-    }
-}
 
 /// What one worker measured of itself over its life.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]

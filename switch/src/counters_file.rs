@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::fabric::FabricShared;
+use crate::fabric_state::FabricShared;
 
 /// How often the files are rewritten.
 const EVERY: Duration = Duration::from_millis(200);

@@ -3,8 +3,9 @@
 //! to the frame, the egress queue's impairments decide: `tm::EgressQueue::judge`.)
 
 use int_format::ethernet::ethertype;
-use int_format::int::{HopRecord, transit};
+use int_format::int::HopRecord;
 use int_format::ipv4::{Ecn, Ipv4Packet};
+use int_format::roles::transit;
 
 use crate::config::PortSpec;
 use crate::counters::PortCounters;

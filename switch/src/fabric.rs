@@ -6,58 +6,24 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
-use intlab_runtime::clock::Clock;
-use intlab_runtime::{Runtime, Waker};
+use intlab_runtime::Runtime;
 
 use crate::capture::PortCapture;
 use crate::config::{PortIo, SwitchSpec};
 use crate::counters::{PortCounters, PortSnapshot, SwitchSnapshot};
 use crate::counters_file::CountersWriter;
 use crate::egress::EgressPort;
-use crate::frame::{FrameBuf, FramePool, INT_TAILROOM};
+use crate::fabric_state::{FabricShared, HANDOFF_CAPACITY, SwitchShared};
+pub use crate::fabric_state::{GlobalPort, Handoff};
+use crate::frame::{FramePool, INT_TAILROOM};
 use crate::link_change::LinkChange;
 use crate::pipeline::{P4Pipeline, Pipeline};
 use crate::port::{ControllerSocket, CpuPortEnd, Port};
-use crate::shard::{PortSlot, Shard, ShardTask, SharedShard};
+use crate::shard::{PortSlot, Shard, ShardDirectory, ShardTask, SharedShard};
 use crate::tm::{EgressQueue, Mmu, MmuSpec, mmu_port};
-
-/// A port's number across the fabric.
-pub type GlobalPort = usize;
-
-/// Frames that may wait in one shard's hand-off channel.
-const HANDOFF_CAPACITY: usize = 16384;
-
-/// A frame for a port of another worker.
-#[derive(Debug)]
-pub enum Handoff {
-    /// To queue on egress port `port`.
-    Egress {
-        /// The port.
-        port: GlobalPort,
-        /// The frame.
-        frame: FrameBuf,
-    },
-    /// Arriving on port `port` from the far end of its in-process link.
-    Arrive {
-        /// The port.
-        port: GlobalPort,
-        /// The frame, its arrival time set.
-        frame: FrameBuf,
-    },
-}
-
-impl Handoff {
-    /// The frame it carries.
-    pub fn into_frame(self) -> FrameBuf {
-        match self {
-            Handoff::Egress { frame, .. } | Handoff::Arrive { frame, .. } => frame,
-        }
-    }
-}
 
 /// Why a fabric could not start.
 #[derive(Debug, thiserror::Error)]
@@ -114,30 +80,6 @@ pub enum StartError {
         /// What the system said.
         cause: std::io::Error,
     },
-}
-
-/// What every shard reads of one switch.
-pub(crate) struct SwitchShared {
-    pub(crate) name: String,
-    pub(crate) node_id: u32,
-    pub(crate) pipeline: Pipeline,
-    /// The P4 program that replaces `pipeline`, if the switch runs one.
-    pub(crate) p4: Option<P4Pipeline>,
-    /// The shared buffer, when the switch has one (its shards lock it per frame in and out).
-    pub(crate) mmu: Option<Mutex<Mmu>>,
-    /// PFC is on: its shards refresh the pauses it sends.
-    pub(crate) pfc: bool,
-    pub(crate) published: Mutex<Vec<PortSnapshot>>,
-}
-
-impl SwitchShared {
-    /// Its shared buffer, locked; `None` when its ports have buffers of their own.
-    pub(crate) fn mmu(&self) -> Option<std::sync::MutexGuard<'_, Mmu>> {
-        // A shard that panicked holding it left counts, not broken invariants, behind.
-        self.mmu
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
 }
 
 /// The shared buffer of switch `spec`, if it has one: its MMU spec, or the defaults when only
@@ -211,79 +153,6 @@ pub enum LinkChangeError {
         /// Switch name.
         switch: String,
     },
-}
-
-/// What the shards of a fabric share.
-pub(crate) struct FabricShared {
-    pub(crate) switches: Vec<SwitchShared>,
-    /// Switch s's first global port.
-    pub(crate) base: Vec<GlobalPort>,
-    /// Global port → the worker that owns it.
-    pub(crate) owner: Vec<usize>,
-    /// Global port → the far end of its in-process link, for link ports.
-    pub(crate) peer: Vec<Option<GlobalPort>>,
-    pub(crate) pool: FramePool,
-    /// Per worker: its shard's hand-off channel and waker (workers without ports have none).
-    pub(crate) inboxes: Vec<(Sender<Handoff>, Waker)>,
-    /// Per worker: its shard, for other workers to run while it is idle (weak: the worker's
-    /// task owns it, and with it the ports' sockets).
-    running: Vec<OnceLock<Weak<SharedShard>>>,
-    pub(crate) capture_drops: bool,
-    /// Raised by whoever wants counters now rather than at the next regular publication.
-    pub(crate) publish_request: AtomicU64,
-    /// Publications made on request, summed over shards.
-    pub(crate) publish_acks: AtomicU64,
-    /// Frames due before this lab time (ns) do not count in the release lateness.
-    pub(crate) measure_from: AtomicU64,
-    /// Workers that panicked, as the runtime reported on stopping.
-    failed_workers: AtomicUsize,
-    /// Runs of a shard on another worker's thread ([`SharedShard::run_here`]).
-    pub(crate) borrowed_runs: AtomicU64,
-    /// Per worker: link changes for its ports (port, lab time to make it at), not yet taken.
-    pub(crate) link_changes: Vec<Mutex<Vec<(GlobalPort, u64, LinkChange)>>>,
-    /// Link changes posted so far, to any worker (a shard looks at its own list only when
-    /// this moved).
-    pub(crate) link_changes_posted: AtomicU64,
-    shards: usize,
-}
-
-impl FabricShared {
-    pub(crate) fn ports(&self) -> usize {
-        self.owner.len()
-    }
-
-    pub(crate) fn workers(&self) -> usize {
-        self.inboxes.len()
-    }
-
-    /// Worker `w`'s shard, while its worker runs.
-    pub(crate) fn shard(&self, w: usize) -> Option<Arc<SharedShard>> {
-        self.running.get(w)?.get()?.upgrade()
-    }
-
-    pub(crate) fn switch_ports(&self, s: usize) -> usize {
-        let end = self.base.get(s + 1).copied().unwrap_or(self.owner.len());
-        end - self.base[s]
-    }
-
-    /// Switch `s`'s counters as its shards last published them.
-    pub(crate) fn snapshot(&self, s: usize) -> SwitchSnapshot {
-        let sw = &self.switches[s];
-        SwitchSnapshot {
-            switch: sw.name.clone(),
-            node_id: sw.node_id,
-            time_ns: Clock::get().now_ns(),
-            // A worker that panicked while publishing leaves the lock poisoned, not the counters
-            // wrong: each port's snapshot is written whole. `failed_workers` says it happened.
-            ports: sw
-                .published
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
-            failed_workers: self.failed_workers.load(Ordering::Relaxed),
-            borrowed_runs: self.borrowed_runs.load(Ordering::Relaxed),
-        }
-    }
 }
 
 /// The buffer size that holds any frame of `spec`'s ports plus INT growth.
@@ -485,7 +354,6 @@ impl Fabric {
             owner,
             peer,
             pool,
-            running: (0..workers).map(|_| OnceLock::new()).collect(),
             inboxes,
             capture_drops: specs.iter().any(|s| s.capture.as_ref().is_some_and(|c| c.drops)),
             publish_request: AtomicU64::new(0),
@@ -497,14 +365,15 @@ impl Fabric {
             link_changes_posted: AtomicU64::new(0),
             shards: slots.iter().filter(|s| !s.is_empty()).count(),
         });
+        let directory = Arc::new(ShardDirectory::new(workers));
         let seed = specs.first().map_or(0, |s| s.seed);
         for ((place, rx), mine) in places.into_iter().zip(receivers).zip(slots) {
             if mine.is_empty() {
                 continue;
             }
             let w = place.worker();
-            let shard = SharedShard::new(Shard::new(w, shared.clone(), mine, rx, seed));
-            shared.running[w].get_or_init(|| Arc::downgrade(&shard));
+            let shard = SharedShard::new(Shard::new(w, shared.clone(), directory.clone(), mine, rx, seed));
+            directory.register(w, &shard);
             rt.install(place, Box::new(ShardTask(shard)));
         }
         let files: Vec<(usize, PathBuf)> = specs

@@ -19,6 +19,7 @@ pub mod counters;
 mod counters_file;
 pub mod egress;
 pub mod fabric;
+mod fabric_state;
 pub mod frame;
 pub mod impair;
 pub mod link_change;

@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 
 use crossbeam_channel::Receiver;
 use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
@@ -21,7 +21,7 @@ use intlab_runtime::{Context, Task};
 use crate::capture::PortCapture;
 use crate::counters::{DropReason, PortCounters, PortSnapshot};
 use crate::egress::{self, EgressPort};
-use crate::fabric::{FabricShared, GlobalPort, Handoff};
+use crate::fabric_state::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
 use crate::pipeline::{P4Egress, P4Scratch, P4Verdict, Verdict};
 use crate::port::Port;
@@ -122,6 +122,8 @@ impl PortSlot {
 pub struct Shard {
     worker: usize,
     fabric: Arc<FabricShared>,
+    /// The other workers' shards, to run one whose worker sleeps.
+    directory: Arc<ShardDirectory>,
     slots: Vec<PortSlot>,
     /// Global port → slot, for the ports this shard owns.
     local: Vec<Option<usize>>,
@@ -189,6 +191,7 @@ impl Shard {
     pub(crate) fn new(
         worker: usize,
         fabric: Arc<FabricShared>,
+        directory: Arc<ShardDirectory>,
         slots: Vec<PortSlot>,
         inbox: Receiver<Handoff>,
         seed: u64,
@@ -207,6 +210,7 @@ impl Shard {
         }
         Shard {
             worker,
+            directory,
             slots,
             local,
             inbox,
@@ -924,7 +928,7 @@ impl Shard {
             // longer borrowed), and a worker that polls or ran a moment ago keeps its work.
             let idle = waker.worker_idle_ns(self.clock.now_ns());
             if idle.is_some_and(|t| t >= BORROW_AFTER_IDLE_NS)
-                && let Some(other) = self.fabric.shard(w)
+                && let Some(other) = self.directory.get(w)
             {
                 other.run_here();
                 if !borrowed.contains(&w) {
@@ -1119,6 +1123,27 @@ impl Shard {
             }
         }
         self.publish(true);
+    }
+}
+
+/// Every worker's shard, for an idle worker's to be run by another (weak: each worker's task
+/// owns its shard, and with it the ports' sockets).
+pub(crate) struct ShardDirectory(Vec<OnceLock<Weak<SharedShard>>>);
+
+impl ShardDirectory {
+    /// A directory of `workers` workers, none of whose shards runs yet.
+    pub(crate) fn new(workers: usize) -> ShardDirectory {
+        ShardDirectory((0..workers).map(|_| OnceLock::new()).collect())
+    }
+
+    /// Worker `w` runs `shard`.
+    pub(crate) fn register(&self, w: usize, shard: &Arc<SharedShard>) {
+        self.0[w].get_or_init(|| Arc::downgrade(shard));
+    }
+
+    /// Worker `w`'s shard, while its worker runs.
+    pub(crate) fn get(&self, w: usize) -> Option<Arc<SharedShard>> {
+        self.0.get(w)?.get()?.upgrade()
     }
 }
 

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{DEFAULT_INT_PORT, INTLAB_DOMAIN_ID, Instructions, IntHeaders, source};
+use int_format::int::{DEFAULT_INT_PORT, INTLAB_DOMAIN_ID, Instructions, IntHeaders};
 use int_format::roce::{BthRepr, Opcode};
+use int_format::roles::source;
 use int_format::udp::UdpPacket;
 use intlab_switch::SwitchSpec;
 use intlab_switch::counters::PortCounters;

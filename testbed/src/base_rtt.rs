@@ -1,6 +1,6 @@
 //! A flow's base RTT as its controller is told it: propagation and serialization on the links
 //! it takes (from the topology), plus the round trip's host overhead, which no topology knows
-//! and the lab measures with its probes ([`crate::datapath`]): the smallest probe round trip
+//! and the lab measures with its probes (the data path check): the smallest probe round trip
 //! minus what the probe's own propagation and serialization account for.
 
 use int_format::roce::{Aeth, Bth, icrc};

@@ -2,7 +2,7 @@
 //! RoCE v2 port whose GID 0 is the host's address, driven by the host's transport in the lab.
 //!
 //! Three things make it: the NIC's command file, one per host in a FUSE mount the lab serves
-//! (transport's `programs::command_file`); the provider libibverbs loads (the
+//! (transport's `command_file`); the provider libibverbs loads (the
 //! `intlab-verbs-provider` library built beside the `intlab` binary, named through
 //! `RDMAV_DRIVERS`); and a private view of `/sys` and `/dev` for each program started in the
 //! host, in a mount namespace of its own: this kernel has no RDMA, so the sysfs files and the
@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use intlab_nic_channel::device as dev;
 use intlab_runtime::sys::mount;
+use intlab_transport::command_file::CommandFiles;
 use intlab_transport::endpoint::ProgramPort;
-use intlab_transport::programs::command_file::CommandFiles;
 use serde::{Deserialize, Serialize};
 
 /// Where the labs keep their NICs' files, one folder per lab named by its prefix.

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use int_format::ethernet::MacAddress;
 use intlab_switch::Switch;
 use intlab_switch::config::{NextHop, PortIo, PortSpec, Route};
+use intlab_testbed::distributed::{SiteAddresses, run_on_sites};
 use intlab_testbed::netns::{self, Namespace};
 use intlab_testbed::results::Results;
 use intlab_testbed::run::{RunOptions, Silent};
 use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::sites::{SiteAddresses, run_on_sites};
 
 /// The control port every site serves on (each machine namespace has its own).
 const PORT: u16 = 7700;

@@ -282,11 +282,11 @@ fn bad_datagrams_are_counted_and_dropped() {
 /// An INT shim and MD header with no hops, as a source writes them.
 fn int_payload_prefix() -> Vec<u8> {
     let mut p = vec![0u8; 16];
-    let cfg = int_format::int::source::SourceConfig {
+    let cfg = int_format::roles::source::SourceConfig {
         int_port: int_format::int::DEFAULT_INT_PORT,
         instructions: int_format::int::Instructions::HPCC,
         hop_limit: 8,
     };
-    int_format::int::source::write_header(&mut p, &cfg, 4791).expect("header");
+    int_format::roles::source::write_header(&mut p, &cfg, 4791).expect("header");
     p
 }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, source, transit};
+use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions};
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, RethRepr, Syndrome};
+use int_format::roles::{source, transit};
 use pcap_file::DataLink;
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;

@@ -9,11 +9,16 @@
 
 pub mod cc;
 pub mod classify;
+pub mod command_file;
 pub mod content;
 pub mod endpoint;
+mod endpoint_config;
+mod endpoint_report;
 pub mod flow;
 mod host;
-pub use host::{HostStack, MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpRequest, QpView, Wire};
+mod stack;
+pub use stack::verbs::{MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpRequest, QpView};
+pub use stack::{HostStack, Wire};
 pub mod nic;
 pub mod packet;
 pub mod pause;

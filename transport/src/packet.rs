@@ -12,7 +12,8 @@
 
 use std::net::Ipv4Addr;
 
-use int_format::int::{IntHeaders, source};
+use int_format::int::IntHeaders;
+use int_format::roles::source;
 // The extension headers a packet is built with, as int-format writes and reads them.
 pub use int_format::roce::Extensions;
 use int_format::roce::{Bth, BthRepr, ROCEV2_PORT, icrc};

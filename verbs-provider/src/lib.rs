@@ -19,8 +19,10 @@ mod cq;
 mod device;
 mod memory;
 mod qp;
+mod query;
 mod resources;
 mod srq;
+mod work_queue;
 
 use std::ffi::{CStr, c_char};
 
@@ -71,8 +73,8 @@ pub(crate) fn context_ops() -> VerbsContextOps {
         post_recv: Some(qp::post_recv),
         post_send: Some(qp::post_send),
         post_srq_recv: Some(srq::post_srq_recv),
-        query_device_ex: Some(device::query_device_ex),
-        query_port: Some(device::query_port),
+        query_device_ex: Some(query::query_device_ex),
+        query_port: Some(query::query_port),
         query_qp: Some(qp::query_qp),
         query_srq: Some(srq::query_srq),
         reg_mr: Some(resources::reg_mr),

@@ -2,24 +2,21 @@
 //! into the send and receive queues this process shares with the NIC, then the doorbell rung.
 
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use intlab_nic_channel::command::{Answer, Caps, Command, NONE, QpAttrs};
-use intlab_nic_channel::entry::{
-    self, MAX_INLINE, MAX_SGE, RECV_WQE_LEN, RecvEntry, SEND_WQE_LEN, SendEntry, SendOp, UdAddr,
-};
+use intlab_nic_channel::entry::{self, MAX_INLINE, RECV_WQE_LEN, SEND_WQE_LEN, SendEntry, SendOp, UdAddr};
 use intlab_nic_channel::queue::{Layout, Queue};
 
 use crate::abi::{
-    IbvAhAttr, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge,
-    VerbsQp,
+    IbvAhAttr, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvRecvWr, IbvSendWr, VerbsQp,
 };
 use crate::context::Context;
 use crate::cq::Cq;
 use crate::memory::Shared;
 use crate::resources::{Ah, context_of};
 use crate::srq::Srq;
+use crate::work_queue::{post_receives, publish, room, sges};
 
 /// A QP: libibverbs' part first.
 #[repr(C)]
@@ -295,24 +292,6 @@ pub(crate) unsafe extern "C" fn query_qp(
     0
 }
 
-/// The scatter/gather entries of a work request, checked.
-unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<([entry::Sge; MAX_SGE], u8), i32> {
-    if n < 0 || n as usize > MAX_SGE || (n > 0 && list.is_null()) {
-        return Err(libc::EINVAL);
-    }
-    let mut out = [entry::Sge::default(); MAX_SGE];
-    for (i, o) in out.iter_mut().enumerate().take(n as usize) {
-        // The caller gave `n` entries there.
-        let s = unsafe { list.add(i).read() };
-        *o = entry::Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        };
-    }
-    Ok((out, n as u8))
-}
-
 /// Copies the bytes the entries point at (in this process) for an inline send.
 unsafe fn gather_inline(list: &[entry::Sge]) -> Result<([u8; MAX_INLINE], u16), i32> {
     let mut out = [0u8; MAX_INLINE];
@@ -388,22 +367,6 @@ unsafe fn send_entry(w: &IbvSendWr, qp_type: u32, max_inline: u32) -> Result<Sen
     })
 }
 
-/// Free entries of a queue: what the NIC has not yet taken is still in use.
-fn room(q: &Queue<Arc<Shared>>) -> u64 {
-    let used = q
-        .producer()
-        .load(Ordering::Relaxed)
-        .wrapping_sub(q.consumer().load(Ordering::Acquire));
-    u64::from(q.entries()).saturating_sub(used)
-}
-
-/// Writes one entry at the producer's counter and publishes it.
-fn publish(q: &Queue<Arc<Shared>>, buf: &[u8]) {
-    let p = q.producer().load(Ordering::Relaxed);
-    q.write(p, buf);
-    q.producer().store(p.wrapping_add(1), Ordering::Release);
-}
-
 /// `IBV_QPS_RESET` and `IBV_QPS_RTS`, as libibverbs keeps them in `ibv_qp.state`.
 const STATE_RESET: u32 = 0;
 const STATE_RTS: u32 = 3;
@@ -451,45 +414,6 @@ pub(crate) unsafe extern "C" fn post_send(qp: *mut IbvQp, wr: *mut IbvSendWr, ba
         ctx.ring(q.doorbell);
     }
     err
-}
-
-/// Writes receive requests into `queue` (a QP's or an SRQ's); the errno of the first refused.
-pub(crate) unsafe fn post_receives(
-    queue: &Queue<Arc<Shared>>,
-    wr: *mut IbvRecvWr,
-    bad: *mut *mut IbvRecvWr,
-) -> (c_int, usize) {
-    let mut buf = Vec::with_capacity(RECV_WQE_LEN);
-    let mut cur = wr;
-    let mut posted = 0;
-    let mut err = 0;
-    while let Some(w) = unsafe { cur.as_ref() } {
-        if room(queue) == 0 {
-            err = libc::ENOMEM;
-            break;
-        }
-        match unsafe { sges(w.sg_list, w.num_sge) } {
-            Ok((sges, num_sge)) => {
-                RecvEntry {
-                    wr_id: w.wr_id,
-                    sges,
-                    num_sge,
-                }
-                .encode(&mut buf);
-                publish(queue, &buf);
-                posted += 1;
-            }
-            Err(e) => {
-                err = e;
-                break;
-            }
-        }
-        cur = w.next;
-    }
-    if err != 0 && !bad.is_null() {
-        unsafe { *bad = cur };
-    }
-    (err, posted)
 }
 
 /// `ibv_post_recv`.

@@ -150,7 +150,7 @@ pub(crate) unsafe extern "C" fn post_srq_recv(srq: *mut IbvSrq, wr: *mut IbvRecv
         return libc::EINVAL;
     };
     let queue = s.queue.lock().unwrap_or_else(|p| p.into_inner());
-    let (err, posted) = unsafe { crate::qp::post_receives(&queue, wr, bad) };
+    let (err, posted) = unsafe { crate::work_queue::post_receives(&queue, wr, bad) };
     drop(queue);
     if posted > 0 {
         ctx.ring(s.doorbell);

@@ -2,8 +2,9 @@
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, sink, source, transit};
+use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions};
 use int_format::roce::{AethRepr, BthRepr, Opcode, RethRepr, Syndrome};
+use int_format::roles::{sink, source, transit};
 use intlab_switch::SwitchSpec;
 use intlab_switch::frame::FramePool;
 use intlab_switch::pipeline::Pipeline;

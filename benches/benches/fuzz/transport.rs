@@ -3,8 +3,9 @@
 
 use int_format::ethernet::MacAddress;
 use int_format::frame::{FrameLayout, RoceFrameRepr};
-use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, IntHeaders, source, transit};
+use int_format::int::{DEFAULT_INT_PORT, HopRecord, Instructions, IntHeaders};
 use int_format::roce::{AethRepr, BthRepr, Opcode, RethRepr, Syndrome, icrc};
+use int_format::roles::{source, transit};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::classify::{Action, classify};
 use intlab_transport::content;

@@ -9,9 +9,6 @@ mod hop;
 mod instructions;
 mod md_header;
 mod shim;
-pub mod sink;
-pub mod source;
-pub mod transit;
 
 pub use headers::IntHeaders;
 pub use hop::{HopIter, HopRecord};

@@ -12,6 +12,7 @@ mod layout;
 pub mod meter;
 mod psa;
 mod run;
+mod step;
 pub mod table;
 
 use std::collections::VecDeque;

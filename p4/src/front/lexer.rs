@@ -1,5 +1,5 @@
 //! Splits P4_16 source into tokens. Preprocessor directives come out whole, as one token per
-//! line, for [`super::preprocess`] to act on.
+//! line, for the preprocessor to act on.
 
 use super::diag::{P4Error, Result};
 use super::source::{FileId, Pos, SourceMap};

@@ -1,7 +1,7 @@
 //! Calls: actions and functions inlined where they are called, with P4's copy-in and
 //! copy-out (arguments evaluated left to right, `out` and `inout` ones written back however
 //! the callee ends, `exit` included); methods of packets, headers, stacks and tables; and the
-//! calls the architecture's externs take (in [`super::externs`]).
+//! calls the architecture's externs take (in the `externs` module).
 
 use crate::front::ast::{self, Direction, ExprKind, Type};
 use crate::front::source::Pos;

@@ -310,7 +310,7 @@ impl Resolver<'_> {
                 RawKind::Tap => PortIo::Tap { device },
                 RawKind::Veth => PortIo::Veth { device, netns: p.netns },
             };
-            let p4_port = p.p4_port.unwrap_or_else(|| crate::pipeline::default_p4_port(&name, i));
+            let p4_port = p.p4_port.unwrap_or_else(|| super::default_p4_port(&name, i));
             ports.push(PortSpec {
                 name,
                 io,
@@ -431,8 +431,7 @@ impl Resolver<'_> {
             }
             if let Some(cpu) = &p4.value.cpu_port {
                 let taken: Vec<(&str, u16)> = ports.iter().map(|p| (p.name.as_str(), p.p4_port)).collect();
-                crate::pipeline::check_cpu_port(cpu.value, &taken)
-                    .map_err(|m| self.err(cpu, "p4.cpu_port".into(), m))?;
+                super::check_cpu_port(cpu.value, &taken).map_err(|m| self.err(cpu, "p4.cpu_port".into(), m))?;
             }
         }
         Ok(SwitchSpec {

@@ -4,6 +4,7 @@
 
 mod file;
 mod netem;
+mod p4_ports;
 mod spec;
 mod values;
 mod yaml;
@@ -13,8 +14,9 @@ use std::path::PathBuf;
 
 pub use file::standalone_workers;
 pub use netem::{NetemError, NetemKeys, NetemValue};
+pub use p4_ports::{check_cpu_port, default_p4_port};
 pub use spec::*;
-pub use values::{parse_mac, parse_prefix};
+pub use values::{parse_mac, parse_prefix, relative_to};
 pub use yaml::*;
 
 /// A configuration that cannot be used, with where and why.

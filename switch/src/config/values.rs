@@ -1,6 +1,7 @@
 //! Values written as text in a configuration: MAC addresses and IPv4 prefixes.
 
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use int_format::ethernet::MacAddress;
 
@@ -34,4 +35,12 @@ pub fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
         return Err(format!("{addr}/{len} has host bits set"));
     }
     Ok((addr, len))
+}
+
+/// A path relative to the folder of `file` (absolute paths as they are).
+pub fn relative_to(file: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    file.parent().unwrap_or(Path::new(".")).join(path)
 }

@@ -43,7 +43,7 @@ pub struct P4Yaml {
 impl P4Yaml {
     /// The spec it resolves to, its files found relative to `file` (the one that names them).
     pub fn spec(&self, file: &Path) -> P4Spec {
-        let rel = |p: &Path| crate::pipeline::relative_to(file, p);
+        let rel = |p: &Path| super::relative_to(file, p);
         P4Spec {
             program: rel(&self.program),
             runtime: self.runtime.as_deref().map(rel),

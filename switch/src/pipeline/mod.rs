@@ -9,7 +9,7 @@ mod tables;
 
 pub use ingress::{IngressNotes, Pipeline, Verdict};
 pub use p4::{
-    CPU_PORT_NAME, P4Egress, P4Ingress, P4LoadError, P4Pipeline, P4Scratch, P4Verdict, check_cpu_port, cpu_port_spec,
-    default_p4_port, load_datapath, relative_to, replica_state,
+    CPU_PORT_NAME, P4Egress, P4Ingress, P4LoadError, P4Pipeline, P4Scratch, P4Verdict, cpu_port_spec, load_datapath,
+    replica_state,
 };
 pub use tables::{FlowKey, Lpm, MacTable};

@@ -2,7 +2,6 @@
 //! frame arrives, egress when it starts transmission on the exact schedule (so `enq_qdepth`,
 //! `deq_timedelta` and the timestamps are the schedule's own).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use intlab_p4::exec::{Carry, Session};
@@ -94,29 +93,6 @@ pub enum P4Egress {
     Recirculate(Carry),
 }
 
-/// The P4 port number of port `index` named `name` when none is given: the number its name ends
-/// with (`eth1` → 1, `s1-p3` → 3, as the p4lang tutorials number ports), else its position from 1.
-pub fn default_p4_port(name: &str, index: usize) -> u16 {
-    let digits: String = name.chars().rev().take_while(char::is_ascii_digit).collect();
-    let digits: String = digits.chars().rev().collect();
-    digits
-        .parse::<u16>()
-        .ok()
-        .filter(|n| *n < intlab_p4::exec::DROP_PORT)
-        .unwrap_or(index as u16 + 1)
-}
-
-/// Checks that `cpu` can be a switch's CPU port beside its ports' P4 numbers `taken`.
-pub fn check_cpu_port(cpu: u16, taken: &[(&str, u16)]) -> Result<(), String> {
-    if cpu >= intlab_p4::exec::DROP_PORT {
-        return Err(format!("{cpu} is not below 511 (the drop port)"));
-    }
-    match taken.iter().find(|(_, n)| *n == cpu) {
-        Some((name, _)) => Err(format!("P4 port {cpu} is already port `{name}`'s")),
-        None => Ok(()),
-    }
-}
-
 /// The CPU port a switch with `ports` gets for `spec.cpu_port`, if any: as fast and as deep as
 /// its fastest and deepest port, with no delay, since it stands for the switch's own path to
 /// its CPU rather than a link.
@@ -155,14 +131,6 @@ pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError>
         }
     }
     Ok(dp)
-}
-
-/// A path relative to the folder of `file` (absolute paths as they are).
-pub fn relative_to(file: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_owned();
-    }
-    file.parent().unwrap_or(Path::new(".")).join(path)
 }
 
 impl P4Pipeline {

@@ -5,6 +5,7 @@
 
 mod controller;
 mod inbound;
+mod io_spec;
 mod link;
 mod packet_socket;
 mod tap;
@@ -16,6 +17,7 @@ use std::os::fd::RawFd;
 pub use controller::{ControllerSocket, CpuPortEnd};
 pub use inbound::InboundLink;
 pub use intlab_runtime::sys::mmsg::BATCH;
+pub use io_spec::{PacketIo, PortIo};
 pub use link::{LinkEnd, link_pair};
 pub use packet_socket::PacketSocket;
 pub use tap::TapDevice;
@@ -23,7 +25,6 @@ pub use tap::TapDevice;
 use intlab_runtime::clock::RealtimeMap;
 use intlab_runtime::sys::mmsg::RecvMeta;
 
-use crate::config::{PacketIo, PortIo};
 use crate::frame::FrameBuf;
 
 /// An open port.

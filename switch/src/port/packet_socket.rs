@@ -10,7 +10,7 @@ use intlab_runtime::sys::packet_ring::PacketRing;
 use intlab_runtime::sys::socket;
 use intlab_runtime::sys::xsk::{XskPort, XskSizes};
 
-use crate::config::PacketIo;
+use super::PacketIo;
 use crate::frame::{FrameBuf, INT_TAILROOM};
 
 /// Slots of each ring of a port in [`PacketIo::Ring`] mode: a burst of this many frames waits

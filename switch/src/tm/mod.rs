@@ -12,5 +12,5 @@ pub use egress_queue::{Dequeued, EgressQueue, PRIORITIES, Rejected, Released, Un
 pub use mmu::{Admission, Mmu, MmuPort, MmuSpec, PfcSignal, PfcSpec, mmu_port};
 pub use pfc_watchdog::PfcWatchdog;
 pub use priority::{PriorityMap, PrioritySpec};
-pub use red::Red;
+pub use red::{EcnSpec, Red};
 pub use scheduler::Scheduler;

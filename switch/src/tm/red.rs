@@ -1,6 +1,15 @@
 //! RED-style ECN marking as the ns-3 HPCC switch does it, at dequeue.
 
-use crate::config::EcnSpec;
+/// ECN marking with RED thresholds, applied at dequeue to ECN-capable frames.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EcnSpec {
+    /// Below this queue occupancy (bytes) nothing is marked.
+    pub kmin: u64,
+    /// Above this occupancy every ECN-capable frame is marked.
+    pub kmax: u64,
+    /// Marking probability reached at `kmax` (linear from 0 at `kmin`).
+    pub pmax: f64,
+}
 
 /// Marking decision from queue occupancy.
 #[derive(Debug, Clone, Copy)]

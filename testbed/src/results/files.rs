@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::write_error::{WriteError, at};
+
 use super::{Results, plots, table};
 
 /// File names in the results folder.
@@ -99,25 +101,6 @@ pub enum PrepareError {
     /// It cannot be read or cleared.
     #[error(transparent)]
     Io(#[from] WriteError),
-}
-
-/// A CSV or JSON writing failure, with the file.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: {cause}")]
-pub struct WriteError {
-    /// The file.
-    pub file: String,
-    /// What failed.
-    pub cause: io::Error,
-}
-
-/// Turns an I/O error on file `name` of `dir` into a [`WriteError`] naming it.
-pub(crate) fn at(dir: &Path, name: &str) -> impl Fn(io::Error) -> WriteError + use<> {
-    let file = dir.join(name).display().to_string();
-    move |cause| WriteError {
-        file: file.clone(),
-        cause,
-    }
 }
 
 /// Writes `rows` as the CSV file `name` of `dir`, a header from the row's fields.

@@ -12,17 +12,20 @@ pub mod program_figures;
 pub mod program_outcome;
 mod table;
 mod workers;
+mod write_error;
 
 pub use applications::{ApplicationResult, outcomes};
 pub use fairness::{Fairness, jain, windowed};
+pub(crate) use files::csv_rows;
 pub use files::{
     APPLICATIONS, COUNTERS, DATAPATH, FLOWS, PrepareError, QUEUES, REPORT, SCENARIO, SERIES, STALLS, SUMMARY_JSON,
-    SUMMARY_TXT, WRITTEN, WriteError, prepare, write_all, write_scenario, write_text,
+    SUMMARY_TXT, WRITTEN, prepare, write_all, write_scenario, write_text,
 };
-pub(crate) use files::{at as write_error_at, csv_rows};
 pub use plots::{FCT_CDF, Line, QUEUE, RATES, fct_cdf_points, lines, queue_points, throughput_points};
 pub use table::summary_table;
 pub use workers::{WorkerFidelity, per_worker};
+pub use write_error::WriteError;
+pub(crate) use write_error::at as write_error_at;
 
 use std::collections::HashMap;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use intlab_switch::SwitchSnapshot;
 
-use super::files::{WriteError, at};
+use super::write_error::{WriteError, at};
 use super::{FlowResult, QueueSeries, Results};
 
 /// The folder inside a run's results.

@@ -92,7 +92,7 @@ pub struct Scenario {
     /// Time dilation D ≥ 1: the lab runs rates / D and delays × D and reports in file units.
     pub dilation: f64,
     /// `dilation: auto`: the run measures the machine and sets [`Scenario::dilation`] itself
-    /// (see [`crate::doctor`]); until then `dilation` is 1.
+    /// (the doctor measures it); until then `dilation` is 1.
     pub dilation_auto: bool,
     /// Transport settings of every host (file units).
     pub transport: TransportSettings,
@@ -107,7 +107,7 @@ pub struct Scenario {
     /// How long after a link goes down or up the fabric's routes follow (scenario ns).
     pub reconverge_ns: u64,
     /// Which machine runs which part (`sites:`), if the file says.
-    pub sites: Option<crate::site_plan::SitePlan>,
+    pub sites: Option<crate::sites::plan::SitePlan>,
 }
 
 /// What a lab left up (`intlab up`) takes of a scenario: no workload, no run.
@@ -139,8 +139,17 @@ impl Scenario {
     /// The topology and `runtime:` keys of scenario `file`, for a lab built without a run
     /// (`intlab up`): the run keys (workload, controller, ...) are not required.
     pub fn load_lab(file: &Path) -> Result<LabScenario, LoadError> {
-        let text = read(file)?;
-        let (topology, run) = (load_document(&text, file)?, parse_yaml::<RawRun>(&text, file)?);
+        Scenario::lab_from_text(&read(file)?, file)
+    }
+
+    /// The built-in scenario's lab (`intlab up` with no file builds what `intlab run` runs).
+    pub fn builtin_lab() -> Result<LabScenario, LoadError> {
+        Scenario::lab_from_text(DEFAULT_SCENARIO, Path::new(DEFAULT_SCENARIO_NAME))
+    }
+
+    /// The lab of scenario `text`; `file` names it in errors and places its relative paths.
+    fn lab_from_text(text: &str, file: &Path) -> Result<LabScenario, LoadError> {
+        let (topology, run) = (load_document(text, file)?, parse_yaml::<RawRun>(text, file)?);
         let dir = folder_of(file);
         let checker = Checker { file, dir: &dir };
         let runtime = checker.runtime(run.runtime.as_ref())?;
@@ -421,13 +430,13 @@ impl Checker<'_> {
             Some(sites) => {
                 let names = sites.value.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect();
                 // Where the site the error is about is written, else where `sites:` is.
-                let at = |e: &crate::site_plan::SitesError| {
+                let at = |e: &crate::sites::plan::SitesError| {
                     e.site()
                         .and_then(|k| sites.value.get(k))
                         .map_or(&sites.referenced, |v| &v.referenced)
                 };
                 Some(
-                    crate::site_plan::SitePlan::from_names(&topology, &names)
+                    crate::sites::plan::SitePlan::from_names(&topology, &names)
                         .map_err(|e| self.err(at(&e), format!("sites: {e}")))?,
                 )
             }

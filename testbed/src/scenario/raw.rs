@@ -118,7 +118,7 @@ pub(crate) enum RawDilation {
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum DilationWord {
-    /// See [`crate::doctor`].
+    /// Measured by the doctor before the run.
     Auto,
 }
 

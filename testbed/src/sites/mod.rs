@@ -4,17 +4,14 @@
 //! the run and gathers one results folder. See docs/distributed.md.
 
 mod clock_sync;
-mod coordinator;
 mod part;
+pub mod plan;
 pub mod protocol;
-mod serve;
 mod timing;
 
 pub use clock_sync::{Exchange, Offset, best as best_offset};
-pub use coordinator::{SiteAddresses, run_on_sites};
 pub use part::{
-    SitePart, TUNNEL_OVERHEAD, TunnelSpec, VXLAN_PORT, create_tunnel, device_name, device_owner, remove_leftovers,
-    underlay_mtu,
+    CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, VXLAN_PORT, create_tunnel, device_name, device_owner,
+    remove_leftovers, underlay_mtu,
 };
-pub use serve::{ServeError, serve};
 pub use timing::{SiteClock, SitesTiming, TunnelTiming};

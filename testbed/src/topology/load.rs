@@ -63,7 +63,7 @@ struct RawTopology {
     pfc: Option<Spanned<PfcYaml>>,
     #[serde(default)]
     priorities: Option<Spanned<PrioritiesYaml>>,
-    // The run's keys: `crate::scenario` reads them from the same document.
+    // The run's keys: the scenario module reads them from the same document.
     #[serde(default, rename = "controller")]
     _controller: Option<IgnoredAny>,
     #[serde(default, rename = "controllers")]
@@ -193,7 +193,7 @@ pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
     load_document(text, file)
 }
 
-/// Reads a whole scenario file's topology, checked (its run keys are `crate::scenario`'s).
+/// Reads a whole scenario file's topology, checked (its run keys are the scenario's).
 pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadError> {
     let raw: RawTopology = parse_yaml(text, file)?;
     let err = |at: &serde_saphyr::Location, message: String| LoadError {
@@ -280,7 +280,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
                 let spec = p.value.spec(file);
                 if let Some(cpu) = &p.value.cpu_port {
                     let taken: Vec<(&str, u16)> = p.value.ports.iter().map(|(i, n)| (i.as_str(), *n)).collect();
-                    if let Err(e) = intlab_switch::pipeline::check_cpu_port(cpu.value, &taken) {
+                    if let Err(e) = intlab_switch::config::check_cpu_port(cpu.value, &taken) {
                         return Err(err(&cpu.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
                     }
                 }

@@ -115,7 +115,7 @@ pub struct P4Node {
     /// The program and its runtime file (paths resolved against the scenario's folder).
     pub spec: intlab_switch::config::P4Spec,
     /// P4 port numbers given by interface; the others are numbered by
-    /// [`intlab_switch::pipeline::default_p4_port`].
+    /// [`intlab_switch::config::default_p4_port`].
     pub ports: std::collections::BTreeMap<String, u16>,
 }
 

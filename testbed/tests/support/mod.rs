@@ -406,7 +406,8 @@ pub fn inspect(path: &Path) -> Vec<serde_json::Value> {
 /// The UDP payload a host sends to carry INT through the switch: shim and MD header with zero
 /// hops (FULL instructions), then a RoCE-like body of `body` bytes.
 pub fn int_payload(body: usize, hop_limit: u8) -> Vec<u8> {
-    use int_format::int::{Instructions, source};
+    use int_format::int::Instructions;
+    use int_format::roles::source;
     let mut p = vec![0u8; 16 + body];
     let config = source::SourceConfig {
         int_port: int_format::int::DEFAULT_INT_PORT,

@@ -2,8 +2,6 @@
 //! receives in batches, reads PFC frames as a NIC obeys them, takes the endpoint's commands and
 //! reports at the end.
 
-mod stack;
-
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::RawFd;
@@ -15,13 +13,15 @@ use int_format::roce::ROCEV2_PORT;
 use intlab_runtime::clock::Clock;
 use intlab_runtime::{Context, Task};
 
-pub use stack::verbs::{MAX_CQE, MAX_QP, MAX_QP_WR, PROGRAM_QPN_BASE, QpRequest, QpView};
-pub use stack::{HostStack, Wire};
-
-use crate::endpoint::{Command, EndpointConfig, EndpointReport, HostNow};
+use crate::cc::ControllerConfig;
+use crate::endpoint_config::EndpointConfig;
+use crate::endpoint_report::{EndpointReport, HostNow, Probe};
+use crate::flow::{FlowPath, FlowSpec};
 use crate::pause::PauseListener;
 use crate::programs::Programs;
 use crate::socket::{BATCH, RawSender, RecvBatch, SendBatch, Socket};
+use crate::stack::{HostStack, Wire};
+use intlab_runtime::Waker;
 
 /// Batches read per socket per run, so sending is never starved.
 const RX_BATCHES_PER_RUN: usize = 4;
@@ -227,5 +227,52 @@ impl Task for Host {
         };
         // The owner may have gone; then nobody needs the report.
         let _unheard = self.report.send(report);
+    }
+}
+
+/// What an endpoint sends its host task.
+pub(crate) enum Command {
+    Send(FlowSpec, ControllerConfig, FlowPath),
+    Expect(FlowSpec),
+    Probe(Probe),
+    MeasureFrom(u64),
+    Now(Sender<HostNow>),
+    Program(crate::programs::ProgramRequest),
+}
+
+/// Where a host takes its programs' requests from (the command file hands them over).
+#[derive(Clone)]
+pub struct ProgramPort {
+    pub(crate) name: String,
+    pub(crate) commands: Sender<Command>,
+    pub(crate) waker: Waker,
+}
+
+impl std::fmt::Debug for ProgramPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProgramPort({})", self.name)
+    }
+}
+
+impl ProgramPort {
+    /// The host's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Hands `req` to the host; when the host has stopped, answers it with `EIO` and says so.
+    pub fn send(&self, req: crate::programs::ProgramRequest) -> io::Result<()> {
+        match self.commands.send(Command::Program(req)) {
+            Ok(()) => {
+                self.waker.wake();
+                Ok(())
+            }
+            Err(e) => {
+                if let Command::Program(req) = e.into_inner() {
+                    (req.reply)(Err(libc::EIO));
+                }
+                Err(io::Error::other(format!("host {} has stopped", self.name)))
+            }
+        }
     }
 }

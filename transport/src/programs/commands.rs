@@ -13,8 +13,9 @@ use intlab_nic_channel::shared::SharedMapping;
 
 use super::context::{CqQueue, Object, ProgramContext, ProgramMemory, QpQueues, SrqQueue};
 use super::{Caller, DOORBELL, EXITED, Programs};
-use crate::host::{HostStack, QpRequest, Wire};
 use crate::program_qp::ProgramOwner;
+use crate::stack::verbs::QpRequest;
+use crate::stack::{HostStack, Wire};
 use crate::verbs::error::VerbsError;
 use crate::verbs::mr::Access;
 use crate::verbs::qp::{AttrMask, QpAttr, QpCaps, QpState, QpType, mtu_bytes, mtu_code};
@@ -405,12 +406,12 @@ fn execute<W: Wire>(
                 max_recv_sge: caps.max_recv_sge,
                 max_inline_data: caps.max_inline_data,
             };
-            if caps.max_send_wr > crate::host::MAX_QP_WR || caps.max_recv_wr > crate::host::MAX_QP_WR {
+            if caps.max_send_wr > crate::stack::verbs::MAX_QP_WR || caps.max_recv_wr > crate::stack::verbs::MAX_QP_WR {
                 return Err(VerbsError::invalid(format!(
                     "{} send and {} receive requests, the device takes {}",
                     caps.max_send_wr,
                     caps.max_recv_wr,
-                    crate::host::MAX_QP_WR
+                    crate::stack::verbs::MAX_QP_WR
                 )));
             }
             let qpn = stack.create_qp(

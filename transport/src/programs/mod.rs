@@ -1,5 +1,5 @@
 //! The programs using a host's NIC: the NIC's end of the program channel (`nic-channel`). A
-//! program attaches through the host's command file (`command_file.rs`, one file per host in
+//! program attaches through the host's command file (the crate's `command_file` module, one file per host in
 //! the lab's FUSE mount, which the provider opens in place of `/dev/infiniband/uverbsN`); its
 //! commands create and destroy objects in the host's verbs engine (`commands.rs`); its work
 //! requests come through queues both sides map, taken when it rings the doorbell, and its
@@ -13,7 +13,6 @@
 //! has everything it made removed; its peers' QPs then hear nothing more, as from a NIC whose
 //! QPs were destroyed.
 
-pub mod command_file;
 mod commands;
 mod context;
 mod queues;
@@ -29,7 +28,7 @@ use intlab_runtime::sys::epoll::{Epoll, empty_event};
 use intlab_runtime::sys::pidfd::PidFd;
 use intlab_runtime::sys::process_memory::ProcessMemory;
 
-use crate::host::{HostStack, Wire};
+use crate::stack::{HostStack, Wire};
 use context::ProgramContext;
 
 /// How a request ends: bytes of the command taken, or the errno the program's `write` fails

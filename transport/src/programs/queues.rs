@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use intlab_nic_channel::entry::{Cqe, RECV_WQE_LEN, RecvEntry, SEND_WQE_LEN, SendEntry, SendOp};
 
 use super::context::{Object, ProgramContext, SharedQueue};
-use crate::host::{HostStack, Wire};
+use crate::stack::{HostStack, Wire};
 use crate::verbs::error::VerbsError;
 use crate::verbs::wr::{InlineData, RecvWr, SendOpcode, SendWr, Sge, SgeList, UdDest, WcStatus, WorkCompletion};
 use crate::verbs::{AsyncEvent, NicEvent};

@@ -10,8 +10,8 @@ use int_format::int::HopRecord;
 use int_format::roce::{AethRepr, NakCode, Opcode};
 
 use super::Verbs;
+use super::qp::requester::InFlight;
 use super::qp::{Qp, QpState, RetryPolicy, rnr_timer_ns};
-use super::requester::InFlight;
 use super::wr::{SendOpcode, WcStatus};
 use crate::cc::Ack;
 

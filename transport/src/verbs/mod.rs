@@ -16,14 +16,12 @@ pub mod error;
 pub mod memory;
 pub mod mr;
 pub mod qp;
-pub(crate) mod requester;
-pub(crate) mod responder;
 pub mod srq;
 pub mod table;
 pub mod wr;
 
-pub use requester::{SenderStats, SenderTiming};
-pub use responder::{Arrival, ReceiverPolicy, ReceiverStats, Replies, Reply};
+pub use qp::requester::{SenderStats, SenderTiming};
+pub use qp::responder::{Arrival, ReceiverPolicy, ReceiverStats, Replies, Reply};
 
 use cq::CompletionQueue;
 use error::VerbsError;

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::site_plan;
 use intlab_testbed::sites::TUNNEL_OVERHEAD;
+use intlab_testbed::sites::plan as site_plan;
 
 /// `intlab plan`: the plan, the load of each site and the links that become tunnels, with the
 /// MTU the machines' network must carry for them.

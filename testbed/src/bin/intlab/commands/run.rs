@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use intlab_testbed::distributed::{SiteAddresses, run_on_sites};
 use intlab_testbed::live::serve_where_asked;
 use intlab_testbed::results::summary_table;
 use intlab_testbed::run::{self as lab_run, RunOptions};
 use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::sites::{SiteAddresses, run_on_sites};
 
 use super::signals::{exit_code, free_folder, stop_on_signals};
 use crate::progress;

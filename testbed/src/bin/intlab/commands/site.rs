@@ -10,6 +10,6 @@ use super::signals::stop_on_signals_saying;
 pub(crate) fn serve(listen: std::net::SocketAddr) -> Result<ExitCode> {
     intlab_testbed::prerequisites::check()?;
     let stop = stop_on_signals_saying("tearing down this site's part and ending")?;
-    intlab_testbed::sites::serve(listen, &stop, &mut |line| eprintln!("{line}"))?;
+    intlab_testbed::distributed::serve(listen, &stop, &mut |line| eprintln!("{line}"))?;
     Ok(ExitCode::SUCCESS)
 }

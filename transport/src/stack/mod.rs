@@ -1,6 +1,6 @@
 //! A host's transport without its sockets: its NIC's verbs engine (QPs, memory regions,
 //! completion queues), the NIC scheduler, replies and probes, driven by the datagrams and pause
-//! frames given to it and the time it is told. The lab's [`super::Host`] feeds it from the
+//! frames given to it and the time it is told. The lab's host task feeds it from the
 //! kernel's sockets; the deterministic bed feeds it from memory on a virtual clock, so both run
 //! the same code.
 //!
@@ -19,16 +19,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_channel::Sender;
 use hdrhistogram::Histogram;
-use int_format::int::{HopRecord, source};
+use int_format::int::HopRecord;
 use int_format::roce::{AethRepr, AtomicAckEth, BthRepr, NakCode, Opcode, ROCEV2_PORT, Syndrome};
+use int_format::roles::source;
 use int_format::{Error, Layer};
 use intlab_runtime::Hiccup;
 
 use crate::cc::{ControllerConfig, LineRate};
 use crate::classify::{Action, EchoedHops, classify};
-use crate::endpoint::{
-    EndpointConfig, EndpointCounters, EndpointReport, IntMode, MAX_STALLS_KEPT, PROBE_QP, Probe, ProbeReply, Stall,
-};
+use crate::endpoint_config::{EndpointConfig, IntMode, PROBE_QP};
+use crate::endpoint_report::{EndpointCounters, EndpointReport, MAX_STALLS_KEPT, Probe, ProbeReply, Stall};
 use crate::flow::{
     Completion, FlowEvent, FlowNow, FlowPath, FlowRecord, FlowSpec, MessageKind, ReceiveRecord, STUCK_AFTER_TIMEOUTS,
     Sample, Stuck,
@@ -42,8 +42,8 @@ use crate::verbs::Verbs;
 use crate::verbs::memory::Backing;
 use crate::verbs::mr::{Access, MemoryRegion};
 use crate::verbs::qp::{Qp, QpCaps, QpInit, QpState, QpType, RetryPolicy};
-use crate::verbs::responder::{Arrival, ReceiverPolicy, Replies, Reply};
 use crate::verbs::wr::{RecvWr, SendOpcode, SendWr, Sge, SgeList};
+use crate::verbs::{Arrival, ReceiverPolicy, Replies, Reply};
 
 /// Where a host's datagrams go: the kernel's sockets in a lab, the bed's links in tests.
 pub trait Wire {

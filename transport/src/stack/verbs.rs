@@ -6,12 +6,12 @@
 
 use std::net::Ipv4Addr;
 
-use int_format::int::source;
 use int_format::roce::ROCEV2_PORT;
+use int_format::roles::source;
 
 use super::{CLOSED_QPS_KEPT, HostStack, Slot, Wire};
 use crate::cc::LineRate;
-use crate::endpoint::IntMode;
+use crate::endpoint_config::{IntMode, PROBE_QP};
 use crate::packet::Addressing;
 use crate::program_qp::{ProgramOwner, ProgramQp};
 use crate::verbs::error::VerbsError;
@@ -330,11 +330,7 @@ impl<W: Wire> HostStack<W> {
     fn free_qpn(&mut self) -> u32 {
         loop {
             let qpn = self.next_qpn.max(PROGRAM_QPN_BASE);
-            self.next_qpn = if qpn >= crate::endpoint::PROBE_QP - 1 {
-                PROGRAM_QPN_BASE
-            } else {
-                qpn + 1
-            };
+            self.next_qpn = if qpn >= PROBE_QP - 1 { PROGRAM_QPN_BASE } else { qpn + 1 };
             if !self.slot_of.contains_key(&qpn) {
                 return qpn;
             }

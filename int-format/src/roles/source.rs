@@ -4,7 +4,7 @@ use crate::error::{Error, Layer, Result};
 use crate::frame::{FrameLayout, fix_lengths};
 use crate::udp::UdpPacket;
 
-use super::{INT_HEADER_LEN, Instructions, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
+use crate::int::{INT_HEADER_LEN, Instructions, IntMdHeader, IntMdRepr, IntShim, IntShimRepr, IntType};
 
 /// What a source asks of the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use crate::error::{Error, Layer, Result};
 use crate::frame::{FrameLayout, fix_lengths, refresh_udp_checksum};
 
-use super::{HopRecord, IntMdHeader, IntShim};
+use crate::int::{HopRecord, IntMdHeader, IntShim};
 
 /// What a transit node did with a frame's INT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

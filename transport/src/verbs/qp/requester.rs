@@ -13,12 +13,12 @@ use std::collections::VecDeque;
 use int_format::roce::{AtomicEthRepr, BthRepr, DethRepr, ImmDt, Opcode, RethRepr};
 use intlab_runtime::Hiccup;
 
-use super::Verbs;
-use super::error::VerbsError;
-use super::qp::{PSN_MASK, Qp, QpState, QpType, RetryPolicy, ack_timeout_ns};
-use super::wr::{SendOpcode, SendWr, WcStatus, WorkCompletion};
+use super::{PSN_MASK, Qp, QpState, QpType, RetryPolicy, ack_timeout_ns};
 use crate::flow::Sample;
 use crate::packet::{self, Extensions, IPV4_UDP_HEADERS, WIRE_OVERHEAD};
+use crate::verbs::Verbs;
+use crate::verbs::error::VerbsError;
+use crate::verbs::wr::{SendOpcode, SendWr, WcStatus, WorkCompletion};
 
 /// Timers of a sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -767,7 +767,7 @@ impl Qp {
         self.flush_receive_queue(verbs);
         self.resp.drop_reads();
         if fatal && was != QpState::Err && self.retry == RetryPolicy::Counted {
-            verbs.raise(self.context, super::AsyncEvent::QpFatal(self.qpn));
+            verbs.raise(self.context, crate::verbs::AsyncEvent::QpFatal(self.qpn));
         }
     }
 

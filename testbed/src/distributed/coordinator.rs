@@ -16,15 +16,15 @@ use intlab_runtime::clock::Clock;
 use intlab_transport::flow::FlowEvent;
 use serde::Deserialize;
 
-use super::clock_sync::{self, Exchange};
-use super::protocol::{self, BuildOrder, Frame, FromSite, SiteReport, ToSite, VERSION};
-use super::timing::{SiteClock, SitesTiming, TunnelTiming};
 use crate::datapath::Reach;
 use crate::dilation::Dilation;
 use crate::lab::LabReport;
 use crate::results::{self, Results, Timebase, WriteError};
 use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
+use crate::sites::protocol::{self, BuildOrder, Frame, FromSite, SiteReport, ToSite, VERSION};
+use crate::sites::{Exchange, Offset, best_offset};
+use crate::sites::{SiteClock, SitesTiming, TunnelTiming};
 use crate::workload::Iterations;
 
 /// Clock exchanges per measurement (the one with the shortest round trip counts).
@@ -192,7 +192,7 @@ impl<'a> Sites<'a> {
     }
 
     /// Measures site `i`'s clock offset with [`EXCHANGES`] exchanges.
-    fn measure(&mut self, i: usize) -> Result<clock_sync::Offset, RunError> {
+    fn measure(&mut self, i: usize) -> Result<Offset, RunError> {
         let clock = Clock::get();
         let mut exchanges = Vec::new();
         for _ in 0..EXCHANGES {
@@ -219,7 +219,7 @@ impl<'a> Sites<'a> {
             })?;
             exchanges.push(got[0].1);
         }
-        clock_sync::best(&exchanges).ok_or_else(|| RunError::Site {
+        best_offset(&exchanges).ok_or_else(|| RunError::Site {
             site: self.names[i].clone(),
             message: "no clock exchange".into(),
         })
@@ -480,7 +480,7 @@ fn run_once_on_sites(
         if Instant::now() >= next_measure {
             next_measure = Instant::now() + REMEASURE_EVERY;
             for i in 0..n {
-                if let Some(o) = clock_sync::best(&exchanges[i]) {
+                if let Some(o) = best_offset(&exchanges[i]) {
                     let moved = (o.offset_ns - aligned[i].offset_ns).unsigned_abs();
                     drift[i] = drift[i].max(moved.saturating_sub(o.uncertainty_ns));
                     exchanges[i].clear();
@@ -590,9 +590,9 @@ fn run_once_on_sites(
 /// two tunnel ports received them.
 fn sites_timing(
     t: &crate::topology::Topology,
-    plan: &crate::site_plan::SitePlan,
+    plan: &crate::sites::plan::SitePlan,
     reports: &[SiteReport],
-    aligned: &[clock_sync::Offset],
+    aligned: &[Offset],
     drift: &[u64],
     names: &[String],
 ) -> SitesTiming {

@@ -16,13 +16,13 @@ use std::net::Ipv4Addr;
 
 use int_format::roce::{AethRepr, BthRepr, NakCode, Opcode, Syndrome};
 
-use super::Verbs;
-use super::memory::Backing;
-use super::mr::{Access, KeyFault};
-use super::qp::{PSN_MASK, Qp, QpState, QpType, RetryPolicy};
 use super::requester::packets_of;
-use super::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use super::{PSN_MASK, Qp, QpState, QpType, RetryPolicy};
 use crate::packet::{self, Extensions, Received};
+use crate::verbs::Verbs;
+use crate::verbs::memory::Backing;
+use crate::verbs::mr::{Access, KeyFault};
+use crate::verbs::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
 /// How a receiver acknowledges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -852,9 +852,9 @@ impl Qp {
         }
         if self.retry == RetryPolicy::Counted {
             let event = if refusal.code == NakCode::RemoteAccessError {
-                super::AsyncEvent::QpAccessError(self.qpn)
+                crate::verbs::AsyncEvent::QpAccessError(self.qpn)
             } else {
-                super::AsyncEvent::QpRequestError(self.qpn)
+                crate::verbs::AsyncEvent::QpRequestError(self.qpn)
             };
             verbs.raise(self.context, event);
         }
@@ -984,13 +984,13 @@ impl Qp {
             verbs.complete(self.recv_cq, wc, false);
         }
         if self.srq.is_some() && self.retry == RetryPolicy::Counted {
-            verbs.raise(self.context, super::AsyncEvent::QpLastWqe(self.qpn));
+            verbs.raise(self.context, crate::verbs::AsyncEvent::QpLastWqe(self.qpn));
         }
     }
 
     /// Takes a receive request (for a QP without an SRQ).
-    pub fn post_recv(&mut self, verbs: &mut Verbs, wr: RecvWr) -> Result<(), super::error::VerbsError> {
-        use super::error::VerbsError;
+    pub fn post_recv(&mut self, verbs: &mut Verbs, wr: RecvWr) -> Result<(), crate::verbs::error::VerbsError> {
+        use crate::verbs::error::VerbsError;
         if self.srq.is_some() {
             return Err(VerbsError::invalid("the QP takes its receive requests from an SRQ"));
         }

@@ -4,19 +4,22 @@
 //! `ib_modify_qp_is_ok` keeps). The send side is in `requester.rs` and `completer.rs`, the
 //! receive side in `responder.rs`.
 
+pub(crate) mod requester;
+pub(crate) mod responder;
+
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
-use int_format::int::source::SourceConfig;
+use int_format::roles::source::SourceConfig;
 
 use super::Verbs;
 use super::error::VerbsError;
 use super::mr::Access;
-use super::requester::{Requester, SenderTiming};
-use super::responder::Responder;
 use super::wr::RecvWr;
 use crate::cc::Controller;
 use crate::packet::Addressing;
+use requester::{Requester, SenderTiming};
+use responder::Responder;
 
 /// The mask of the 24-bit PSN.
 pub const PSN_MASK: u32 = 0x00ff_ffff;

@@ -30,8 +30,8 @@ use intlab_nic_channel::command::Command;
 use intlab_runtime::sys::pidfd::PidFd;
 use intlab_runtime::sys::process_memory::ProcessMemory;
 
-use super::{Caller, ProgramRequest, RequestKind};
-use crate::endpoint::ProgramPort;
+use crate::host::ProgramPort;
+use crate::programs::{Caller, ProgramRequest, RequestKind};
 
 /// How long the kernel may keep what it learned of the files.
 const TTL: Duration = Duration::from_secs(3600);

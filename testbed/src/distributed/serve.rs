@@ -16,14 +16,14 @@ use intlab_runtime::clock::Clock;
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::flow::{FlowEvent, FlowPath};
 
-use super::part::{CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
-use super::protocol::{self, BuildOrder, FromSite, SiteReport, ToSite, Underlay, VERSION};
 use crate::datapath::{self, ProbeTarget};
 use crate::dilation::Dilation;
 use crate::event_player::EventPlayer;
 use crate::lab::Lab;
 use crate::run::{LabPlan, flow_spec, no_progress_report};
 use crate::scenario::{Overrides, Scenario};
+use crate::sites::protocol::{self, BuildOrder, FromSite, SiteReport, ToSite, Underlay, VERSION};
+use crate::sites::{CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
 use crate::topology::Topology;
 use crate::workload::PlannedFlow;
 
