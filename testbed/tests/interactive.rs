@@ -207,3 +207,34 @@ fn an_imported_tutorial_topology_comes_up_pings_everywhere_and_goes_down_without
     }
     std::fs::remove_dir_all(&dir).expect("temp dir removed");
 }
+
+#[test]
+fn intlab_up_with_no_scenario_builds_the_lab_intlab_run_runs() {
+    support::require_root();
+    let name = format!("default{}", std::process::id());
+    let _labs = Labs(vec![name.clone()]);
+    let up = ok(&["up", "--name", &name]);
+    let builtin = intlab_testbed::scenario::Scenario::builtin(&Default::default()).expect("the built-in scenario");
+    for h in builtin.topology.hosts() {
+        let node = &builtin.topology.nodes[h];
+        let address = node.address.expect("a host's address").to_string();
+        assert!(
+            up.lines().any(|l| l.trim() == format!("{}  {address}", node.name)),
+            "{} at {address} is listed:\n{up}",
+            node.name
+        );
+    }
+    let lab = StandingLab::read(&name)
+        .expect("the record reads")
+        .expect("the lab is recorded");
+    assert_eq!(lab.scenario, Path::new(intlab_testbed::scenario::DEFAULT_SCENARIO_NAME));
+    let last = builtin.topology.hosts().last().expect("hosts");
+    let to = builtin.topology.nodes[last].address.expect("its address").to_string();
+    let ping = ok(&["exec", "--lab", &name, "h1", "--", "ping", "-c", "1", "-W", "3", &to]);
+    assert!(ping.contains("1 received"), "{ping}");
+    ok(&["down", &name]);
+    assert!(
+        StandingLab::read(&name).expect("the record reads").is_none(),
+        "the lab is gone"
+    );
+}

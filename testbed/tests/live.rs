@@ -292,3 +292,77 @@ fn the_live_page_draws_the_lab_in_headless_chromium_and_follows_it() {
     let png = std::fs::metadata(out.join("live.png")).expect("the screenshot");
     assert!(png.len() > 10_000, "a screenshot of {} bytes", png.len());
 }
+
+/// Each node's box on screen (left, top, right, bottom) as the page noted it in `dom`.
+fn node_boxes(dom: &str) -> Vec<(String, [f64; 4])> {
+    dom.split("class=\"node\"")
+        .skip(1)
+        .map(|rest| {
+            let tag = &rest[..rest.find('>').expect("the node's tag ends")];
+            let attr = |name: &str| {
+                tag.split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .unwrap_or_else(|| panic!("a node without {name}: {tag}"))
+                    .to_owned()
+            };
+            let b: Vec<f64> = attr("data-box")
+                .split(',')
+                .map(|v| v.parse().expect("a number"))
+                .collect();
+            (attr("id"), [b[0], b[1], b[2], b[3]])
+        })
+        .collect()
+}
+
+#[test]
+fn the_live_page_shows_every_node_of_a_leaf_spine_and_a_fat_tree_k8_legibly_in_one_screen() {
+    support::require_root();
+    let _serial = support::serial();
+    let out = support::scratch_dir("live-layout");
+    let (width, height) = (1300.0, 900.0);
+    for file in ["leaf-spine", "fat-tree-k8"] {
+        let scenario = format!("{}/../topologies/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let name = format!("layout{}", std::process::id());
+        let _labs = Labs(vec![name.clone()]);
+        let printed = intlab_ok(&["up", &scenario, "--name", &name, "--web", "127.0.0.1:0"]);
+        let url = printed
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("live page at "))
+            .unwrap_or_else(|| panic!("intlab up says where its page is:\n{printed}"))
+            .to_owned();
+        let profile = out.join(format!("chromium-{file}"));
+        let window = format!("--window-size={width:.0},{height:.0}");
+        let dom = chromium_dom(&url, &profile, &[&window, "--dump-dom"]);
+        chromium_dom(
+            &url,
+            &profile,
+            &[
+                &window,
+                &format!("--screenshot={}", out.join(format!("{file}.png")).display()),
+            ],
+        );
+        intlab_ok(&["down", &name]);
+        let boxes = node_boxes(&dom);
+        let expected = intlab_testbed::topology::load_str(
+            &std::fs::read_to_string(&scenario).expect("the scenario"),
+            std::path::Path::new(&scenario),
+        )
+        .expect("it loads")
+        .nodes
+        .len();
+        assert_eq!(boxes.len(), expected, "{file}: every node drawn");
+        for (node, [l, t, r, b]) in &boxes {
+            assert!(
+                *l >= 0.0 && *t >= 0.0 && *r <= width && *b <= height && r > l && b > t,
+                "{file}: {node} at {l},{t}-{r},{b}, outside the {width}x{height} window"
+            );
+        }
+        // Node names are 11 px at scale 1: below 7 px they are no longer read at a glance.
+        let scale = attribute_values(&dom, "data-scale")
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("{file}: the page notes its scale"));
+        assert!(11.0 * scale >= 7.0, "{file}: names drawn at {:.1} px", 11.0 * scale);
+    }
+}

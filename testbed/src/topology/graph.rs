@@ -134,34 +134,106 @@ fn layers(t: &Topology) -> Vec<usize> {
         .collect()
 }
 
-/// An SVG: hosts along the bottom, each tier of switches above the one nearer the hosts, in the
-/// file's order within a tier; links as lines, each labelled near its lower end (where the
-/// lines of one upper node fan out), along the line.
-pub fn svg(t: &Topology) -> String {
-    const W: f64 = 110.0;
-    const H: f64 = 130.0;
+/// Where the SVG draws each node, and how large the drawing and its nodes are.
+struct Drawing {
+    width: f64,
+    height: f64,
+    /// The room one node takes across, for the longest name.
+    node_width: f64,
+    /// Each node's centre.
+    at: Vec<(f64, f64)>,
+}
+
+/// Tiers of switches this far apart, the hosts' first row as far below the lowest.
+const TIER_SPACING: f64 = 130.0;
+/// Rows of hosts this far apart when they stand in more than one.
+const HOST_ROW_SPACING: f64 = 40.0;
+/// Around the drawing.
+const MARGIN: f64 = 20.0;
+/// A row of hosts grows no wider than this (px) unless a tier of switches is wider: past it,
+/// the hosts stand in more rows, each switch's hosts in a column below it.
+const HOST_ROW_WIDTH: f64 = 1200.0;
+
+/// Lays `t` out: hosts at the bottom, each tier of switches above the one nearer the hosts, in
+/// the file's order within a tier; hosts ordered by the switch they hang from, so that each
+/// stands below its own.
+fn drawing(t: &Topology) -> Drawing {
+    let longest = t.nodes.iter().map(|n| n.name.chars().count()).max().unwrap_or(1);
+    // About 6.2 px a character of 11 px sans-serif, and room either side.
+    let node_width = (longest as f64 * 6.2 + 16.0).max(44.0);
     let layer = layers(t);
     let tiers = layer.iter().copied().max().unwrap_or(0) + 1;
     let mut in_tier = vec![0usize; tiers];
     let mut slot = vec![0usize; t.nodes.len()];
     for (i, &l) in layer.iter().enumerate() {
-        slot[i] = in_tier[l];
+        if l > 0 {
+            slot[i] = in_tier[l];
+        }
         in_tier[l] += 1;
     }
-    let widest = in_tier.iter().copied().max().unwrap_or(1).max(1);
-    let (width, height) = (widest as f64 * W + 40.0, tiers as f64 * H + 40.0);
-    // Each tier centred; the hosts' tier at the bottom.
-    let at = |i: usize| {
-        let l = layer[i];
-        let offset = (widest - in_tier[l]) as f64 * W / 2.0;
-        (
-            20.0 + offset + slot[i] as f64 * W + W / 2.0,
-            20.0 + (tiers - 1 - l) as f64 * H + H / 2.0,
-        )
+    let widest_switches = in_tier.iter().skip(1).copied().max().unwrap_or(0).max(1);
+    let hosts = in_tier[0];
+    let per_row = widest_switches.max((HOST_ROW_WIDTH / node_width) as usize).max(1);
+    let rows = hosts.div_ceil(per_row).max(1);
+    let host_columns = hosts.div_ceil(rows);
+    let widest = widest_switches.max(host_columns);
+    let column_x = |count: usize, k: usize| {
+        let offset = (widest - count) as f64 * node_width / 2.0;
+        MARGIN + offset + k as f64 * node_width + node_width / 2.0
     };
+    let tier_y = |l: usize| MARGIN + (tiers - 1 - l) as f64 * TIER_SPACING + TIER_SPACING / 2.0;
+    // Switches first; the hosts' places follow from them.
+    let mut at: Vec<(f64, f64)> = (0..t.nodes.len())
+        .map(|i| match layer[i] {
+            0 => (0.0, 0.0),
+            l => (column_x(in_tier[l], slot[i]), tier_y(l)),
+        })
+        .collect();
+    // Hosts by where the switch they hang from is drawn, then in the file's order.
+    let mut order: Vec<(f64, usize)> = (0..t.nodes.len())
+        .filter(|&i| layer[i] == 0)
+        .map(|i| {
+            let above = t.links.iter().find_map(|l| {
+                let [a, b] = &l.ends;
+                let other = if a.node == i {
+                    b.node
+                } else if b.node == i {
+                    a.node
+                } else {
+                    return None;
+                };
+                (layer[other] > 0).then(|| at[other].0)
+            });
+            (above.unwrap_or(f64::MAX), i)
+        })
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    for (k, &(_, i)) in order.iter().enumerate() {
+        let (column, row) = (k / rows, k % rows);
+        at[i] = (
+            column_x(host_columns, column),
+            tier_y(0) + row as f64 * HOST_ROW_SPACING,
+        );
+    }
+    Drawing {
+        width: widest as f64 * node_width + 2.0 * MARGIN,
+        height: tier_y(0) + (rows - 1) as f64 * HOST_ROW_SPACING + TIER_SPACING / 2.0 + MARGIN,
+        node_width,
+        at,
+    }
+}
+
+/// An SVG of [`drawing`]'s layout: links as lines, each labelled near its lower end (where the
+/// lines of one upper node fan out), along the line. It has a view box, so a page can scale it
+/// to the room it has.
+pub fn svg(t: &Topology) -> String {
+    let d = drawing(t);
+    let at = |i: usize| d.at[i];
     let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n<title>{}</title>\n",
-        escape(&t.name)
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" viewBox=\"0 0 {w:.0} {h:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n<title>{}</title>\n",
+        escape(&t.name),
+        w = d.width,
+        h = d.height,
     );
     for (li, l) in t.links.iter().enumerate() {
         let [a, b] = &l.ends;
@@ -188,12 +260,16 @@ pub fn svg(t: &Topology) -> String {
         let (x, y) = at(i);
         let shape = if n.kind == NodeKind::Switch {
             format!(
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"80\" height=\"28\" rx=\"3\" fill=\"#dde8f6\" stroke=\"#345\"/>",
-                x - 40.0,
-                y - 14.0
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"28\" rx=\"3\" fill=\"#dde8f6\" stroke=\"#345\"/>",
+                x - (d.node_width - 8.0) / 2.0,
+                y - 14.0,
+                d.node_width - 8.0
             )
         } else {
-            format!("<ellipse cx=\"{x:.1}\" cy=\"{y:.1}\" rx=\"42\" ry=\"16\" fill=\"#eef6e4\" stroke=\"#354\"/>")
+            format!(
+                "<ellipse cx=\"{x:.1}\" cy=\"{y:.1}\" rx=\"{:.1}\" ry=\"15\" fill=\"#eef6e4\" stroke=\"#354\"/>",
+                (d.node_width - 8.0) / 2.0
+            )
         };
         let _infallible = writeln!(
             out,
@@ -247,5 +323,36 @@ mod tests {
         for (i, n) in t.nodes.iter().enumerate() {
             assert_eq!(l[i], usize::from(n.kind == NodeKind::Switch), "{}", n.name);
         }
+    }
+
+    #[test]
+    fn a_fat_tree_k8_stands_each_edge_switchs_hosts_below_it_and_no_two_nodes_overlap() {
+        let file = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/fat-tree-k8.yaml"));
+        let text = std::fs::read_to_string(file).expect("the shipped fat-tree");
+        let t = crate::topology::load_str(&text, file).expect("it loads");
+        let d = drawing(&t);
+        // 32 edge switches wide, not 128 hosts: a page a screen wide shows it at a legible scale.
+        assert!(d.width < 40.0 * d.node_width, "{} px wide", d.width);
+        for l in &t.links {
+            let [a, b] = &l.ends;
+            for (host, switch) in [(a.node, b.node), (b.node, a.node)] {
+                if t.nodes[host].kind == NodeKind::Host {
+                    assert_eq!(d.at[host].0, d.at[switch].0, "{} below its switch", t.nodes[host].name);
+                    assert!(d.at[host].1 > d.at[switch].1);
+                }
+            }
+        }
+        for i in 0..t.nodes.len() {
+            for j in i + 1..t.nodes.len() {
+                let (dx, dy) = (d.at[i].0 - d.at[j].0, d.at[i].1 - d.at[j].1);
+                assert!(
+                    dx.abs() >= d.node_width - 8.0 || dy.abs() >= 30.0,
+                    "{} and {} overlap",
+                    t.nodes[i].name,
+                    t.nodes[j].name
+                );
+            }
+        }
+        assert!(svg(&t).contains(&format!("viewBox=\"0 0 {:.0} {:.0}\"", d.width, d.height)));
     }
 }

@@ -188,8 +188,8 @@ enum Command {
     /// returns once the lab is up, its switches running in the background (see
     /// docs/scenarios.md). Then `intlab exec` runs commands in its hosts; `intlab down` stops it.
     Up {
-        /// The scenario (or a topology).
-        scenario: PathBuf,
+        /// The scenario (or a topology) [default: the built-in one `intlab run` runs].
+        scenario: Option<PathBuf>,
         /// The lab's name [default: the scenario's `name`]. Two labs may be up at once if their
         /// names differ.
         #[arg(long)]
@@ -546,7 +546,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             metrics,
             web,
             capture,
-        } => commands::lab::run_up(&scenario, name, foreground, (metrics, web), capture),
+        } => commands::lab::run_up(scenario.as_deref(), name, foreground, (metrics, web), capture),
         Command::Exec {
             node,
             lab,

@@ -19,13 +19,16 @@ use super::signals::stop_on_signals_saying;
 /// `intlab up`: checks the scenario and the name, then holds the lab here (`--foreground`) or
 /// in a background copy of this command, returning once that copy has recorded the lab.
 pub(crate) fn run_up(
-    scenario: &Path,
+    scenario: Option<&Path>,
     name: Option<String>,
     foreground: bool,
     (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
     capture: Option<PathBuf>,
 ) -> Result<ExitCode> {
-    let lab = Scenario::load_lab(scenario)?;
+    let lab = match scenario {
+        Some(file) => Scenario::load_lab(file)?,
+        None => Scenario::builtin_lab()?,
+    };
     // The background copy runs elsewhere: it is given the folder by its full path.
     let capture = match capture {
         Some(dir) => {
@@ -51,7 +54,7 @@ pub(crate) fn run_up(
     // Its own process group: a Ctrl-C meant for this terminal does not reach the lab.
     let mut child = std::process::Command::new(exe)
         .arg("up")
-        .arg(scenario)
+        .args(scenario)
         .args(["--name", &name, "--foreground"])
         .args(metrics.map(|m| format!("--metrics={m}")))
         .args(web.map(|w| format!("--web={w}")))
@@ -108,7 +111,7 @@ pub(crate) fn run_up(
 
 /// Builds the lab, records it, and keeps it up until SIGINT or SIGTERM.
 pub(crate) fn hold_lab(
-    scenario: &Path,
+    scenario: Option<&Path>,
     s: &LabScenario,
     name: &str,
     (metrics, web): (Option<SocketAddr>, Option<SocketAddr>),
@@ -146,7 +149,10 @@ pub(crate) fn hold_lab(
     let record = StandingLab {
         name: name.to_owned(),
         pid: std::process::id(),
-        scenario: scenario.canonicalize().unwrap_or_else(|_| scenario.to_owned()),
+        scenario: match scenario {
+            Some(file) => file.canonicalize().unwrap_or_else(|_| file.to_owned()),
+            None => PathBuf::from(intlab_testbed::scenario::DEFAULT_SCENARIO_NAME),
+        },
         prefix: cfg.prefix.clone(),
         hosts: topology
             .hosts()
