@@ -10,11 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use intlab_lab::control_socket::{self, ControlClient};
+use intlab_lab::lab::{Lab, LabConfig};
+use intlab_lab::scenario::Scenario;
 use intlab_p4runtime::proto::p4::v1 as p4rt;
 use intlab_p4runtime::server::{self, Endpoint};
-use intlab_testbed::control_socket::{self, ControlClient};
-use intlab_testbed::lab::{Lab, LabConfig};
-use intlab_testbed::scenario::Scenario;
 use p4rt::p4_runtime_client::P4RuntimeClient;
 
 const ENTRIES: u32 = 10_000;

@@ -31,10 +31,10 @@ use int_format::int::{DEFAULT_INT_PORT, Instructions};
 use int_format::roles::source;
 use intlab_benches::apps::{Hosts, iperf3_tcp, iperf3_udp, ping_ms};
 use intlab_benches::bare_forwarder::{BareForwarder, BareIo};
+use intlab_lab::netns::{self, Namespace};
 use intlab_switch::Switch;
 use intlab_switch::config::{ArpMode, CaptureSpec, NextHop, P4Spec, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::units::{Bytes, Nanos, Rate};
-use intlab_testbed::netns::{self, Namespace};
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

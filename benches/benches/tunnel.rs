@@ -16,12 +16,12 @@ use std::net::Ipv4Addr;
 use int_format::ethernet::MacAddress;
 use int_format::int::DEFAULT_INT_PORT;
 use intlab_benches::apps::{Hosts, iperf3_tcp, iperf3_udp, ping_ms};
+use intlab_lab::netns::{self, Namespace};
 use intlab_runtime::{PollMode, Runtime, RuntimeConfig};
 use intlab_switch::config::{ArpMode, NextHop, PacketIo, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::{Bytes, Nanos, Rate};
 use intlab_switch::{Fabric, Switch};
-use intlab_testbed::netns::{self, Namespace};
 
 fn host(i: u8) -> (MacAddress, Ipv4Addr) {
     (MacAddress([2, 0, 0, 0, 0, i]), Ipv4Addr::new(198, 18, 0, i))

@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use intlab_testbed::netns::Namespace;
+use intlab_lab::netns::Namespace;
 
 /// Two hosts: the sender's namespace, the receiver's, and the receiver's address.
 #[derive(Debug, Clone, Copy)]

@@ -14,6 +14,7 @@ pub mod mlp;
 pub mod observation;
 pub mod pickle;
 pub mod policy;
+pub mod report;
 pub mod train;
 pub mod trees;
 

@@ -1,8 +1,8 @@
 //! Every controller through the whole lab on the datacenter-scale 4-to-1 incast
 //! (`topologies/incast-4to1-dc.yaml`, 10 Gb/s run 100 times slower): each completes every flow
-//! intact, and carries what the deterministic bed computes for the same incast. How each
+//! intact, and carries what the simulator computes for the same incast. How each
 //! controller behaves (its source's claims, HPCC against DCQCN, Swift on the default scenario)
-//! is tested exactly on the bed (`bed/tests/controllers.rs`); here, what needs the real lab:
+//! is tested exactly on the simulator (`sim/tests/controllers.rs`); here, what needs the real lab:
 //! that it keeps time and that real sockets, threads and the kernel carry the model's result.
 //! Then Netscope's experiment (`topologies/two-apps-dc.yaml`, application runtimes, which only
 //! the lab's workload runner measures). Run as root (scripts/test).
@@ -12,9 +12,9 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use intlab_bed::star::Star;
-use intlab_testbed::results::Results;
-use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_lab::results::Results;
+use intlab_lab::scenario::{Overrides, Scenario};
+use intlab_sim::star::Star;
 
 /// The shipped scenario `file` with controller `cc`, only application `only` if given.
 fn scenario(file: &str, cc: &str, only: Option<&str>) -> Scenario {
@@ -43,20 +43,20 @@ fn assert_intact(cc: &str, r: &Results, flows: usize) {
 const INCAST_DILATIONS: [f64; 3] = [100.0, 100.0, 200.0];
 /// Share of the CPU time the hypervisor may take during a run that is compared.
 const MAX_STEAL: f64 = support::MAX_STEAL;
-/// Seeds of the bed's runs: RED's draws decide which flow DCQCN, DCTCP or Netscope cuts, and
+/// Seeds of the simulator's runs: RED's draws decide which flow DCQCN, DCTCP or Netscope cuts, and
 /// the lab's order of events draws differently from any one of them. DCQCN's goodput on this
 /// incast spans 0.80-0.90 over 20 seeds (0.86-0.88 over 5, which a lab run of 0.831 fell
 /// outside in one suite).
 const BED_SEEDS: u64 = 20;
-/// How far (goodput, points) the lab may be from the range of the bed's runs, at least: at
+/// How far (goodput, points) the lab may be from the range of the simulator's runs, at least: at
 /// dilation 100 every controller whose goodput does not turn on RED's draws came within 1
-/// point of it in five suites. Where it does (DCQCN: 0.78-0.89 over the bed's 20 seeds), one
+/// point of it in five suites. Where it does (DCQCN: 0.78-0.89 over the simulator's 20 seeds), one
 /// lab run is one more draw, and 20 samples do not reach the tails (a 21st falls outside
-/// their range one time in ten): the lab may then be half the bed's range outside it (DCQCN
+/// their range one time in ten): the lab may then be half the simulator's range outside it (DCQCN
 /// measured 0.749-0.886 in seven lab runs).
 const GOODPUT_TOLERANCE: f64 = 0.03;
 
-/// The bed's range of goodput over [`BED_SEEDS`] seeds for the incast under the controller the
+/// The simulator's range of goodput over [`BED_SEEDS`] seeds for the incast under the controller the
 /// lab's hosts ran in `r` (its parameters resolved on the lab's measured paths).
 fn bed_goodput(r: &Results) -> (f64, f64) {
     let ran: intlab_transport::cc::ControllerConfig =
@@ -70,7 +70,7 @@ fn bed_goodput(r: &Results) -> (f64, f64) {
             let flows = star.incast_flows(&ran, 4_000_000);
             let r = star
                 .run(&flows, 2_000_000_000, |c| c.cnp_interval_ns = 0)
-                .expect("the bed completes the incast");
+                .expect("the simulator completes the incast");
             r.goodput(&flows, 5, star.rate_bps)
         })
         .collect();
@@ -103,10 +103,10 @@ fn every_controller_completes_the_incast_and_carries_what_the_bed_predicts() {
         );
         let tolerance = GOODPUT_TOLERANCE.max((hi - lo) / 2.0);
         if goodput < lo - tolerance || goodput > hi + tolerance {
-            off.push(format!("{cc}: {goodput:.3} against the bed's {lo:.3}-{hi:.3}"));
+            off.push(format!("{cc}: {goodput:.3} against the simulator's {lo:.3}-{hi:.3}"));
         }
     }
-    assert!(off.is_empty(), "the lab strays from the bed: {off:?}");
+    assert!(off.is_empty(), "the lab strays from the simulator: {off:?}");
 }
 
 /// Where the Netscope experiment runs: the smallest dilation the reference machine keeps time

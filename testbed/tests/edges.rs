@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use intlab_testbed::netns;
+use intlab_lab::netns;
 use support::{require_root, scratch_dir, serial};
 
 fn intlab() -> Command {

@@ -8,10 +8,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use intlab_testbed::compare::{self, compare};
-use intlab_testbed::run::Silent;
-use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::sweep::{self, Axis, sweep};
+use intlab_experiments::compare::{self, compare};
+use intlab_experiments::sweep::{self, Axis, sweep};
+use intlab_lab::run::Silent;
+use intlab_lab::scenario::{Overrides, Scenario};
 
 fn shipped(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file)

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use intlab_lab::datapath::{self, ProbeTarget};
+use intlab_lab::lab::{Lab, LabConfig};
+use intlab_lab::netns;
+use intlab_lab::results::{DATAPATH, Ending};
+use intlab_lab::scenario::{Overrides, Scenario};
 use intlab_runtime::sys::offload::{self, Offload};
-use intlab_testbed::datapath::{self, ProbeTarget};
-use intlab_testbed::lab::{Lab, LabConfig};
-use intlab_testbed::netns;
-use intlab_testbed::results::{DATAPATH, Ending};
-use intlab_testbed::scenario::{Overrides, Scenario};
 use support::{require_root, scratch_dir, serial};
 
 fn text(o: &Output) -> String {
@@ -30,7 +30,7 @@ fn text(o: &Output) -> String {
 fn bare_path(tag: &str, programs: &[&str]) -> PathBuf {
     let dir = scratch_dir(tag);
     for p in programs {
-        let real = intlab_testbed::prerequisites::find_program(p).unwrap_or_else(|| panic!("{p} is installed here"));
+        let real = intlab_lab::prerequisites::find_program(p).unwrap_or_else(|| panic!("{p} is installed here"));
         symlink(real, dir.join(p)).expect("link");
     }
     dir
@@ -122,7 +122,7 @@ fn a_withdrawn_route_stops_the_run_before_any_flow_and_names_the_hop() {
     );
     let report = std::fs::read_to_string(out.join(DATAPATH)).expect("the report is kept");
     assert!(report.contains("no_route"), "{report}");
-    assert!(!out.join(intlab_testbed::results::FLOWS).exists(), "no flow ran");
+    assert!(!out.join(intlab_lab::results::FLOWS).exists(), "no flow ran");
     assert!(leaked(pid).is_empty(), "left behind: {:?}", leaked(pid));
 }
 

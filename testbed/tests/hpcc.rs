@@ -7,8 +7,8 @@ mod support;
 
 use std::path::Path;
 
-use intlab_testbed::results::{Results, windowed};
-use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_lab::results::{Results, windowed};
+use intlab_lab::scenario::{Overrides, Scenario};
 
 /// Time dilation of each attempt. A run in which the switches released frames more than a
 /// tenth of an RTT late (p99) had its schedule broken by the machine (a busy hypervisor: right
@@ -110,7 +110,7 @@ workload:
 /// Issue 4: Jain's index at least 0.95 in every window of 10 base RTTs after the first 50, INT
 /// queue p99 below one BDP. Measured: Jain min 0.968-0.981 (mean 0.995), INT queue p99 2-3 KB.
 /// The default scenario, and the same with its switch running the shipped `int_transit.p4`
-/// (issue 14): both fair with a short queue, and both carrying what the bed computes for the
+/// (issue 14): both fair with a short queue, and both carrying what the simulator computes for the
 /// incast (the program writes the hop records the built-in pipeline writes).
 #[test]
 fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
@@ -150,9 +150,9 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
             "{pipeline}: INT queue p99 {q99} B is not below one BDP ({BDP} B)"
         );
     }
-    // Either pipeline carries what the bed computes for this incast, within the bar of the
+    // Either pipeline carries what the simulator computes for this incast, within the bar of the
     // shipped 4-to-1 (see `bed_agrees`).
-    let star = intlab_bed::star::Star::incast_4to1();
+    let star = intlab_sim::star::Star::incast_4to1();
     for (r, pipeline) in runs.iter().zip(["built-in", "int_transit.p4"]) {
         if let Err(e) = bed_agrees(r, &star) {
             panic!("{pipeline}: {e}");
@@ -160,21 +160,21 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
     }
 }
 
-/// How far the lab may be from the range of the bed's runs on the same incast (goodput,
+/// How far the lab may be from the range of the simulator's runs on the same incast (goodput,
 /// points; FCT p50, share): the lab's own error on it, the largest of five runs of the
-/// shipped 4-to-1 within 1 point and 1.3 % of the bed (2026-11-26), with room for the
+/// shipped 4-to-1 within 1 point and 1.3 % of the simulator (2026-11-26), with room for the
 /// hypervisor.
 const BED_GOODPUT_POINTS: f64 = 0.02;
 const BED_FCT_SHARE: f64 = 0.03;
 
-/// Whether run `r` of an incast on `star` carries what the bed computes for it; says what each
-/// gave. The bed runs the controller with the parameters the lab's hosts ran, T included (the
-/// path's base RTT with the host overhead the lab measured, which the bed's hosts do not
+/// Whether run `r` of an incast on `star` carries what the simulator computes for it; says what each
+/// gave. The simulator runs the controller with the parameters the lab's hosts ran, T included (the
+/// path's base RTT with the host overhead the lab measured, which the simulator's hosts do not
 /// have). The lab measured a T for each flow a few us apart, and a few us of T decide which
-/// flow finishes first: on the default incast the bed's FCT p50 spans 1.358-1.410 s as T
-/// goes from 926 to 958 us (its goodput 0.903-0.907). So the bed runs once with each flow's
+/// flow finishes first: on the default incast the simulator's FCT p50 spans 1.358-1.410 s as T
+/// goes from 926 to 958 us (its goodput 0.903-0.907). So the simulator runs once with each flow's
 /// own T, and once with every flow at each of those, and the lab is judged against the range.
-fn bed_agrees(r: &Results, star: &intlab_bed::star::Star) -> Result<(), String> {
+fn bed_agrees(r: &Results, star: &intlab_sim::star::Star) -> Result<(), String> {
     let ran = &r.summary.controller_params;
     let with_t = |t: Option<u64>| -> intlab_transport::cc::ControllerConfig {
         let mut c = ran.clone();
@@ -196,7 +196,7 @@ fn bed_agrees(r: &Results, star: &intlab_bed::star::Star) -> Result<(), String> 
     for flows in sets {
         let bed = star
             .run(&flows, 10_000_000_000, |c| c.cnp_interval_ns = 0)
-            .expect("the bed completes the incast");
+            .expect("the simulator completes the incast");
         p50s.push(bed.fct_p50_ns() as f64);
         goodputs.push(bed.goodput(&flows, 5, star.rate_bps));
     }
@@ -228,7 +228,7 @@ const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
 /// The shipped 4-to-1 under `--cc hpcc` (the file's HPCC parameters, the reference's): goodput
 /// within 3 points and FCT p50 within 10 % of the reference (issue 34), and what the
 /// deterministic bed computes for the same incast (see `bed_agrees`). Measured in five runs on
-/// 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the bed, with the T the lab's
+/// 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the simulator, with the T the lab's
 /// hosts ran, 91.1-91.2 %, 13.74-14.03 ms.
 /// The reference carries no INT on the wire; here INT costs 3.2 % of a full packet, most of
 /// the remaining difference. Runs at dilation 50 (what `auto` picks here), retried at 100.
@@ -265,7 +265,7 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
         (p50 - REFERENCE_FCT_P50_NS).abs() <= 0.1 * REFERENCE_FCT_P50_NS,
         "FCT p50 {p50:.0} ns, the reference {REFERENCE_FCT_P50_NS} ns"
     );
-    if let Err(e) = bed_agrees(&r, &intlab_bed::star::Star::incast_4to1_dc()) {
+    if let Err(e) = bed_agrees(&r, &intlab_sim::star::Star::incast_4to1_dc()) {
         panic!("{e}");
     }
 }

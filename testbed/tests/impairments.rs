@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_lab::scenario::{Overrides, Scenario};
 
 const CONTROLLERS: [&str; 8] = [
     "hpcc", "hpcc++", "dcqcn", "swift", "timely", "dctcp", "netscope", "rlcc",

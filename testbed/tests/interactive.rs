@@ -9,8 +9,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use intlab_testbed::netns;
-use intlab_testbed::standing_lab::StandingLab;
+use intlab_lab::netns;
+use intlab_lab::standing_lab::StandingLab;
 
 use support::{Labs, intlab, intlab_ok as ok};
 
@@ -214,7 +214,7 @@ fn intlab_up_with_no_scenario_builds_the_lab_intlab_run_runs() {
     let name = format!("default{}", std::process::id());
     let _labs = Labs(vec![name.clone()]);
     let up = ok(&["up", "--name", &name]);
-    let builtin = intlab_testbed::scenario::Scenario::builtin(&Default::default()).expect("the built-in scenario");
+    let builtin = intlab_lab::scenario::Scenario::builtin(&Default::default()).expect("the built-in scenario");
     for h in builtin.topology.hosts() {
         let node = &builtin.topology.nodes[h];
         let address = node.address.expect("a host's address").to_string();
@@ -227,7 +227,7 @@ fn intlab_up_with_no_scenario_builds_the_lab_intlab_run_runs() {
     let lab = StandingLab::read(&name)
         .expect("the record reads")
         .expect("the lab is recorded");
-    assert_eq!(lab.scenario, Path::new(intlab_testbed::scenario::DEFAULT_SCENARIO_NAME));
+    assert_eq!(lab.scenario, Path::new(intlab_lab::scenario::DEFAULT_SCENARIO_NAME));
     let last = builtin.topology.hosts().last().expect("hosts");
     let to = builtin.topology.nodes[last].address.expect("its address").to_string();
     let ping = ok(&["exec", "--lab", &name, "h1", "--", "ping", "-c", "1", "-W", "3", &to]);

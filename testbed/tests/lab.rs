@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use intlab_testbed::netns;
-use intlab_testbed::results::Ending;
-use intlab_testbed::run::{Progress, RunOptions, run};
-use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::workload::Workload;
+use intlab_lab::netns;
+use intlab_lab::results::Ending;
+use intlab_lab::run::{Progress, RunOptions, run};
+use intlab_lab::scenario::{Overrides, Scenario};
+use intlab_lab::workload::Workload;
 
 /// Notes when the lab was being built and when the flows started.
 #[derive(Default)]
@@ -57,7 +57,7 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
     let setup = timings.setup.expect("flows started");
     eprintln!(
         "fat-tree k=4: setup {setup:?}\n{}",
-        intlab_testbed::results::summary_table(&r.summary)
+        intlab_lab::results::summary_table(&r.summary)
     );
     assert_eq!(r.flows.len(), 16 * 15);
     for f in &r.flows {
@@ -80,7 +80,7 @@ fn fat_tree_all_to_all_accounts_for_every_byte_and_leaves_nothing() {
 }
 
 /// Runs scenario `text` through the lab.
-fn run_text(tag: &str, text: &str) -> intlab_testbed::results::Results {
+fn run_text(tag: &str, text: &str) -> intlab_lab::results::Results {
     let s = Scenario::from_text(text, Path::new(&format!("{tag}.yaml")), &Overrides::default()).expect("valid");
     support::run_scenario(tag, &s)
 }
@@ -203,7 +203,7 @@ fn dcqcn_keeps_the_queue_below_what_line_rate_senders_build() {
     for f in &dcqcn.flows {
         assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
     }
-    let queue = |r: &intlab_testbed::results::Results| r.summary.bottleneck_queue.expect("a bottleneck").p99;
+    let queue = |r: &intlab_lab::results::Results| r.summary.bottleneck_queue.expect("a bottleneck").p99;
     eprintln!(
         "queue p99: DCQCN {} B, line rate {} B; drops {} vs {}; CNPs {}",
         queue(&dcqcn),
@@ -229,7 +229,7 @@ fn a_run_the_machine_cannot_keep_up_with_says_so() {
         + "workload:\n  flows:\n    - { src: h1, dst: h3, size: 2000000 }\ncontroller: { name: line_rate }\n";
     let r = run_text("late", &text);
     let s = &r.summary;
-    let table = intlab_testbed::results::summary_table(s);
+    let table = intlab_lab::results::summary_table(s);
     eprintln!("{table}");
     // The summary's figures are every frame's, pooled, and the worst host's (dilation 1: same
     // units); the worst port's p99 is kept too.

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_lab::scenario::{Overrides, Scenario};
 use support::{Labs, intlab, intlab_ok};
 
 /// Two spines, two leaves, four hosts on each leaf; a flow each way between every pair of
@@ -260,7 +260,7 @@ fn iperf_bps(lab: &str, from: &str, to: &str) -> f64 {
 
 /// Host `host`'s address in lab `lab`.
 fn lab_address(lab: &str, host: &str) -> String {
-    let lab = intlab_testbed::standing_lab::StandingLab::read(lab)
+    let lab = intlab_lab::standing_lab::StandingLab::read(lab)
         .expect("the record")
         .expect("the lab is up");
     lab.hosts[host].address.to_string()

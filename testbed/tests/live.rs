@@ -344,7 +344,7 @@ fn the_live_page_shows_every_node_of_a_leaf_spine_and_a_fat_tree_k8_legibly_in_o
         );
         intlab_ok(&["down", &name]);
         let boxes = node_boxes(&dom);
-        let expected = intlab_testbed::topology::load_str(
+        let expected = intlab_lab::topology::load_str(
             &std::fs::read_to_string(&scenario).expect("the scenario"),
             std::path::Path::new(&scenario),
         )

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use int_format::ethernet::MacAddress;
 use int_format::pfc::{PRIORITIES, PfcRepr, pause_ps};
+use intlab_lab::netns::Namespace;
+use intlab_lab::scenario::{Overrides, Scenario};
 use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::socket;
 use intlab_switch::DropReason;
 use intlab_switch::tm::{MmuSpec, PfcSpec, PfcWatchdog};
-use intlab_testbed::netns::Namespace;
-use intlab_testbed::scenario::{Overrides, Scenario};
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::endpoint::{Endpoint, EndpointConfig};
 use intlab_transport::flow::MessageKind;
@@ -210,7 +210,7 @@ fn pauses_slow_a_victim_that_only_shares_an_upstream_link_with_an_incast() {
     .map(|(_, r)| r)
     .collect();
     // The victim's goodput over its line rate (100 Mb/s), and the slowdown it says.
-    let victim = |r: &intlab_testbed::results::Results| {
+    let victim = |r: &intlab_lab::results::Results| {
         let f = r.flows.iter().find(|f| f.src == "h3").expect("the victim");
         assert_eq!(f.bytes_received, f.size, "the victim arrived whole");
         let fct = f.fct_ns.expect("the victim completed");

@@ -276,10 +276,10 @@ fn incast_pair(cc: &str, tag: &str) -> (Incast, Incast) {
 }
 
 /// How far (points) the programs' goodput may be from the lab's own flows': the lab's runs
-/// against the bed's allow 3 (testbed/tests/controllers.rs).
+/// against the simulator's allow 3 (testbed/tests/controllers.rs).
 const GOODPUT_TOLERANCE: f64 = 0.03;
-/// Where the goodput turns on RED's draws, as DCQCN's does, the lab and the bed are compared
-/// within half the bed's range (0.78-0.89 over 20 seeds; testbed/tests/controllers.rs): one
+/// Where the goodput turns on RED's draws, as DCQCN's does, the lab and the simulator are compared
+/// within half the simulator's range (0.78-0.89 over 20 seeds; testbed/tests/controllers.rs): one
 /// run of either kind is one draw. Measured here: 0.872 (programs) against 0.854 (own flows),
 /// and HPCC 0.885 against 0.889 (2026-11-28).
 const DCQCN_GOODPUT_TOLERANCE: f64 = 0.055;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use intlab_testbed::netns;
-use intlab_testbed::results;
+use intlab_lab::netns;
+use intlab_lab::results;
 use support::{require_root, scratch_dir, serial, tshark_fields};
 
 fn intlab() -> Command {
@@ -170,7 +170,7 @@ fn the_default_scenario_runs_end_to_end_and_writes_every_result() {
     );
     assert!(rows.len() > 100, "tshark found {} INT frames", rows.len());
     // Arrivals and departures of both directions are written in time order.
-    let mut reader = intlab_testbed::capture::CaptureReader::open(&pcap).expect("capture opens");
+    let mut reader = intlab_inspect::capture::CaptureReader::open(&pcap).expect("capture opens");
     let (mut last, mut frames) = (0u128, 0);
     while let Some(f) = reader.next_frame().expect("capture reads") {
         assert!(

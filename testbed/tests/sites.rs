@@ -15,13 +15,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
+use intlab_lab::distributed::{SiteAddresses, run_on_sites};
+use intlab_lab::netns::{self, Namespace};
+use intlab_lab::results::Results;
+use intlab_lab::run::{RunOptions, Silent};
+use intlab_lab::scenario::{Overrides, Scenario};
 use intlab_switch::Switch;
 use intlab_switch::config::{NextHop, PortIo, PortSpec, Route};
-use intlab_testbed::distributed::{SiteAddresses, run_on_sites};
-use intlab_testbed::netns::{self, Namespace};
-use intlab_testbed::results::Results;
-use intlab_testbed::run::{RunOptions, Silent};
-use intlab_testbed::scenario::{Overrides, Scenario};
 
 /// The control port every site serves on (each machine namespace has its own).
 const PORT: u16 = 7700;
@@ -204,10 +204,7 @@ impl Machines {
             };
             let r = run_on_sites(&s, &addresses, &opts, &AtomicBool::new(false), &mut Silent)
                 .expect("the run over two sites completes");
-            eprintln!(
-                "over two sites:\n{}",
-                intlab_testbed::results::summary_table(&r.summary)
-            );
+            eprintln!("over two sites:\n{}", intlab_lab::results::summary_table(&r.summary));
             r
         })
         .join()
@@ -231,7 +228,7 @@ impl Machines {
             out.extend(
                 text.lines()
                     .filter_map(|l| l.split(": ").nth(1))
-                    .filter(|n| intlab_testbed::sites::device_owner(n.split('@').next().unwrap_or(n)).is_some())
+                    .filter(|n| intlab_lab::sites::device_owner(n.split('@').next().unwrap_or(n)).is_some())
                     .map(|n| format!("{} in {}", n, m.name())),
             );
         }
@@ -541,7 +538,7 @@ fn a_machines_network_slower_than_the_cut_link_is_reported() {
         t.late_max_ns
     );
     assert!(sites.warning && r.summary.timing_warning);
-    let table = intlab_testbed::results::summary_table(&r.summary);
+    let table = intlab_lab::results::summary_table(&r.summary);
     assert!(table.contains("but the shortest cut link's delay is 200 us"), "{table}");
     assert!(table.contains("came after their due time"), "{table}");
     assert!(r.summary.completed == r.summary.flows, "the run goes on, late");

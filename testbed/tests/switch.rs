@@ -114,8 +114,8 @@ fn veth_ports_on_af_xdp_carry_ping_and_udp() {
 /// AF_PACKET socket where it cannot (here: an MTU too large for XDP on veth), and says so.
 #[test]
 fn auto_port_io_takes_af_xdp_where_it_can_and_af_packet_where_it_cannot() {
+    use intlab_lab::netns::{self, Namespace};
     use intlab_switch::port::PacketSocket;
-    use intlab_testbed::netns::{self, Namespace};
     let _serial = support::serial();
     let ns = Namespace::create(&format!("{}t{}-auto", netns::PREFIX, std::process::id())).expect("namespace");
     netns::veth_pair("xa1", &ns, "xb1", &ns).expect("veth 1");
@@ -888,7 +888,7 @@ fn a_p4_cpu_port_carries_frames_to_and_from_the_controller() {
 /// bounds, clones and recirculation, selectors, meters, unions, priorities, on real frames.
 #[test]
 fn stf_tests_give_the_same_verdicts_through_the_switch_as_in_memory() {
-    use intlab_testbed::p4_offline::{StfTarget, test};
+    use intlab_p4_harness::offline::{StfTarget, test};
     support::require_root();
     let _serial = support::serial();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/tests/stf");
@@ -917,7 +917,7 @@ fn stf_tests_give_the_same_verdicts_through_the_switch_as_in_memory() {
         assert_eq!(verdicts(&memory), verdicts(&veth), "{}", stf.display());
         assert_eq!((m.passed, m.failed), (v.passed, v.failed));
     }
-    let leftover: Vec<String> = intlab_testbed::netns::lab_namespaces()
+    let leftover: Vec<String> = intlab_lab::netns::lab_namespaces()
         .expect("the lab namespaces listed")
         .into_iter()
         .filter(|n| n.contains(&format!("{}-stf", std::process::id())))
@@ -935,10 +935,10 @@ fn an_stf_frame_shorter_than_an_ethernet_header_is_refused_through_the_switch() 
     std::fs::write(&stf, "# too short\npacket 0 0102030405\nexpect 1 0102030405\n").expect("write");
     let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/tests/stf/signed.p4");
     let mut out = Vec::new();
-    let err = intlab_testbed::p4_offline::test(
+    let err = intlab_p4_harness::offline::test(
         &program,
         &stf,
-        intlab_testbed::p4_offline::StfTarget::Veth,
+        intlab_p4_harness::offline::StfTarget::Veth,
         false,
         &mut out,
     )

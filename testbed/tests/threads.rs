@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use intlab_testbed::netns;
+use intlab_lab::netns;
 use support::{require_root, scratch_dir, serial};
 
 /// OS threads of process `pid` now (0 once it is gone).

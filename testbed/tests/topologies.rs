@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use intlab_testbed::scenario::{Overrides, Scenario};
-use intlab_testbed::topology::{Topology, shortest_paths};
+use intlab_lab::scenario::{Overrides, Scenario};
+use intlab_lab::topology::{Topology, shortest_paths};
 
 /// A shipped file as a whole scenario (every one has a workload: flows or programs),
 /// returning its topology.
@@ -133,7 +133,7 @@ fn run_file(name: &str, text: &str, extra: &[&str]) -> (bool, String) {
 
 #[test]
 fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() {
-    let before = intlab_testbed::netns::lab_namespaces()
+    let before = intlab_lab::netns::lab_namespaces()
         .expect("the lab namespaces listed")
         .len();
     let (ok, err) = run_file("good.yaml", GOOD, &["--set", "workload.incast.size=0B"]);
@@ -285,7 +285,7 @@ fn bad_scenarios_fail_with_file_line_column_and_expectation_and_build_nothing() 
         assert!(err.contains(what), "{name}: `{what}` not in {err}");
     }
     assert_eq!(
-        intlab_testbed::netns::lab_namespaces()
+        intlab_lab::netns::lab_namespaces()
             .expect("the lab namespaces listed")
             .len(),
         before,

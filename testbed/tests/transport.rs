@@ -28,7 +28,7 @@ fn wait(ep: &Endpoint, n: usize, limit: Duration) -> bool {
 /// h1 and h2's endpoints, on the lab's runtime (h1 on worker 0, h2 on worker 1): their
 /// reports come once `lab.stop()` has stopped it.
 fn endpoints(lab: &TwoHosts, line_rate: u64, base_rtt_ns: u64) -> (Endpoint, Endpoint) {
-    let mk = |i: u8, ns: &intlab_testbed::netns::Namespace| {
+    let mk = |i: u8, ns: &intlab_lab::netns::Namespace| {
         let mut c = EndpointConfig::new(&format!("h{i}"), host(i).1, line_rate, base_rtt_ns);
         c.timing.sample_every_ns = 20_000;
         Endpoint::start(c, lab.runtime(), usize::from(i - 1), ns.enter()).expect("endpoint starts")

@@ -480,7 +480,7 @@ fn errors_complete_as_the_specification_says_and_a_killed_program_leaves_nothing
     let before = lab.metrics();
     let moving = latest_qp(&before, "intlab_qp_sent_bytes_total", "h2", "verbs_check").expect("the victim's QP");
     assert!(moving > 0.0, "the victim wrote nothing before it was killed");
-    intlab_testbed::netns::signal(pid, libc::SIGKILL).expect("killing the victim");
+    intlab_lab::netns::signal(pid, libc::SIGKILL).expect("killing the victim");
     let peer = wait_within(peer, Duration::from_secs(20));
     assert_eq!(
         results(&text(&peer)),
@@ -508,18 +508,18 @@ fn errors_complete_as_the_specification_says_and_a_killed_program_leaves_nothing
     assert!(again.status.success(), "{}", text(&again));
 
     // Down, nothing of the lab is left: no namespace, no NIC folder, no mount.
-    let prefix = intlab_testbed::standing_lab::StandingLab::read(&lab.name)
+    let prefix = intlab_lab::standing_lab::StandingLab::read(&lab.name)
         .expect("the record")
         .expect("the lab is up")
         .prefix;
     intlab_ok(&["down", &lab.name]);
-    let left: Vec<String> = intlab_testbed::netns::lab_namespaces()
+    let left: Vec<String> = intlab_lab::netns::lab_namespaces()
         .expect("the namespaces")
         .into_iter()
         .filter(|n| n.starts_with(&prefix))
         .collect();
     assert!(left.is_empty(), "namespaces left: {left:?}");
-    let nic = Path::new(intlab_testbed::nic_device::NIC_DIR).join(&prefix);
+    let nic = Path::new(intlab_lab::nic_device::NIC_DIR).join(&prefix);
     assert!(!nic.exists(), "{} is left", nic.display());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("the mounts");
     assert!(!mounts.contains(&prefix), "a mount of the lab is left:\n{mounts}");

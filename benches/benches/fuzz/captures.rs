@@ -1,8 +1,8 @@
 //! Capture files (pcap and pcapng, cut and damaged) through `intlab inspect`'s reader.
 
 use int_format::int::DEFAULT_INT_PORT;
-use intlab_testbed::capture::{CaptureError, CaptureReader};
-use intlab_testbed::inspect::FrameRecord;
+use intlab_inspect::FrameRecord;
+use intlab_inspect::capture::{CaptureError, CaptureReader};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;

@@ -1,6 +1,6 @@
 //! Scenario YAML through the loader and its checks.
 
-use intlab_testbed::scenario::{Overrides, Scenario};
+use intlab_lab::scenario::{Overrides, Scenario};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::path::Path;

@@ -11,12 +11,12 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use int_format::ethernet::MacAddress;
+use intlab_lab::netns::{self, Namespace};
 use intlab_runtime::{Runtime, RuntimeConfig};
 use intlab_switch::Fabric;
 use intlab_switch::config::{ArpMode, NextHop, PortIo, PortSpec, Route, SwitchSpec};
 use intlab_switch::frame::FramePool;
 use intlab_switch::units::{Bytes, Nanos, Rate};
-use intlab_testbed::netns::{self, Namespace};
 
 /// Tests that measure rates or queues run one at a time: they share two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -513,16 +513,12 @@ pub fn tshark_fields(pcap: &Path, extra: &[&str], fields: &[&str]) -> Vec<Vec<St
 
 /// Runs `s` through the lab quietly, with namespaces and results (under the target's scratch
 /// space) named after `tag`; prints the summary and returns the results.
-pub fn run_scenario(tag: &str, s: &intlab_testbed::scenario::Scenario) -> intlab_testbed::results::Results {
+pub fn run_scenario(tag: &str, s: &intlab_lab::scenario::Scenario) -> intlab_lab::results::Results {
     run_scenario_in(&scratch_dir(tag), tag, s)
 }
 
 /// [`run_scenario`] with the results folder `out`.
-pub fn run_scenario_in(
-    out: &Path,
-    tag: &str,
-    s: &intlab_testbed::scenario::Scenario,
-) -> intlab_testbed::results::Results {
+pub fn run_scenario_in(out: &Path, tag: &str, s: &intlab_lab::scenario::Scenario) -> intlab_lab::results::Results {
     run_scenario_capturing(out, tag, s, false)
 }
 
@@ -530,18 +526,18 @@ pub fn run_scenario_in(
 pub fn run_scenario_with_capture(
     out: &Path,
     tag: &str,
-    s: &intlab_testbed::scenario::Scenario,
-) -> intlab_testbed::results::Results {
+    s: &intlab_lab::scenario::Scenario,
+) -> intlab_lab::results::Results {
     run_scenario_capturing(out, tag, s, true)
 }
 
 fn run_scenario_capturing(
     out: &Path,
     tag: &str,
-    s: &intlab_testbed::scenario::Scenario,
+    s: &intlab_lab::scenario::Scenario,
     capture: bool,
-) -> intlab_testbed::results::Results {
-    let opts = intlab_testbed::run::RunOptions {
+) -> intlab_lab::results::Results {
+    let opts = intlab_lab::run::RunOptions {
         out: out.to_owned(),
         capture,
         tag: tag.into(),
@@ -549,15 +545,15 @@ fn run_scenario_capturing(
         live: Vec::new(),
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let r = intlab_testbed::run::run(s, &opts, &stop, &mut intlab_testbed::run::Silent).expect("the run completes");
-    eprintln!("{tag}:\n{}", intlab_testbed::results::summary_table(&r.summary));
+    let r = intlab_lab::run::run(s, &opts, &stop, &mut intlab_lab::run::Silent).expect("the run completes");
+    eprintln!("{tag}:\n{}", intlab_lab::results::summary_table(&r.summary));
     r
 }
 
 /// The machine kept up with run `r`: no timing warning from the lab (frames released and
 /// senders woken within a tenth of an RTT, hosts stalled under 2 % of the time) and the
 /// hypervisor took at most `max_steal` of the CPU time (unknown steal is not kept up).
-pub fn kept_up(r: &intlab_testbed::results::Results, max_steal: f64) -> bool {
+pub fn kept_up(r: &intlab_lab::results::Results, max_steal: f64) -> bool {
     !r.summary.timing_warning && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
 }
 
@@ -583,7 +579,7 @@ pub enum Need {
 }
 
 /// Whether run `r` counts for a test that needs `need`.
-pub fn counts(r: &intlab_testbed::results::Results, max_steal: f64, need: Need) -> bool {
+pub fn counts(r: &intlab_lab::results::Results, max_steal: f64, need: Need) -> bool {
     match need {
         Need::KeptUp => kept_up(r, max_steal),
         Need::PausesInTime => {
@@ -594,7 +590,7 @@ pub fn counts(r: &intlab_testbed::results::Results, max_steal: f64, need: Need) 
 }
 
 /// What a run says of the machine, for the test's output.
-pub fn timing_figures(r: &intlab_testbed::results::Results) -> String {
+pub fn timing_figures(r: &intlab_lab::results::Results) -> String {
     let s = &r.summary;
     let share = |ns: u64| ns as f64 / s.path_rtt_min_ns.max(1) as f64 * 100.0;
     format!(
@@ -621,11 +617,11 @@ pub fn timing_figures(r: &intlab_testbed::results::Results) -> String {
 /// within a factor of two or so: a larger retry would hide a real slowdown of the lab.
 pub fn run_all_kept_up(
     tag: &str,
-    set: &[intlab_testbed::scenario::Scenario],
+    set: &[intlab_lab::scenario::Scenario],
     dilations: &[f64],
     max_steal: f64,
     pause: std::time::Duration,
-) -> Vec<intlab_testbed::results::Results> {
+) -> Vec<intlab_lab::results::Results> {
     run_all_kept_up_in_dirs(tag, set, dilations, max_steal, pause)
         .into_iter()
         .map(|(_, r)| r)
@@ -635,11 +631,11 @@ pub fn run_all_kept_up(
 /// [`run_all_kept_up`], each run with its results folder (captures, CSVs).
 pub fn run_all_kept_up_in_dirs(
     tag: &str,
-    set: &[intlab_testbed::scenario::Scenario],
+    set: &[intlab_lab::scenario::Scenario],
     dilations: &[f64],
     max_steal: f64,
     pause: std::time::Duration,
-) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
+) -> Vec<(PathBuf, intlab_lab::results::Results)> {
     run_all_counting_in_dirs(tag, set, dilations, max_steal, pause, Need::KeptUp)
 }
 
@@ -651,12 +647,12 @@ const RUNS_PER_ATTEMPT: usize = 3;
 /// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`.
 pub fn run_all_counting_in_dirs(
     tag: &str,
-    set: &[intlab_testbed::scenario::Scenario],
+    set: &[intlab_lab::scenario::Scenario],
     dilations: &[f64],
     max_steal: f64,
     pause: std::time::Duration,
     need: Need,
-) -> Vec<(PathBuf, intlab_testbed::results::Results)> {
+) -> Vec<(PathBuf, intlab_lab::results::Results)> {
     let mut log = Vec::new();
     'attempts: for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
@@ -664,7 +660,7 @@ pub fn run_all_counting_in_dirs(
         }
         let mut runs = Vec::new();
         for (k, s) in set.iter().enumerate() {
-            let s = intlab_testbed::scenario::Scenario {
+            let s = intlab_lab::scenario::Scenario {
                 dilation,
                 dilation_auto: false,
                 ..s.clone()
@@ -710,11 +706,11 @@ pub fn run_all_counting_in_dirs(
 /// [`run_all_kept_up`] for one scenario.
 pub fn run_kept_up(
     tag: &str,
-    s: &intlab_testbed::scenario::Scenario,
+    s: &intlab_lab::scenario::Scenario,
     dilations: &[f64],
     max_steal: f64,
     pause: std::time::Duration,
-) -> intlab_testbed::results::Results {
+) -> intlab_lab::results::Results {
     run_all_kept_up(tag, std::slice::from_ref(s), dilations, max_steal, pause)
         .pop()
         .expect("one run per scenario")
@@ -748,11 +744,11 @@ pub struct Labs(pub Vec<String>);
 impl Drop for Labs {
     fn drop(&mut self) {
         for name in &self.0 {
-            if let Ok(Some(lab)) = intlab_testbed::standing_lab::StandingLab::read(name) {
+            if let Ok(Some(lab)) = intlab_lab::standing_lab::StandingLab::read(name) {
                 if let Err(e) = lab.stop(std::time::Duration::from_secs(30)) {
                     eprintln!("taking lab {name} down: {e}");
                 }
-                intlab_testbed::netns::clean(&format!("{}-", lab.prefix), true);
+                intlab_lab::netns::clean(&format!("{}-", lab.prefix), true);
             }
         }
     }

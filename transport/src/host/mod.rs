@@ -138,7 +138,7 @@ impl Host {
             // The kernel's receive stamp, as a NIC's: a host thread that lost its core for
             // 2 ms (25 us of the scenario's time at dilation 100) would otherwise read every
             // ACK it then finds as 25 us late, which TIMELY's RTT gradient answers with a cut
-            // to its minimum rate (63.6 % goodput against the bed's 72 % in one CI run).
+            // to its minimum rate (63.6 % goodput against the simulator's 72 % in one CI run).
             if let Some(t) = self.rx.get(0).1.realtime_ns {
                 let first = map.lab_ns(t);
                 self.stack.note_lateness(first, now.saturating_sub(first));

@@ -1,7 +1,7 @@
 //! A host's transport without its sockets: its NIC's verbs engine (QPs, memory regions,
 //! completion queues), the NIC scheduler, replies and probes, driven by the datagrams and pause
 //! frames given to it and the time it is told. The lab's host task feeds it from the
-//! kernel's sockets; the deterministic bed feeds it from memory on a virtual clock, so both run
+//! kernel's sockets; the simulator feeds it from memory on a virtual clock, so both run
 //! the same code.
 //!
 //! The lab's own flows are QPs of this same engine, in a context of their own: a flow sent is a
@@ -45,7 +45,7 @@ use crate::verbs::qp::{Qp, QpCaps, QpInit, QpState, QpType, RetryPolicy};
 use crate::verbs::wr::{RecvWr, SendOpcode, SendWr, Sge, SgeList};
 use crate::verbs::{Arrival, ReceiverPolicy, Replies, Reply};
 
-/// Where a host's datagrams go: the kernel's sockets in a lab, the bed's links in tests.
+/// Where a host's datagrams go: the kernel's sockets in a lab, the simulator's links in tests.
 pub trait Wire {
     /// Sends the queued replies (ACKs, NAKs): UDP payloads from the host's RoCE port, each to
     /// its address; returns how many went.

@@ -60,7 +60,7 @@ pub(crate) fn pattern_write(flow: u32, addr: u64, data: &[u8]) -> Result<(), Mem
 }
 
 /// Memory held in a vector, starting at a base address: a program's memory in tests and in
-/// the bed.
+/// the simulator.
 #[derive(Debug, Clone)]
 pub struct VecMemory {
     base: u64,
