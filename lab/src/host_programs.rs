@@ -74,27 +74,7 @@ impl RunLabRecord {
         tag: &str,
     ) -> Result<RunLabRecord, crate::standing_lab::StandingLabError> {
         let name = format!("run-{}-{tag}", std::process::id());
-        let record = crate::standing_lab::StandingLab {
-            name: name.clone(),
-            pid: std::process::id(),
-            scenario: scenario.to_owned(),
-            prefix: prefix.to_owned(),
-            hosts: topology
-                .hosts()
-                .map(|h| {
-                    let node = &topology.nodes[h];
-                    let host = crate::standing_lab::HostRecord {
-                        namespace: lab.namespace(h).name().to_owned(),
-                        address: node.address.expect("hosts have addresses"),
-                        device: lab.device(h).cloned(),
-                    };
-                    (node.name.clone(), host)
-                })
-                .collect(),
-            p4runtime: Vec::new(),
-            metrics: None,
-            web: None,
-        };
+        let record = crate::standing_lab::StandingLab::of(lab, topology, &name, scenario.to_owned(), prefix);
         record.write()?;
         Ok(RunLabRecord { name })
     }

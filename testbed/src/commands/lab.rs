@@ -3,16 +3,14 @@
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};
-use intlab_lab::live::{LiveServer, serve_where_asked};
 use intlab_lab::nic_device::DEVICE_NAME;
 use intlab_lab::scenario::{LabScenario, Scenario};
-use intlab_lab::standing_lab::{self, StandingLab};
+use intlab_lab::standing_lab::{self, Served, StandingLab};
 
 use super::signals::stop_on_signals_saying;
 
@@ -118,80 +116,15 @@ pub(crate) fn hold_lab(
     capture: Option<PathBuf>,
 ) -> Result<ExitCode> {
     let stop = stop_on_signals_saying("tearing the lab down")?;
-    let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
-    let mut cfg = intlab_lab::lab::LabConfig::new(&format!("up{tag}"));
-    cfg.workers = s.runtime.workers;
-    cfg.poll = s.runtime.poll;
-    cfg.packet_io = s.runtime.packet_io;
-    cfg.reconverge_ns = s.reconverge_ns;
-    cfg.transport = s.transport;
-    cfg.program_controller = s.controller.clone();
-    cfg.capture = capture;
-    let topology = &s.topology;
-    let lab = intlab_lab::lab::Lab::build(topology, &cfg)?;
-    // A standing lab is built at dilation 1: its scenario's time is the lab's.
-    let live = serve_where_asked(metrics, web)?;
-    for server in &live {
-        server.show(lab.view(1.0));
-    }
-    // Where each was asked for: one server may serve both.
-    let serving = |asked: Option<SocketAddr>| {
-        let asked = asked?;
-        live.iter().find(|s| s.asked() == asked).map(LiveServer::address)
-    };
-    let socket = StandingLab::socket_path(name);
-    let datapaths = lab.p4_datapaths();
-    intlab_lab::control_socket::serve(&socket, datapaths.clone(), Some(lab.links().clone()))
-        .with_context(|| format!("serving the P4 control plane on {}", socket.display()))?;
-    let endpoints =
-        intlab_lab::p4runtime::endpoints(topology, datapaths, lab.cpu_ports()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let p4runtime = intlab_p4runtime::server::start(endpoints)?;
-    let record = StandingLab {
-        name: name.to_owned(),
-        pid: std::process::id(),
-        scenario: match scenario {
-            Some(file) => file.canonicalize().unwrap_or_else(|_| file.to_owned()),
-            None => PathBuf::from(intlab_lab::scenario::DEFAULT_SCENARIO_NAME),
-        },
-        prefix: cfg.prefix.clone(),
-        hosts: topology
-            .hosts()
-            .map(|h| {
-                let node = &topology.nodes[h];
-                let record = standing_lab::HostRecord {
-                    namespace: lab.namespace(h).name().to_owned(),
-                    address: node.address.expect("hosts have addresses"),
-                    device: lab.device(h).cloned(),
-                };
-                (node.name.clone(), record)
-            })
-            .collect(),
-        p4runtime: p4runtime
-            .endpoints
-            .iter()
-            .map(|(switch, address, device_id)| intlab_lab::p4runtime::P4RuntimeRecord {
-                switch: switch.clone(),
-                address: *address,
-                device_id: *device_id,
-            })
-            .collect(),
-        metrics: serving(metrics),
-        web: serving(web),
-    };
-    record.write()?;
-    eprintln!("intlab: lab {name} is up; Ctrl-C (or `intlab down {name}`) stops it");
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let ended = record.end_host_processes()?;
-    if ended > 0 {
-        eprintln!("intlab: ended {ended} process(es) still running in the hosts");
-    }
-    drop(p4runtime);
-    drop(live);
-    drop(lab);
-    StandingLab::forget(name)?;
-    eprintln!("intlab: lab {name} is down");
+    standing_lab::hold(
+        scenario,
+        s,
+        name,
+        Served { metrics, web },
+        capture,
+        &stop,
+        &mut |line| eprintln!("intlab: {line}"),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,7 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::lab::Lab;
 use crate::netns;
+use crate::topology::Topology;
+
+mod hold;
+
+pub use hold::{HoldError, Served, hold};
 
 /// Where the records of labs that are up are kept (root's run-time folder: gone at reboot,
 /// as the namespaces are).
@@ -115,6 +121,32 @@ pub enum StandingLabError {
 }
 
 impl StandingLab {
+    /// The record of `lab`, built from `topology`, under `name`: each host's namespace, address
+    /// and RDMA device; no servers yet.
+    pub fn of(lab: &Lab, topology: &Topology, name: &str, scenario: PathBuf, prefix: &str) -> StandingLab {
+        StandingLab {
+            name: name.to_owned(),
+            pid: std::process::id(),
+            scenario,
+            prefix: prefix.to_owned(),
+            hosts: topology
+                .hosts()
+                .map(|h| {
+                    let node = &topology.nodes[h];
+                    let record = HostRecord {
+                        namespace: lab.namespace(h).name().to_owned(),
+                        address: node.address.expect("hosts have addresses"),
+                        device: lab.device(h).cloned(),
+                    };
+                    (node.name.clone(), record)
+                })
+                .collect(),
+            p4runtime: Vec::new(),
+            metrics: None,
+            web: None,
+        }
+    }
+
     /// The file recording lab `name`.
     pub fn path(name: &str) -> PathBuf {
         Path::new(STATE_DIR).join(format!("{name}.json"))
