@@ -13,9 +13,9 @@ use crate::base_rtt;
 use crate::datapath::{self, DataPathError, ProbeTarget};
 use crate::dilation::Dilation;
 use crate::lab::{self, Lab, LabConfig, LabError};
-use crate::results::{self, Ending, Results, Timebase, WriteError};
+use crate::results::{self, Ending, Results, RunRecord, Timebase, WriteError};
 use crate::scenario::Scenario;
-use crate::workload::Iterations;
+use crate::workload::{Iterations, PlannedFlow};
 
 /// Where and how to run.
 #[derive(Debug, Clone)]
@@ -245,16 +245,7 @@ fn run_once(
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = Dilation::new(s.dilation);
-    let capture = if s.capture || opts.capture {
-        let dir = opts.out.join("capture");
-        std::fs::create_dir_all(&dir).map_err(|cause| WriteError {
-            file: dir.display().to_string(),
-            cause,
-        })?;
-        Some(dir)
-    } else {
-        None
-    };
+    let capture = capture_folder(s, opts)?;
     let LabPlan {
         topology,
         cfg,
@@ -277,16 +268,7 @@ fn run_once(
     let src_ports = crate::workload::source_ports(&plan);
     let spec = |k: usize, start_ns: u64| flow_spec(&topology, &plan, &src_ports, k, start_ns);
     progress.step("checking the data path");
-    let targets: Vec<ProbeTarget> = plan
-        .iter()
-        .enumerate()
-        .map(|(k, f)| ProbeTarget {
-            flow: f.id,
-            src: f.src,
-            dst: f.dst,
-            src_port: src_ports[k],
-        })
-        .collect();
+    let targets = probe_targets(&plan, &src_ports);
     let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * base_rtt));
     let reach = match datapath::check(&lab, &targets, limit) {
         Ok(r) => r,
@@ -396,38 +378,66 @@ fn run_once(
     progress.step("stopping the lab");
     drop(shown);
     drop(player);
-    let time = Timebase {
-        t0_ns: t0,
-        end_ns,
-        dilation: d,
-    };
-    let events: Vec<results::NetworkEvent> = lab
-        .links()
-        .events()
-        .into_iter()
-        .map(|e| time.event(e.at_ns, e.what))
-        .collect();
+    let network_events = lab.links().events().into_iter().map(|e| (e.at_ns, e.what)).collect();
     let report = lab.stop();
     let failed_host = report.failed_hosts.first().cloned();
-    let measured = results::Measurements {
-        paths: &paths,
-        host_overhead_ns: &overheads,
-    };
-    let mut results = Results::collect(s, &plan, report, time, ending, &measured);
+    let mut results = Results::of_run(
+        s,
+        RunRecord {
+            plan: &plan,
+            report,
+            time: Timebase {
+                t0_ns: t0,
+                end_ns,
+                dilation: d,
+            },
+            measured: results::Measurements {
+                paths: &paths,
+                host_overhead_ns: &overheads,
+            },
+            ending,
+            network_events,
+            diagnosis,
+            dilation_warned: warned.to_vec(),
+            cpu_steal: steal_share(cpu_before, cpu_after),
+        },
+    );
     if ending == Ending::Completed && programs.iter().any(|p| p.failed()) {
         results.summary.ending = Ending::ProgramFailed;
     }
     results.summary.programs = programs;
-    results.summary.diagnosis = diagnosis;
-    results.events = events;
-    results.summary.dilation_warned = warned.to_vec();
-    results.summary.cpu_steal = steal_share(cpu_before, cpu_after);
     progress.step("writing results");
     results::write_all(&opts.out, &results)?;
     if let Some((host, error)) = failed_host {
         return Err(RunError::Host { host, error });
     }
     Ok(results)
+}
+
+/// The folder the run's captures go to, made, when the scenario or the options ask for them.
+fn capture_folder(s: &Scenario, opts: &RunOptions) -> Result<Option<PathBuf>, WriteError> {
+    if !(s.capture || opts.capture) {
+        return Ok(None);
+    }
+    let dir = opts.out.join("capture");
+    std::fs::create_dir_all(&dir).map_err(|cause| WriteError {
+        file: dir.display().to_string(),
+        cause,
+    })?;
+    Ok(Some(dir))
+}
+
+/// What the data path check probes: each flow's ends, from the flow's own source port.
+fn probe_targets(plan: &[PlannedFlow], src_ports: &[u16]) -> Vec<ProbeTarget> {
+    plan.iter()
+        .enumerate()
+        .map(|(k, f)| ProbeTarget {
+            flow: f.id,
+            src: f.src,
+            dst: f.dst,
+            src_port: src_ports[k],
+        })
+        .collect()
 }
 
 /// How a run ends now, if it does: everything it waits for `done` (each flow counted at both

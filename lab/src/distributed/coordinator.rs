@@ -19,10 +19,10 @@ use serde::Deserialize;
 use crate::datapath::Reach;
 use crate::dilation::Dilation;
 use crate::lab::LabReport;
-use crate::results::{self, Results, Timebase, WriteError};
+use crate::results::{self, Results, RunRecord, Timebase, WriteError};
 use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
-use crate::sites::protocol::{self, BuildOrder, Frame, FromSite, SiteReport, ToSite, VERSION};
+use crate::sites::protocol::{self, BuildOrder, FlowReach, Frame, FromSite, SiteReport, ToSite, VERSION};
 use crate::sites::{Exchange, Offset, best_offset};
 use crate::sites::{SiteClock, SitesTiming, TunnelTiming};
 use crate::workload::Iterations;
@@ -291,19 +291,7 @@ fn run_once_on_sites(
     progress: &mut dyn Progress,
     warned: &[f64],
 ) -> Result<Results, RunError> {
-    let file = s.file.display();
-    let plan_sites = s.sites.as_ref().ok_or_else(|| {
-        RunError::Sites(format!(
-            "{file}: no `sites:` says which machine runs which node (intlab plan --sites N writes one)"
-        ))
-    })?;
-    for name in &plan_sites.names {
-        if !addresses.sites.contains_key(name) {
-            return Err(RunError::Sites(format!(
-                "{file} names site `{name}`, for which the sites file gives no address"
-            )));
-        }
-    }
+    let plan_sites = site_plan_of(s, addresses)?;
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
     let d = Dilation::new(s.dilation);
@@ -374,24 +362,7 @@ fn run_once_on_sites(
             return Err(e);
         }
     };
-    let mut reach: Vec<Option<Reach>> = vec![None; plan.len()];
-    for (_, r) in reached {
-        for (k, rtt_min_ns, links) in r {
-            if let Some(slot) = reach.get_mut(k) {
-                *slot = Some(Reach { rtt_min_ns, links });
-            }
-        }
-    }
-    let reach: Vec<Reach> = reach
-        .into_iter()
-        .enumerate()
-        .map(|(k, r)| {
-            r.ok_or_else(|| RunError::Site {
-                site: plan_sites.names[site_of_flow[k]].clone(),
-                message: format!("it did not report flow {k}'s probes"),
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let reach = reach_of_flows(reached, plan.len(), |k| &plan_sites.names[site_of_flow[k]])?;
     let (paths, overheads) = flow_paths(s, &topology, &plan, &reach);
     let clock = Clock::get();
     let t0 = clock.now_ns() + START_MARGIN_NS;
@@ -561,21 +532,28 @@ fn run_once_on_sites(
         .collect::<Result<_, _>>()?;
     let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &drift, &sites.names);
     let (report, link_events) = merge(&topology, reports);
-    let time = Timebase {
-        t0_ns: t0,
-        end_ns,
-        dilation: d,
-    };
-    let measured = results::Measurements {
-        paths: &paths,
-        host_overhead_ns: &overheads,
-    };
     let failed_host = report.failed_hosts.first().cloned();
-    let mut results = Results::collect(s, &plan, report, time, ending, &measured);
-    results.summary.diagnosis = diagnosis;
-    results.summary.dilation_warned = warned.to_vec();
-    results.events = link_events.into_iter().map(|(at, what)| time.event(at, what)).collect();
-    results.summary.cpu_steal = crate::run::steal_share(cpu_before, cpu_after);
+    let mut results = Results::of_run(
+        s,
+        RunRecord {
+            plan: &plan,
+            report,
+            time: Timebase {
+                t0_ns: t0,
+                end_ns,
+                dilation: d,
+            },
+            measured: results::Measurements {
+                paths: &paths,
+                host_overhead_ns: &overheads,
+            },
+            ending,
+            network_events: link_events,
+            diagnosis,
+            dilation_warned: warned.to_vec(),
+            cpu_steal: crate::run::steal_share(cpu_before, cpu_after),
+        },
+    );
     results.summary.timing_warning |= timing.warning;
     results.summary.sites = Some(timing);
     progress.step("writing results");
@@ -584,6 +562,49 @@ fn run_once_on_sites(
         return Err(RunError::Host { host, error });
     }
     Ok(results)
+}
+
+/// Which site runs which node of `s`, checked against the sites `addresses` names.
+fn site_plan_of<'a>(s: &'a Scenario, addresses: &SiteAddresses) -> Result<&'a crate::sites::plan::SitePlan, RunError> {
+    let file = s.file.display();
+    let plan_sites = s.sites.as_ref().ok_or_else(|| {
+        RunError::Sites(format!(
+            "{file}: no `sites:` says which machine runs which node (intlab plan --sites N writes one)"
+        ))
+    })?;
+    if let Some(name) = plan_sites.names.iter().find(|n| !addresses.sites.contains_key(*n)) {
+        return Err(RunError::Sites(format!(
+            "{file} names site `{name}`, for which the sites file gives no address"
+        )));
+    }
+    Ok(plan_sites)
+}
+
+/// Each of `flows` flows' reach as the sites reported their probes (flow, smallest RTT, links);
+/// a flow no site reported is an error of the site that runs its source, `site_of(k)`.
+fn reach_of_flows<'a>(
+    reached: Vec<(usize, Vec<FlowReach>)>,
+    flows: usize,
+    site_of: impl Fn(usize) -> &'a String,
+) -> Result<Vec<Reach>, RunError> {
+    let mut reach: Vec<Option<Reach>> = vec![None; flows];
+    for (_, r) in reached {
+        for (k, rtt_min_ns, links) in r {
+            if let Some(slot) = reach.get_mut(k) {
+                *slot = Some(Reach { rtt_min_ns, links });
+            }
+        }
+    }
+    reach
+        .into_iter()
+        .enumerate()
+        .map(|(k, r)| {
+            r.ok_or_else(|| RunError::Site {
+                site: site_of(k).clone(),
+                message: format!("it did not report flow {k}'s probes"),
+            })
+        })
+        .collect()
 }
 
 /// The sites' timing: their clocks as aligned and re-measured, each cut link's frames as its

@@ -576,7 +576,46 @@ pub struct Measurements<'a> {
     pub host_overhead_ns: &'a [u64],
 }
 
+/// What a run saw, on one machine or over sites, as its driver hands it to the results: the
+/// stopped lab's report and what was measured around it (lab units).
+#[derive(Debug)]
+pub struct RunRecord<'a> {
+    /// The flows the run planned.
+    pub plan: &'a [PlannedFlow],
+    /// The stopped lab's report (a lab over sites: the sites' reports merged).
+    pub report: LabReport,
+    /// How the lab's clock maps onto the scenario's.
+    pub time: Timebase,
+    /// What the probes measured of the flows' paths.
+    pub measured: Measurements<'a>,
+    /// How the run ended.
+    pub ending: Ending,
+    /// Changes made to the network while it ran: (lab ns, what).
+    pub network_events: Vec<(u64, String)>,
+    /// Why no flow moved, when that ended it.
+    pub diagnosis: Option<String>,
+    /// Dilations tried before this one and found too fast.
+    pub dilation_warned: Vec<f64>,
+    /// Share of the CPU time the hypervisor took while it ran.
+    pub cpu_steal: Option<f64>,
+}
+
 impl Results {
+    /// The results of run `r` of scenario `s`: every driver (a run, a lab over sites) collects
+    /// them here, then adds what only it knows.
+    pub fn of_run(s: &Scenario, r: RunRecord<'_>) -> Results {
+        let mut results = Results::collect(s, r.plan, r.report, r.time, r.ending, &r.measured);
+        results.summary.diagnosis = r.diagnosis;
+        results.summary.dilation_warned = r.dilation_warned;
+        results.summary.cpu_steal = r.cpu_steal;
+        results.events = r
+            .network_events
+            .into_iter()
+            .map(|(at, what)| r.time.event(at, what))
+            .collect();
+        results
+    }
+
     /// Gathers a stopped lab's report for scenario `s`, whose flows were `plan`.
     pub fn collect(
         s: &Scenario,

@@ -84,6 +84,9 @@ pub struct BuildOrder {
     pub capture: bool,
 }
 
+/// What one flow's probes found: (plan index, smallest RTT in ns, links taken).
+pub type FlowReach = (usize, u64, Vec<usize>);
+
 /// What a site tells its coordinator.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum FromSite {
@@ -108,8 +111,8 @@ pub enum FromSite {
         /// One per tunnel.
         underlay: Vec<Underlay>,
     },
-    /// What the probes of each flow found: (plan index, smallest RTT, links taken).
-    Reached(Vec<(usize, u64, Vec<usize>)>),
+    /// What the probes of each flow found.
+    Reached(Vec<FlowReach>),
     /// A sent flow completed or made no progress; for the latter, what the site sees of it.
     Event {
         /// The event.
