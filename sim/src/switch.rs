@@ -9,8 +9,8 @@ use intlab_switch::fabric::{egress_queue, shared_buffer};
 use intlab_switch::frame::{FrameBuf, FramePool};
 use intlab_switch::pipeline::{Pipeline, Verdict};
 use intlab_switch::port::InboundLink;
-use intlab_switch::shard::{is_mac_control, pause_port, pfc_frame};
-use intlab_switch::tm::{Admission, EgressQueue, Mmu, PfcSignal, Rejected, Released, Until};
+use intlab_switch::port_engine::{EgressDecision, PortView, Started, is_mac_control, pause_port, pfc_frame};
+use intlab_switch::tm::{EgressQueue, Mmu, PfcSignal, Released, Until};
 
 /// What is at the far end of a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,21 @@ pub(crate) struct BedPort {
     pub(crate) peer: Peer,
     /// When the port next needs running, as last asked for.
     pub(crate) armed: Option<u64>,
+}
+
+impl BedPort {
+    /// The port as the switch's port engine works on it: no capture, its link always up.
+    fn view(&mut self, index: usize) -> PortView<'_> {
+        PortView {
+            index,
+            queue: &mut self.queue,
+            egress: &self.egress,
+            counters: &mut self.counters,
+            capture: None,
+            link_up: true,
+            capture_drops: false,
+        }
+    }
 }
 
 /// A switch of the simulator.
@@ -141,24 +156,11 @@ impl BedSwitch {
     fn enqueue(&mut self, s: usize, frame: FrameBuf) {
         let until = self.ports[s].queue.before_arrival_of(&frame);
         self.start_due(s, until);
-        if is_mac_control(&frame) {
-            self.ports[s].queue.enqueue_control(frame);
-            return;
-        }
-        let priority = self.ports[s].egress.priorities.of(frame.bytes());
-        let (len, at) = (frame.len as u64, frame.arrival_ns);
-        let admission = self
-            .mmu
-            .as_mut()
-            .map(|m| m.admit(usize::from(frame.ingress), s, priority, len, at));
-        match admission {
-            Some(Admission::Admit(Some(sig))) => self.pfc_due.push((sig, at)),
-            Some(Admission::Drop) => return self.drop_at(s, frame, DropReason::BufferFull),
-            Some(Admission::Overrun) => self.ports[s].counters.overrun(at),
-            Some(Admission::Admit(None)) | None => {}
-        }
-        if let Err(Rejected::BufferFull(frame)) = self.ports[s].queue.enqueue(frame, priority) {
-            self.drop_at(s, frame, DropReason::BufferFull);
+        if let Some(refused) = self.ports[s]
+            .view(s)
+            .enqueue(frame, self.mmu.as_mut(), &mut self.pfc_due)
+        {
+            self.free(refused);
         }
     }
 
@@ -182,30 +184,17 @@ impl BedSwitch {
 
     /// Starts every frame of port `s` due before `until`, through egress.
     fn start_due(&mut self, s: usize, until: Until) {
-        let port = &mut self.ports[s];
-        while let Some(mut d) = port.queue.start_due(until) {
-            if d.mac_control {
-                port.counters.mac_control_sent(d.start_ns, d.frame.bytes());
-                if let Some(lost) = transmit(port, d) {
-                    self.pool.put(lost);
-                }
-                continue;
-            }
-            if let Some(mmu) = self.mmu.as_mut()
-                && let Some(sig) = mmu.release(usize::from(d.frame.ingress), s, d.priority, d.frame.len as u64)
-            {
-                self.pfc_due.push((sig, d.start_ns));
-            }
-            let (frame, why) = if d.stormed {
-                (port.queue.discard(d), DropReason::PfcWatchdog)
-            } else {
-                egress::process(&mut d, &port.egress, &mut port.counters, &mut self.rng);
-                match transmit(port, d) {
-                    Some(lost) => (lost, DropReason::InjectedLoss),
-                    None => continue,
-                }
-            };
-            port.counters.drop(why);
+        let rng = &mut self.rng;
+        let mut stage = |d: &mut intlab_switch::tm::Dequeued, egress: &EgressPort, counters: &mut PortCounters| {
+            egress::process(d, egress, counters, rng);
+            EgressDecision::Send
+        };
+        let mut out = Started::default();
+        self.ports[s]
+            .view(s)
+            .start_due(until, self.mmu.as_mut(), &mut stage, &mut out);
+        self.pfc_due.extend(out.pfc);
+        for frame in out.freed {
             self.pool.put(frame);
         }
     }
@@ -240,15 +229,4 @@ impl BedSwitch {
         self.ports[s].counters.drop(why);
         self.free(frame);
     }
-}
-
-/// Puts `d` on port `port`'s wire as its link judges it; a frame the link loses comes back.
-fn transmit(port: &mut BedPort, mut d: intlab_switch::tm::Dequeued) -> Option<FrameBuf> {
-    let v = port.queue.judge(&mut d);
-    if v.lost {
-        return Some(port.queue.lose(d));
-    }
-    port.counters.sent(d.frame.len, &v);
-    port.queue.send_judged(d, &v);
-    None
 }

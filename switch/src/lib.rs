@@ -25,6 +25,7 @@ pub mod impair;
 pub mod link_change;
 pub mod pipeline;
 pub mod port;
+pub mod port_engine;
 pub mod queue_trace;
 pub mod shard;
 mod switch;

@@ -12,8 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError, Weak};
 
 use crossbeam_channel::Receiver;
-use int_format::ethernet::{EthernetFrame, MacAddress, ethertype};
-use int_format::pfc::{PfcFrame, PfcRepr};
+use int_format::pfc::PfcFrame;
 use intlab_runtime::clock::Clock;
 use intlab_runtime::sys::mmsg::{BATCH, RecvMeta};
 use intlab_runtime::{Context, Task};
@@ -25,7 +24,8 @@ use crate::fabric_state::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
 use crate::pipeline::{P4Egress, P4Scratch, P4Verdict, Verdict};
 use crate::port::Port;
-use crate::tm::{Admission, EgressQueue, PRIORITIES, PfcSignal, Rejected, Until};
+use crate::port_engine::{EgressDecision, PortView, Started, is_mac_control, pause_port, pfc_frame};
+use crate::tm::{Dequeued, EgressQueue, PRIORITIES, PfcSignal, Until};
 use intlab_p4::exec::{Carry, Session};
 
 /// Counters are published this often (lab clock, ns).
@@ -101,20 +101,17 @@ impl Ord for Held {
 }
 
 impl PortSlot {
-    /// Puts `d` on the wire: counted, captured, on its way to the far end.
-    /// Puts `d` on the link as the link judges it; a frame the link loses comes back (it took
-    /// its wire time and never arrives).
-    fn transmit(&mut self, mut d: crate::tm::Dequeued) -> Option<FrameBuf> {
-        let v = self.queue.judge(&mut d);
-        if v.lost {
-            return Some(self.queue.lose(d));
+    /// The port as the port engine works on it; `capture_drops`: drops go into its capture.
+    fn view(&mut self, capture_drops: bool) -> PortView<'_> {
+        PortView {
+            index: self.index,
+            queue: &mut self.queue,
+            egress: &self.egress,
+            counters: &mut self.counters,
+            capture: self.capture.as_mut(),
+            link_up: self.link_up,
+            capture_drops,
         }
-        self.counters.sent(d.frame.len, &v);
-        if let Some(c) = &mut self.capture {
-            c.outbound(d.start_ns, d.frame.bytes());
-        }
-        self.queue.send_judged(d, &v);
-        None
     }
 }
 
@@ -167,6 +164,9 @@ pub struct Shard {
     /// What P4 egress made while a port's due frames started: clones for their sessions,
     /// recirculated frames for their switch's ingress.
     spawned: Vec<Spawned>,
+    /// What the port engine left after a port's frames were queued or started (kept for its
+    /// buffers).
+    started: Started,
     /// Passes in a row the PSA frame in hand has made through the recirculation port.
     psa_passes: u32,
     /// A reused list for refreshed pauses.
@@ -226,6 +226,7 @@ impl Shard {
             outbox: (0..workers).map(|_| Vec::with_capacity(BATCH)).collect(),
             replicas: Vec::new(),
             spawned: Vec::new(),
+            started: Started::default(),
             psa_passes: 0,
             pfc_due: Vec::new(),
             pfc_switches,
@@ -645,33 +646,19 @@ impl Shard {
         let before = self.slots[s].queue.next_event_ns();
         let until = self.slots[s].queue.before_arrival_of(&frame);
         self.start_due(s, until);
-        if is_mac_control(&frame) {
-            // The switch's own PFC frame: ahead of every queue, in no buffer.
-            self.slots[s].queue.enqueue_control(frame);
-            return self.rearm(s, before);
-        }
-        // A P4 program's `priority` chooses the queue; else the frame's DSCP or VLAN priority.
-        let priority = match frame.p4_priority {
-            Some(p) => p.min(PRIORITIES as u8 - 1),
-            None => self.slots[s].egress.priorities.of(frame.bytes()),
-        };
         let sw = self.slots[s].switch;
-        let (input, output) = (usize::from(frame.ingress), self.slots[s].index);
-        let (len, at) = (frame.len as u64, frame.arrival_ns);
-        let admission = self.fabric.switches[sw]
-            .mmu()
-            .map(|mut m| m.admit(input, output, priority, len, at));
-        match admission {
-            Some(Admission::Admit(Some(sig))) => self.pfc_due.push((sw, sig, at, s)),
-            Some(Admission::Drop) => {
-                self.drop_at(s, frame, DropReason::BufferFull, true);
-                return self.rearm(s, before);
-            }
-            Some(Admission::Overrun) => self.slots[s].counters.overrun(at),
-            Some(Admission::Admit(None)) | None => {}
+        let mut mmu = self.fabric.switches[sw].mmu();
+        let mut out = std::mem::take(&mut self.started);
+        let refused = self.slots[s]
+            .view(self.fabric.capture_drops)
+            .enqueue(frame, mmu.as_deref_mut(), &mut out.pfc);
+        drop(mmu);
+        for (sig, at) in out.pfc.drain(..) {
+            self.pfc_due.push((sw, sig, at, s));
         }
-        if let Err(Rejected::BufferFull(frame)) = self.slots[s].queue.enqueue(frame, priority) {
-            self.drop_at(s, frame, DropReason::BufferFull, true);
+        self.started = out;
+        if let Some(frame) = refused {
+            self.frames.put(frame);
         }
         self.rearm(s, before);
     }
@@ -729,76 +716,61 @@ impl Shard {
     /// Starts the transmission of every frame of slot `s` due before `until`: egress runs on
     /// each (ECN, INT, or the P4 program) and decides its length on the wire.
     fn start_due(&mut self, s: usize, until: Until) {
-        let slot = &mut self.slots[s];
-        while let Some(mut d) = slot.queue.start_due(until) {
-            if d.mac_control && !slot.link_up {
-                let frame = slot.queue.discard(d);
-                self.frames.put(frame);
-                continue;
-            }
-            if d.mac_control {
-                slot.counters.mac_control_sent(d.start_ns, d.frame.bytes());
-                // The link impairs no MAC control frame (netem, above the MAC, never sees one).
-                if let Some(lost) = slot.transmit(d) {
-                    self.frames.put(lost);
-                }
-                continue;
-            }
-            let switch = &self.fabric.switches[slot.switch];
-            if let Some(mut mmu) = switch.mmu() {
-                let input = usize::from(d.frame.ingress);
-                if let Some(sig) = mmu.release(input, slot.index, d.priority, d.frame.len as u64) {
-                    self.pfc_due.push((slot.switch, sig, d.start_ns, s));
-                }
-            }
-            // A priority in a pause storm goes nowhere: its frames leave the buffer unsent.
-            let (at, frame, why) = if d.stormed {
-                (d.start_ns, slot.queue.discard(d), DropReason::PfcWatchdog)
-            } else if !slot.link_up {
-                (d.start_ns, slot.queue.discard(d), DropReason::LinkDown)
-            } else {
-                let sent = match switch.p4.as_ref().zip(self.p4_scratch[slot.switch].as_mut()) {
-                    None => {
-                        egress::process(&mut d, &slot.egress, &mut slot.counters, &mut self.rng);
-                        true
-                    }
-                    Some((p4, work)) => {
-                        let mut clone = None;
-                        let frames = &mut self.frames;
-                        let e = p4.egress(&mut d, &slot.egress, work, &mut || frames.get(), &mut clone);
-                        if let Some((session, copy)) = clone {
-                            self.spawned.push(Spawned::Clone(slot.switch, session, copy));
-                        }
-                        match e {
-                            P4Egress::Send => {
-                                egress::p4_sent(&d, &mut slot.counters);
-                                true
-                            }
-                            P4Egress::Drop => false,
-                            P4Egress::Recirculate(carry) => {
-                                slot.counters.totals.p4_recirculated += 1;
-                                let frame = slot.queue.discard(d);
-                                self.spawned.push(Spawned::Recirculate(s, carry, frame));
-                                continue;
-                            }
-                        }
-                    }
+        let sw = self.slots[s].switch;
+        let switch = &self.fabric.switches[sw];
+        let mut mmu = switch.mmu();
+        let mut out = std::mem::take(&mut self.started);
+        // What P4 egress made, in order: clones, and recirculations (whose frames the engine
+        // hands back in `out.diverted`, in the same order).
+        let mut made: Vec<Result<(Session, FrameBuf), Carry>> = Vec::new();
+        {
+            let frames = &mut self.frames;
+            let rng = &mut self.rng;
+            let mut work = self.p4_scratch[sw].as_mut();
+            let mut stage = |d: &mut Dequeued, egress: &EgressPort, counters: &mut PortCounters| {
+                let Some((p4, work)) = switch.p4.as_ref().zip(work.as_deref_mut()) else {
+                    egress::process(d, egress, counters, rng);
+                    return EgressDecision::Send;
                 };
-                let at = d.start_ns;
-                if !sent {
-                    (at, slot.queue.discard(d), DropReason::P4Drop)
-                } else if let Some(lost) = slot.transmit(d) {
-                    (at, lost, DropReason::InjectedLoss)
-                } else {
-                    continue;
+                let mut clone = None;
+                let e = p4.egress(d, egress, work, &mut || frames.get(), &mut clone);
+                made.extend(clone.map(Ok));
+                match e {
+                    P4Egress::Send => {
+                        egress::p4_sent(d, counters);
+                        EgressDecision::Send
+                    }
+                    P4Egress::Drop => EgressDecision::Drop(DropReason::P4Drop),
+                    P4Egress::Recirculate(carry) => {
+                        counters.totals.p4_recirculated += 1;
+                        made.push(Err(carry));
+                        EgressDecision::Divert
+                    }
                 }
             };
-            slot.counters.drop(why);
-            if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
-                c.dropped(at, frame.bytes(), why, true);
+            self.slots[s]
+                .view(self.fabric.capture_drops)
+                .start_due(until, mmu.as_deref_mut(), &mut stage, &mut out);
+        }
+        drop(mmu);
+        let mut diverted = out.diverted.drain(..);
+        for m in made {
+            match m {
+                Ok((session, copy)) => self.spawned.push(Spawned::Clone(sw, session, copy)),
+                Err(carry) => {
+                    let frame = diverted.next().expect("a frame for each recirculation");
+                    self.spawned.push(Spawned::Recirculate(s, carry, frame));
+                }
             }
+        }
+        drop(diverted);
+        for (sig, at) in out.pfc.drain(..) {
+            self.pfc_due.push((sw, sig, at, s));
+        }
+        for frame in out.freed.drain(..) {
             self.frames.put(frame);
         }
+        self.started = out;
         self.run_spawned();
     }
 
@@ -1006,41 +978,6 @@ impl Shard {
         }
         None
     }
-}
-
-/// Whether `frame` is a MAC control frame (PFC, PAUSE): it belongs to its link.
-/// The PFC frame switch `node_id` sends for `sig`: the longest pause (XOFF) or none (XON) of
-/// its priority, from a MAC made of the node ID and the port.
-pub fn pfc_frame(node_id: u32, sig: &PfcSignal) -> PfcRepr {
-    let mut quanta = [None; PRIORITIES];
-    quanta[usize::from(sig.priority) % PRIORITIES] = Some(if sig.pause { u16::MAX } else { 0 });
-    let node = node_id.to_be_bytes();
-    let port = sig.port.to_be_bytes();
-    PfcRepr {
-        // Locally administered: the switch's node ID and the port.
-        src: MacAddress([0x02, 0x1c, node[2], node[3], port[6], port[7]]),
-        quanta,
-    }
-}
-
-/// A PFC frame that arrived at `at_ps` on a port: each priority it names is paused (or resumed)
-/// on the port's transmitter from then, and counted.
-pub fn pause_port(queue: &mut EgressQueue, counters: &mut PortCounters, pfc: &PfcFrame<&[u8]>, at_ps: u64) {
-    let mut pauses = false;
-    for p in 0..PRIORITIES {
-        if let Some(quanta) = pfc.quanta(p) {
-            queue.pause(p as u8, at_ps, quanta);
-            counters.totals.pfc_rx_priority[p] += 1;
-            pauses |= quanta > 0;
-        }
-    }
-    counters.totals.pfc_rx += 1;
-    counters.pfc_received(at_ps / 1000, pauses);
-}
-
-/// True for a MAC control frame (PFC, 802.3x PAUSE).
-pub fn is_mac_control(frame: &FrameBuf) -> bool {
-    EthernetFrame::new_checked(frame.bytes()).is_ok_and(|e| e.ethertype() == ethertype::MAC_CONTROL)
 }
 
 impl Shard {
