@@ -26,7 +26,7 @@ use intlab_transport::flow::{FlowEvent, FlowPath};
 use crate::dilation::Dilation;
 use crate::netns::{self, CommandError, Namespace};
 use crate::placement::{Placement, PlannedLoad};
-use crate::topology::{NodeKind, Topology, distances, routes};
+use crate::topology::{NodeKind, Routes, Topology, distances, routes};
 
 /// Why a lab could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -228,79 +228,8 @@ impl Lab {
         for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
             hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
         }
-        // Host links: veth with the host's end named as in the topology, the switch's end `x<link>`.
-        let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
-        for (li, link) in t.links.iter().enumerate() {
-            let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
-            let here = link.ends.each_ref().map(|e| cfg.here(e.node));
-            if here == [false, false] {
-                continue;
-            }
-            if let Some(tunnel) = cfg.site.as_ref().and_then(|p| p.tunnel(li)) {
-                let end = usize::from(here[1]);
-                let device = crate::sites::create_tunnel(li, tunnel, link_mtu, &switch_ns)?;
-                let netns = switch_ns.path();
-                ends.insert((li, end), PortIo::Tunnel { device, netns });
-                continue;
-            }
-            match kinds {
-                [NodeKind::Switch, NodeKind::Switch] => {
-                    let (a, b) = intlab_switch::port::link_pair();
-                    ends.insert((li, 0), PortIo::Link(a));
-                    ends.insert((li, 1), PortIo::Link(b));
-                }
-                _ => {
-                    let (he, se) = if kinds[0] == NodeKind::Host { (0, 1) } else { (1, 0) };
-                    let host = link.ends[he].node;
-                    let dev = format!("x{li}");
-                    let ns = hosts[host].as_ref().expect("host namespace");
-                    netns::veth_pair(&link.ends[he].interface, ns, &dev, &switch_ns)?;
-                    if link_mtu != 1500 {
-                        let mtu = link_mtu.to_string();
-                        ns.ip(&["link", "set", "dev", &link.ends[he].interface, "mtu", &mtu])?;
-                        switch_ns.ip(&["link", "set", "dev", &dev, "mtu", &mtu])?;
-                    }
-                    let addr = t.nodes[host].address.expect("hosts have addresses");
-                    let host_dev = &link.ends[he].interface;
-                    let host_if = interface(host);
-                    ns.configure(host_dev, host_if.mac, addr, host_if.prefix_len)?;
-                    for &(ip, mac) in &host_if.arp {
-                        ns.neighbor(host_dev, ip, mac)?;
-                    }
-                    if let Some(gw) = host_if.gateway {
-                        ns.ip(&["route", "add", "default", "via", &gw.to_string(), "dev", host_dev])?;
-                    }
-                    ends.insert(
-                        (li, se),
-                        PortIo::Veth {
-                            device: dev,
-                            netns: Some(switch_ns.path()),
-                        },
-                    );
-                }
-            }
-        }
-        // A P4 program answers no ARP (the native pipeline does): hosts then know every other
-        // host's MAC from the start, as the p4lang tutorials' hosts do with static entries.
-        // A host given a gateway or neighbours gets exactly those.
-        if t.nodes.iter().any(|n| n.p4.is_some()) {
-            for &h in host_order
-                .iter()
-                .filter(|&&h| cfg.here(h) && !interface(h).is_explicit())
-            {
-                let ns = hosts[h].as_ref().expect("host namespace");
-                let dev = t
-                    .links
-                    .iter()
-                    .flat_map(|l| &l.ends)
-                    .find(|e| e.node == h)
-                    .map(|e| e.interface.as_str());
-                let Some(dev) = dev else { continue };
-                for &o in host_order.iter().filter(|&&o| o != h) {
-                    ns.neighbor(dev, t.nodes[o].address.expect("hosts have addresses"), mac_of[&o])?;
-                }
-            }
-        }
+        let mut ends = wire_links(t, cfg, &switch_ns, &hosts, link_mtu)?;
+        add_static_neighbours(t, cfg, &hosts, &mac_of)?;
         let routes = routes(t);
         let neighbors: Vec<(Ipv4Addr, MacAddress)> = host_order
             .iter()
@@ -308,77 +237,11 @@ impl Lab {
             .collect();
         let placement = Placement::new(t, cfg.workers, &cfg.planned, cfg.transport.mtu);
         tracing::debug!(load = ?placement.load, "placement");
-        let mut specs = Vec::new();
-        // (switch, port) → worker.
-        let mut port_worker: Vec<Vec<usize>> = Vec::new();
-        let mut link_ports: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; t.links.len()];
-        // The k-th switch of the topology keeps its node id and seed on whichever site it runs.
-        for (k, s) in t.switches().enumerate().filter(|&(_, s)| cfg.here(s)) {
-            let fabric_index = specs.len();
-            let mut ports = Vec::new();
-            let mut workers = Vec::new();
-            let mut port_of_link = HashMap::new();
-            for (li, end) in t.links_of(s) {
-                let props = &t.links[li].props;
-                let far = t.links[li].ends[1 - end].node;
-                port_of_link.insert(li, ports.len());
-                workers.push(placement.link[&li]);
-                ports.push(PortSpec {
-                    name: t.links[li].ends[end].interface.clone(),
-                    io: ends.remove(&(li, end)).expect("every link end wired once"),
-                    rate: props.rate,
-                    delay: props.delay,
-                    buffer: props.buffer,
-                    mtu: link_mtu,
-                    ecn: props.ecn,
-                    int: true,
-                    impair: props.impair_towards(far),
-                    impair_inbound: match t.nodes[far].kind {
-                        NodeKind::Host => props.impair_towards(s),
-                        NodeKind::Switch => intlab_switch::impair::ImpairmentSpec::default(),
-                    },
-                    p4_port: t.nodes[s]
-                        .p4
-                        .as_ref()
-                        .and_then(|p| p.ports.get(&t.links[li].ends[end].interface).copied())
-                        .unwrap_or_else(|| default_p4_port(&t.links[li].ends[end].interface, ports.len())),
-                });
-            }
-            let table = crate::lab_links::switch_routes(t, &routes, s, |li| port_of_link.get(&li).copied());
-            for (&li, &p) in &port_of_link {
-                let end = usize::from(t.links[li].ends[1].node == s);
-                link_ports[li][end] = Some((fabric_index, p));
-            }
-            port_worker.push(workers);
-            specs.push(SwitchSpec {
-                name: t.nodes[s].name.clone(),
-                node_id: k as u32 + 1,
-                workers: cfg.workers,
-                int_port: int_format::int::DEFAULT_INT_PORT,
-                ports,
-                routes: table,
-                macs: vec![],
-                arp: ArpMode::Answer,
-                neighbors: neighbors.clone(),
-                capture: cfg.capture.as_ref().map(|dir| CaptureSpec {
-                    dir: dir.clone(),
-                    ports: vec![],
-                    drops: true,
-                }),
-                counters_file: None,
-                seed: cfg.seed.wrapping_add(k as u64),
-                poll: cfg.poll,
-                packet_io: cfg.packet_io,
-                queue_trace_every: Nanos(cfg.queue_trace_every_ns),
-                p4: t.nodes[s].p4.as_ref().map(|p| p.spec.clone()),
-                mmu: t.mmu_of(s),
-                pfc: t.pfc_of(s).map(|p| PfcSpec {
-                    response_ns: HOST_PFC_RESPONSE_NS,
-                    ..p
-                }),
-                priorities: t.priorities_of(s),
-            });
-        }
+        let SwitchPlan {
+            specs,
+            port_worker,
+            link_ports,
+        } = switch_plan(t, cfg, &placement, &routes, &neighbors, &mut ends, link_mtu);
         let runtime = Runtime::start(&RuntimeConfig {
             workers: cfg.workers,
             poll: cfg.poll,
@@ -434,36 +297,7 @@ impl Lab {
         let drain = longest_drain_ns(t);
         for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
             let node = &t.nodes[h];
-            let rate = t
-                .links_of(h)
-                .next()
-                .map(|(li, _)| t.links[li].props.rate.bps())
-                .unwrap_or(1_000_000_000);
-            let mut ec = EndpointConfig::new(&node.name, node.address.expect("address"), rate, base_rtt_ns);
-            let tr = &cfg.transport;
-            ec.mtu = tr.mtu;
-            // A host heeds pauses, and classes its data, as the switch it is attached to does.
-            let switch = t.switch_of(h);
-            ec.pfc = switch.is_some_and(|s| t.pfc_of(s).is_some());
-            ec.priority = switch.map_or(t.priorities, |s| t.priorities_of(s)).map.of_dscp(ec.dscp);
-            ec.ack_every = tr.ack_every;
-            ec.cnp_interval_ns = tr.cnp_interval_ns;
-            ec.cnp_dscp = tr.cnp_dscp;
-            ec.int_mode = tr.int_mode;
-            ec.timing.sample_every_ns = tr.sample_every_ns;
-            // A full buffer is no loss: the RTO outlasts the longest queue a port can hold. Its
-            // floor is emulated time, so it dilates with the network.
-            let floor = cfg.dilation.lab_ns(MIN_RTO_NS);
-            let rto = ec.timing.rto_ns.max(2 * drain).max(floor);
-            if rto != ec.timing.rto_ns {
-                ec.timing.rto_ns = rto;
-                ec.timing.rto_max_ns = 64 * rto;
-            }
-            ec.events = Some(announce.clone());
-            ec.programs = ProgramSettings {
-                controller: cfg.program_controller.clone(),
-                peers: peer_paths(t, &routes, cfg, h, base_rtt_ns),
-            };
+            let ec = endpoint_config(t, cfg, h, base_rtt_ns, drain, &routes, announce.clone());
             let ns = lab.hosts[h].as_ref().expect("host namespace");
             let rt = lab.runtime.as_ref().expect("running");
             let ep = Endpoint::start(ec, rt, placement.host[&h], ns.enter()).map_err(|cause| LabError::Endpoint {
@@ -732,4 +566,244 @@ fn max_path_delay(t: &Topology) -> u64 {
         .max()
         .unwrap_or(1);
     max_delay * hops as u64
+}
+
+/// Wires every link of `t` this machine builds: a veth per host link (the host's end named as
+/// in the topology, configured in the host's namespace; the switch's end `x<link>`), an
+/// in-process pair per link between two switches, a tunnel per link cut between sites. Returns
+/// each end's port IO, by (link, end).
+fn wire_links(
+    t: &Topology,
+    cfg: &LabConfig,
+    switch_ns: &Namespace,
+    hosts: &[Option<Namespace>],
+    link_mtu: u16,
+) -> Result<HashMap<(usize, usize), PortIo>, LabError> {
+    let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
+    let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
+    for (li, link) in t.links.iter().enumerate() {
+        let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
+        let here = link.ends.each_ref().map(|e| cfg.here(e.node));
+        if here == [false, false] {
+            continue;
+        }
+        if let Some(tunnel) = cfg.site.as_ref().and_then(|p| p.tunnel(li)) {
+            let end = usize::from(here[1]);
+            let device = crate::sites::create_tunnel(li, tunnel, link_mtu, switch_ns)?;
+            let netns = switch_ns.path();
+            ends.insert((li, end), PortIo::Tunnel { device, netns });
+            continue;
+        }
+        match kinds {
+            [NodeKind::Switch, NodeKind::Switch] => {
+                let (a, b) = intlab_switch::port::link_pair();
+                ends.insert((li, 0), PortIo::Link(a));
+                ends.insert((li, 1), PortIo::Link(b));
+            }
+            _ => {
+                let (he, se) = if kinds[0] == NodeKind::Host { (0, 1) } else { (1, 0) };
+                let host = link.ends[he].node;
+                let dev = format!("x{li}");
+                let ns = hosts[host].as_ref().expect("host namespace");
+                netns::veth_pair(&link.ends[he].interface, ns, &dev, switch_ns)?;
+                if link_mtu != 1500 {
+                    let mtu = link_mtu.to_string();
+                    ns.ip(&["link", "set", "dev", &link.ends[he].interface, "mtu", &mtu])?;
+                    switch_ns.ip(&["link", "set", "dev", &dev, "mtu", &mtu])?;
+                }
+                let addr = t.nodes[host].address.expect("hosts have addresses");
+                let host_dev = &link.ends[he].interface;
+                let host_if = interface(host);
+                ns.configure(host_dev, host_if.mac, addr, host_if.prefix_len)?;
+                for &(ip, mac) in &host_if.arp {
+                    ns.neighbor(host_dev, ip, mac)?;
+                }
+                if let Some(gw) = host_if.gateway {
+                    ns.ip(&["route", "add", "default", "via", &gw.to_string(), "dev", host_dev])?;
+                }
+                ends.insert(
+                    (li, se),
+                    PortIo::Veth {
+                        device: dev,
+                        netns: Some(switch_ns.path()),
+                    },
+                );
+            }
+        }
+    }
+    Ok(ends)
+}
+
+/// A P4 program answers no ARP (the native pipeline does): hosts then know every other host's
+/// MAC from the start, as the p4lang tutorials' hosts do with static entries. A host given a
+/// gateway or neighbours gets exactly those.
+fn add_static_neighbours(
+    t: &Topology,
+    cfg: &LabConfig,
+    hosts: &[Option<Namespace>],
+    mac_of: &HashMap<usize, MacAddress>,
+) -> Result<(), LabError> {
+    let host_order: Vec<usize> = t.hosts().collect();
+    let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
+    if t.nodes.iter().any(|n| n.p4.is_some()) {
+        for &h in host_order
+            .iter()
+            .filter(|&&h| cfg.here(h) && !interface(h).is_explicit())
+        {
+            let ns = hosts[h].as_ref().expect("host namespace");
+            let dev = t
+                .links
+                .iter()
+                .flat_map(|l| &l.ends)
+                .find(|e| e.node == h)
+                .map(|e| e.interface.as_str());
+            let Some(dev) = dev else { continue };
+            for &o in host_order.iter().filter(|&&o| o != h) {
+                ns.neighbor(dev, t.nodes[o].address.expect("hosts have addresses"), mac_of[&o])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The switches of a lab, planned: their specs, which worker runs each port, and each link's
+/// ports (switch, port) at its two ends.
+struct SwitchPlan {
+    specs: Vec<SwitchSpec>,
+    /// (switch, port) -> worker.
+    port_worker: Vec<Vec<usize>>,
+    link_ports: Vec<[Option<(usize, usize)>; 2]>,
+}
+
+/// The specs of the switches of `t` this machine builds, their ports' IO taken from `ends`.
+fn switch_plan(
+    t: &Topology,
+    cfg: &LabConfig,
+    placement: &Placement,
+    routes: &Routes,
+    neighbors: &[(Ipv4Addr, MacAddress)],
+    ends: &mut HashMap<(usize, usize), PortIo>,
+    link_mtu: u16,
+) -> SwitchPlan {
+    let mut specs = Vec::new();
+    let mut port_worker: Vec<Vec<usize>> = Vec::new();
+    let mut link_ports: Vec<[Option<(usize, usize)>; 2]> = vec![[None; 2]; t.links.len()];
+    // The k-th switch of the topology keeps its node id and seed on whichever site it runs.
+    for (k, s) in t.switches().enumerate().filter(|&(_, s)| cfg.here(s)) {
+        let fabric_index = specs.len();
+        let mut ports = Vec::new();
+        let mut workers = Vec::new();
+        let mut port_of_link = HashMap::new();
+        for (li, end) in t.links_of(s) {
+            let props = &t.links[li].props;
+            let far = t.links[li].ends[1 - end].node;
+            port_of_link.insert(li, ports.len());
+            workers.push(placement.link[&li]);
+            ports.push(PortSpec {
+                name: t.links[li].ends[end].interface.clone(),
+                io: ends.remove(&(li, end)).expect("every link end wired once"),
+                rate: props.rate,
+                delay: props.delay,
+                buffer: props.buffer,
+                mtu: link_mtu,
+                ecn: props.ecn,
+                int: true,
+                impair: props.impair_towards(far),
+                impair_inbound: match t.nodes[far].kind {
+                    NodeKind::Host => props.impair_towards(s),
+                    NodeKind::Switch => intlab_switch::impair::ImpairmentSpec::default(),
+                },
+                p4_port: t.nodes[s]
+                    .p4
+                    .as_ref()
+                    .and_then(|p| p.ports.get(&t.links[li].ends[end].interface).copied())
+                    .unwrap_or_else(|| default_p4_port(&t.links[li].ends[end].interface, ports.len())),
+            });
+        }
+        let table = crate::lab_links::switch_routes(t, routes, s, |li| port_of_link.get(&li).copied());
+        for (&li, &p) in &port_of_link {
+            let end = usize::from(t.links[li].ends[1].node == s);
+            link_ports[li][end] = Some((fabric_index, p));
+        }
+        port_worker.push(workers);
+        specs.push(SwitchSpec {
+            name: t.nodes[s].name.clone(),
+            node_id: k as u32 + 1,
+            workers: cfg.workers,
+            int_port: int_format::int::DEFAULT_INT_PORT,
+            ports,
+            routes: table,
+            macs: vec![],
+            arp: ArpMode::Answer,
+            neighbors: neighbors.to_vec(),
+            capture: cfg.capture.as_ref().map(|dir| CaptureSpec {
+                dir: dir.clone(),
+                ports: vec![],
+                drops: true,
+            }),
+            counters_file: None,
+            seed: cfg.seed.wrapping_add(k as u64),
+            poll: cfg.poll,
+            packet_io: cfg.packet_io,
+            queue_trace_every: Nanos(cfg.queue_trace_every_ns),
+            p4: t.nodes[s].p4.as_ref().map(|p| p.spec.clone()),
+            mmu: t.mmu_of(s),
+            pfc: t.pfc_of(s).map(|p| PfcSpec {
+                response_ns: HOST_PFC_RESPONSE_NS,
+                ..p
+            }),
+            priorities: t.priorities_of(s),
+        });
+    }
+    SwitchPlan {
+        specs,
+        port_worker,
+        link_ports,
+    }
+}
+
+/// The transport settings of host `h` of `t`: its line rate, the lab's transport keys, PFC and
+/// priorities as its switch has them, an RTO past the longest queue (`drain` ns), and what its
+/// programs' QPs run.
+fn endpoint_config(
+    t: &Topology,
+    cfg: &LabConfig,
+    h: usize,
+    base_rtt_ns: u64,
+    drain: u64,
+    routes: &Routes,
+    announce: crossbeam_channel::Sender<intlab_transport::flow::FlowEvent>,
+) -> EndpointConfig {
+    let node = &t.nodes[h];
+    let rate = t
+        .links_of(h)
+        .next()
+        .map(|(li, _)| t.links[li].props.rate.bps())
+        .unwrap_or(1_000_000_000);
+    let mut ec = EndpointConfig::new(&node.name, node.address.expect("address"), rate, base_rtt_ns);
+    let tr = &cfg.transport;
+    ec.mtu = tr.mtu;
+    // A host heeds pauses, and classes its data, as the switch it is attached to does.
+    let switch = t.switch_of(h);
+    ec.pfc = switch.is_some_and(|s| t.pfc_of(s).is_some());
+    ec.priority = switch.map_or(t.priorities, |s| t.priorities_of(s)).map.of_dscp(ec.dscp);
+    ec.ack_every = tr.ack_every;
+    ec.cnp_interval_ns = tr.cnp_interval_ns;
+    ec.cnp_dscp = tr.cnp_dscp;
+    ec.int_mode = tr.int_mode;
+    ec.timing.sample_every_ns = tr.sample_every_ns;
+    // A full buffer is no loss: the RTO outlasts the longest queue a port can hold. Its
+    // floor is emulated time, so it dilates with the network.
+    let floor = cfg.dilation.lab_ns(MIN_RTO_NS);
+    let rto = ec.timing.rto_ns.max(2 * drain).max(floor);
+    if rto != ec.timing.rto_ns {
+        ec.timing.rto_ns = rto;
+        ec.timing.rto_max_ns = 64 * rto;
+    }
+    ec.events = Some(announce);
+    ec.programs = ProgramSettings {
+        controller: cfg.program_controller.clone(),
+        peers: peer_paths(t, routes, cfg, h, base_rtt_ns),
+    };
+    ec
 }

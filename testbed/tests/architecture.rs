@@ -34,7 +34,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("p4/src/lower/table.rs", "table", 201),
     ("p4runtime/src/server/device.rs", "read", 177),
     ("lab/src/distributed/coordinator.rs", "run_once_on_sites", 280),
-    ("lab/src/lab.rs", "build", 263),
     ("lab/src/results/files.rs", "write_all", 168),
     ("lab/src/results/mod.rs", "collect", 195),
     ("lab/src/results/mod.rs", "summarize", 197),
