@@ -155,6 +155,113 @@ pub enum LinkChangeError {
     },
 }
 
+/// Writes every switch's counters file, empty, before it starts (a reader finds it at once).
+fn write_empty_counters(specs: &[SwitchSpec]) -> Result<(), StartError> {
+    for spec in specs {
+        if let Some(path) = &spec.counters_file {
+            let empty = SwitchSnapshot {
+                switch: spec.name.clone(),
+                node_id: spec.node_id,
+                ..SwitchSnapshot::default()
+            };
+            empty.write(path).map_err(|cause| StartError::Counters {
+                switch: spec.name.clone(),
+                path: path.clone(),
+                cause,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The capture of port `i` of switch `spec`, when its capture takes that port.
+fn port_capture(spec: &SwitchSpec, i: usize) -> Result<Option<PortCapture>, StartError> {
+    let p = &spec.ports[i];
+    match &spec.capture {
+        Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
+            let path = c.dir.join(format!("{}-{}.pcapng", spec.name, p.name));
+            let desc = format!(
+                "intlab switch {} port {} ({}, {} us, {} B buffer)",
+                spec.name,
+                p.name,
+                p.rate,
+                p.delay.0 / 1000,
+                p.buffer.0
+            );
+            let capture =
+                PortCapture::create(&path, &p.name, &desc, p.rate.bps()).map_err(|cause| StartError::Capture {
+                    switch: spec.name.clone(),
+                    path,
+                    cause,
+                })?;
+            Ok(Some(capture))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Each of `ports` ports' far end across its in-process link (global ports; switch s's first
+/// is `base[s]`), from where each link end was opened (`ends`).
+fn link_peers(
+    specs: &[SwitchSpec],
+    base: &[GlobalPort],
+    ends: &HashMap<crate::port::LinkEnd, GlobalPort>,
+    ports: usize,
+) -> Result<Vec<Option<GlobalPort>>, StartError> {
+    let mut peer = vec![None; ports];
+    for (si, spec) in specs.iter().enumerate() {
+        for (i, p) in spec.ports.iter().enumerate() {
+            if let PortIo::Link(end) = &p.io {
+                let far = ends.get(&end.peer()).copied().ok_or_else(|| StartError::Unlinked {
+                    switch: spec.name.clone(),
+                    port: p.name.clone(),
+                })?;
+                peer[base[si] + i] = Some(far);
+            }
+        }
+    }
+    Ok(peer)
+}
+
+/// What every shard reads of each switch of `specs`: its pipeline, its P4 program loaded, its
+/// shared buffer (`mmus`, one per switch), its counters as last published (none yet).
+fn switches_shared(specs: &[SwitchSpec], mmus: Vec<Option<Mmu>>) -> Result<Vec<SwitchShared>, StartError> {
+    specs
+        .iter()
+        .zip(mmus)
+        .map(|(spec, mmu)| {
+            let p4 = match &spec.p4 {
+                Some(p) => {
+                    let err = |cause| StartError::P4 {
+                        switch: spec.name.clone(),
+                        cause,
+                    };
+                    let dp = crate::pipeline::load_datapath(p, &spec.name).map_err(err)?;
+                    Some(P4Pipeline::new(dp, &spec.ports).map_err(err)?)
+                }
+                None => None,
+            };
+            Ok(SwitchShared {
+                name: spec.name.clone(),
+                node_id: spec.node_id,
+                pipeline: Pipeline::new(spec),
+                p4,
+                mmu: mmu.map(Mutex::new),
+                pfc: spec.pfc.is_some(),
+                published: Mutex::new(
+                    spec.ports
+                        .iter()
+                        .map(|p| PortSnapshot {
+                            name: p.name.clone(),
+                            ..PortSnapshot::default()
+                        })
+                        .collect(),
+                ),
+            })
+        })
+        .collect()
+}
+
 /// The buffer size that holds any frame of `spec`'s ports plus INT growth.
 pub fn frame_capacity(spec: &SwitchSpec) -> usize {
     let mtu = spec.ports.iter().map(|p| usize::from(p.mtu)).max().unwrap_or(1500);
@@ -203,20 +310,7 @@ impl Fabric {
             }
         }
         let mut cpu_ports = Vec::new();
-        for spec in &specs {
-            if let Some(path) = &spec.counters_file {
-                let empty = SwitchSnapshot {
-                    switch: spec.name.clone(),
-                    node_id: spec.node_id,
-                    ..SwitchSnapshot::default()
-                };
-                empty.write(path).map_err(|cause| StartError::Counters {
-                    switch: spec.name.clone(),
-                    path: path.clone(),
-                    cause,
-                })?;
-            }
-        }
+        write_empty_counters(&specs)?;
         // Built once: whether a switch has one also decides its ports' own buffers.
         let mmus: Vec<Option<Mmu>> = specs.iter().map(shared_buffer).collect();
         let mut base = Vec::new();
@@ -250,29 +344,7 @@ impl Fabric {
                     }
                     io => Port::open(io, spec.packet_io, frame_capacity(spec)).map_err(port_error)?,
                 };
-                let capture = match &spec.capture {
-                    Some(c) if c.ports.is_empty() || c.ports.contains(&i) => {
-                        let path = c.dir.join(format!("{}-{}.pcapng", spec.name, p.name));
-                        let desc = format!(
-                            "intlab switch {} port {} ({}, {} us, {} B buffer)",
-                            spec.name,
-                            p.name,
-                            p.rate,
-                            p.delay.0 / 1000,
-                            p.buffer.0
-                        );
-                        Some(
-                            PortCapture::create(&path, &p.name, &desc, p.rate.bps()).map_err(|cause| {
-                                StartError::Capture {
-                                    switch: spec.name.clone(),
-                                    path,
-                                    cause,
-                                }
-                            })?,
-                        )
-                    }
-                    _ => None,
-                };
+                let capture = port_capture(spec, i)?;
                 let mut queue = egress_queue(spec, i, has_mmu);
                 if matches!(p.io, PortIo::Tunnel { .. }) {
                     queue.release_when_serialized();
@@ -292,18 +364,7 @@ impl Fabric {
                 });
             }
         }
-        let mut peer = vec![None; owner.len()];
-        for (si, spec) in specs.iter().enumerate() {
-            for (i, p) in spec.ports.iter().enumerate() {
-                if let PortIo::Link(end) = &p.io {
-                    let far = ends.get(&end.peer()).copied().ok_or_else(|| StartError::Unlinked {
-                        switch: spec.name.clone(),
-                        port: p.name.clone(),
-                    })?;
-                    peer[base[si] + i] = Some(far);
-                }
-            }
-        }
+        let peer = link_peers(&specs, &base, &ends, owner.len())?;
         let places: Vec<_> = (0..workers).map(|w| rt.reserve(w)).collect();
         let mut receivers = Vec::new();
         let mut inboxes = Vec::new();
@@ -312,44 +373,8 @@ impl Fabric {
             inboxes.push((tx, place.waker()));
             receivers.push(rx);
         }
-        let mut programs = Vec::new();
-        for spec in specs.iter() {
-            let p4 = match &spec.p4 {
-                Some(p) => {
-                    let err = |cause| StartError::P4 {
-                        switch: spec.name.clone(),
-                        cause,
-                    };
-                    let dp = crate::pipeline::load_datapath(p, &spec.name).map_err(err)?;
-                    Some(P4Pipeline::new(dp, &spec.ports).map_err(err)?)
-                }
-                None => None,
-            };
-            programs.push(p4);
-        }
-        let mut programs = programs.into_iter();
-        let mut mmus = mmus.into_iter();
         let shared = Arc::new(FabricShared {
-            switches: specs
-                .iter()
-                .map(|spec| SwitchShared {
-                    name: spec.name.clone(),
-                    node_id: spec.node_id,
-                    pipeline: Pipeline::new(spec),
-                    p4: programs.next().flatten(),
-                    mmu: mmus.next().flatten().map(Mutex::new),
-                    pfc: spec.pfc.is_some(),
-                    published: Mutex::new(
-                        spec.ports
-                            .iter()
-                            .map(|p| PortSnapshot {
-                                name: p.name.clone(),
-                                ..PortSnapshot::default()
-                            })
-                            .collect(),
-                    ),
-                })
-                .collect(),
+            switches: switches_shared(&specs, mmus)?,
             base,
             owner,
             peer,

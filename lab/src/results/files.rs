@@ -241,36 +241,7 @@ pub fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), WriteError> 
 
 /// Writes every results file and plot into `dir` (which exists).
 pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
-    csv_rows(
-        dir,
-        FLOWS,
-        r.flows.iter().map(|f| FlowRow {
-            id: f.id,
-            src: &f.src,
-            dst: &f.dst,
-            size_bytes: f.size,
-            start_us: us(f.start_ns),
-            completed: f.fct_ns.is_some(),
-            fct_us: f.fct_ns.map(us),
-            ideal_fct_us: us(f.ideal_fct_ns),
-            slowdown: f.slowdown,
-            path_rtt_us: us(f.path_rtt_ns),
-            base_rtt_us: f.base_rtt_ns.map(us),
-            bytes_received: f.bytes_received,
-            packets_sent: f.packets_sent,
-            retransmissions: f.retransmissions,
-            timeouts: f.timeouts,
-            naks: f.naks,
-            cnps: f.cnps,
-            rtt_min_us: f.rtt_min_ns.map(us),
-            rtt_mean_us: f.rtt_mean_ns.map(us),
-            app: f
-                .step
-                .and_then(|s| r.summary.applications.get(usize::from(s.app)))
-                .map(|a| a.name.as_str()),
-            iteration: f.step.map(|s| s.iteration),
-        }),
-    )?;
+    write_flows(dir, r)?;
     if !r.summary.applications.is_empty() {
         csv_rows(
             dir,
@@ -314,41 +285,7 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
             })
         }),
     )?;
-    if !r.program_qps.is_empty() {
-        csv_rows(
-            dir,
-            QPS,
-            r.program_qps.iter().map(|(host, q)| QpRow {
-                host,
-                pid: q.owner.pid,
-                program: &q.owner.command,
-                qpn: q.qpn,
-                transport: &q.transport,
-                state: &q.state,
-                peer: q.peer,
-                peer_qpn: q.peer_qpn,
-                controller: &q.controller,
-                messages_sent: q.messages_sent,
-                bytes_sent: q.bytes_sent,
-                messages_received: q.messages_received,
-                bytes_received: q.bytes_received,
-                packets_sent: q.packets_sent,
-                wire_bytes: q.wire_bytes,
-                retransmissions: q.retransmissions,
-                timeouts: q.timeouts,
-                naks: q.naks,
-                cnps: q.cnps,
-                rtt_min_us: q.rtt_min_ns.map(us),
-                rtt_mean_us: q.rtt_mean_ns.map(us),
-                first_sent_us: q.first_sent_ns.map(us),
-                last_progress_us: q.last_progress_ns.map(us),
-                send_mbps: q.send_bps().map(|b| b / 1e6),
-                first_received_us: q.first_received_ns.map(us),
-                last_received_us: q.last_received_ns.map(us),
-                receive_mbps: q.receive_bps().map(|b| b / 1e6),
-            }),
-        )?;
-    }
+    write_program_qps(dir, r)?;
     csv_rows(
         dir,
         STALLS,
@@ -382,6 +319,85 @@ pub fn write_all(dir: &Path, r: &Results) -> Result<(), WriteError> {
     std::fs::write(dir.join(SUMMARY_TXT), &table).map_err(at(dir, SUMMARY_TXT))?;
     plots::draw_all(dir, r).map_err(at(dir, "plots"))?;
     super::ns3::write(dir, r)?;
+    write_report(dir, r, &table)
+}
+
+/// `flows.csv`: one row per flow.
+fn write_flows(dir: &Path, r: &Results) -> Result<(), WriteError> {
+    csv_rows(
+        dir,
+        FLOWS,
+        r.flows.iter().map(|f| FlowRow {
+            id: f.id,
+            src: &f.src,
+            dst: &f.dst,
+            size_bytes: f.size,
+            start_us: us(f.start_ns),
+            completed: f.fct_ns.is_some(),
+            fct_us: f.fct_ns.map(us),
+            ideal_fct_us: us(f.ideal_fct_ns),
+            slowdown: f.slowdown,
+            path_rtt_us: us(f.path_rtt_ns),
+            base_rtt_us: f.base_rtt_ns.map(us),
+            bytes_received: f.bytes_received,
+            packets_sent: f.packets_sent,
+            retransmissions: f.retransmissions,
+            timeouts: f.timeouts,
+            naks: f.naks,
+            cnps: f.cnps,
+            rtt_min_us: f.rtt_min_ns.map(us),
+            rtt_mean_us: f.rtt_mean_ns.map(us),
+            app: f
+                .step
+                .and_then(|s| r.summary.applications.get(usize::from(s.app)))
+                .map(|a| a.name.as_str()),
+            iteration: f.step.map(|s| s.iteration),
+        }),
+    )
+}
+
+/// `qps.csv`, when programs in the hosts made QPs: one row per QP.
+fn write_program_qps(dir: &Path, r: &Results) -> Result<(), WriteError> {
+    if r.program_qps.is_empty() {
+        return Ok(());
+    }
+    csv_rows(
+        dir,
+        QPS,
+        r.program_qps.iter().map(|(host, q)| QpRow {
+            host,
+            pid: q.owner.pid,
+            program: &q.owner.command,
+            qpn: q.qpn,
+            transport: &q.transport,
+            state: &q.state,
+            peer: q.peer,
+            peer_qpn: q.peer_qpn,
+            controller: &q.controller,
+            messages_sent: q.messages_sent,
+            bytes_sent: q.bytes_sent,
+            messages_received: q.messages_received,
+            bytes_received: q.bytes_received,
+            packets_sent: q.packets_sent,
+            wire_bytes: q.wire_bytes,
+            retransmissions: q.retransmissions,
+            timeouts: q.timeouts,
+            naks: q.naks,
+            cnps: q.cnps,
+            rtt_min_us: q.rtt_min_ns.map(us),
+            rtt_mean_us: q.rtt_mean_ns.map(us),
+            first_sent_us: q.first_sent_ns.map(us),
+            last_progress_us: q.last_progress_ns.map(us),
+            send_mbps: q.send_bps().map(|b| b / 1e6),
+            first_received_us: q.first_received_ns.map(us),
+            last_received_us: q.last_received_ns.map(us),
+            receive_mbps: q.receive_bps().map(|b| b / 1e6),
+        }),
+    )
+}
+
+/// `report.md`: the summary table, the plots, and what each file is.
+fn write_report(dir: &Path, r: &Results, table: &str) -> Result<(), WriteError> {
     let report = format!(
         "# {} with {}
 
