@@ -159,8 +159,8 @@ const HOST_ROW_WIDTH: f64 = 1200.0;
 /// stands below its own.
 fn drawing(t: &Topology) -> Drawing {
     let longest = t.nodes.iter().map(|n| n.name.chars().count()).max().unwrap_or(1);
-    // About 6.2 px a character of 11 px sans-serif, and room either side.
-    let node_width = (longest as f64 * 6.2 + 16.0).max(44.0);
+    // About 6 px a character of 11 px sans-serif, and a little room either side.
+    let node_width = (longest as f64 * 6.0 + 12.0).max(44.0);
     let layer = layers(t);
     let tiers = layer.iter().copied().max().unwrap_or(0) + 1;
     let mut in_tier = vec![0usize; tiers];
