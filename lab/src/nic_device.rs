@@ -233,16 +233,21 @@ impl PortFacts {
 }
 
 /// Where the provider library is: `INTLAB_VERBS_PROVIDER` when set, else beside the `intlab`
-/// binary (cargo builds it there), else beside the folder of a test binary.
+/// binary (`cargo build` puts it there), else in cargo's `deps` folder beside it (where `cargo
+/// test` leaves it on a fresh checkout), else beside the folder of a test binary.
 pub fn provider_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("INTLAB_VERBS_PROVIDER") {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [dir.join(PROVIDER_FILE), dir.parent()?.join(PROVIDER_FILE)]
-        .into_iter()
-        .find(|p| p.exists())
+    [
+        dir.join(PROVIDER_FILE),
+        dir.join("deps").join(PROVIDER_FILE),
+        dir.parent()?.join(PROVIDER_FILE),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
 }
 
 /// The devices of a lab's hosts: their command files served, the lab's NIC folder made;
