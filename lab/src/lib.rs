@@ -3,7 +3,7 @@
 //! hosts on the runtime's workers, placed by [`placement`]), which [`run`] drives through a
 //! workload ([`workload`]) into results ([`results`]: files, plots, the summary and its timing
 //! judgement). A lab is watched ([`live`]), changed while it runs ([`lab_links`],
-//! [`control_socket`], [`p4runtime`]), left up ([`standing_lab`]), run with programs in its
+//! [`control_socket`], [`p4runtime_endpoints`]), left up ([`standing_lab`]), run with programs in its
 //! hosts ([`host_programs`], [`nic_device`]) and spread over machines ([`sites`] what the parts
 //! share, [`distributed`] driving them). See `docs/architecture.md`.
 
@@ -22,7 +22,7 @@ pub mod lab_links;
 pub mod live;
 pub mod netns;
 pub mod nic_device;
-pub mod p4runtime;
+pub mod p4runtime_endpoints;
 pub mod placement;
 pub mod prerequisites;
 pub mod results;

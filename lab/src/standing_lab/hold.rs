@@ -86,7 +86,8 @@ pub fn hold(
             cause,
         }
     })?;
-    let endpoints = crate::p4runtime::endpoints(topology, datapaths, lab.cpu_ports()).map_err(HoldError::P4Runtime)?;
+    let endpoints =
+        crate::p4runtime_endpoints::endpoints(topology, datapaths, lab.cpu_ports()).map_err(HoldError::P4Runtime)?;
     let p4runtime = intlab_p4runtime::server::start(endpoints).map_err(|e| HoldError::P4Runtime(e.to_string()))?;
     let scenario = match scenario {
         Some(file) => file.canonicalize().unwrap_or_else(|_| file.to_owned()),
@@ -96,11 +97,13 @@ pub fn hold(
     record.p4runtime = p4runtime
         .endpoints
         .iter()
-        .map(|(switch, address, device_id)| crate::p4runtime::P4RuntimeRecord {
-            switch: switch.clone(),
-            address: *address,
-            device_id: *device_id,
-        })
+        .map(
+            |(switch, address, device_id)| crate::p4runtime_endpoints::P4RuntimeRecord {
+                switch: switch.clone(),
+                address: *address,
+                device_id: *device_id,
+            },
+        )
         .collect();
     record.metrics = serving(served.metrics);
     record.web = serving(served.web);

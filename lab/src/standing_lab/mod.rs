@@ -36,7 +36,7 @@ pub struct StandingLab {
     pub hosts: BTreeMap<String, HostRecord>,
     /// Where its P4 switches serve P4Runtime.
     #[serde(default)]
-    pub p4runtime: Vec<crate::p4runtime::P4RuntimeRecord>,
+    pub p4runtime: Vec<crate::p4runtime_endpoints::P4RuntimeRecord>,
     /// Where it serves Prometheus metrics (`--metrics`), if it does.
     #[serde(default)]
     pub metrics: Option<std::net::SocketAddr>,
