@@ -26,7 +26,7 @@ use intlab_transport::flow::{FlowEvent, FlowPath};
 use crate::dilation::Dilation;
 use crate::netns::{self, CommandError, Namespace};
 use crate::placement::{Placement, PlannedLoad};
-use crate::topology::{NodeKind, Routes, Topology, distances, routes};
+use crate::topology::{HostInterface, NodeKind, Routes, Topology, distances, routes};
 
 /// Why a lab could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -223,8 +223,7 @@ impl Lab {
         let switch_ns = Namespace::create(&format!("{}-sw", cfg.prefix))?;
         let mut hosts: Vec<Option<Namespace>> = (0..t.nodes.len()).map(|_| None).collect();
         let host_order: Vec<usize> = t.hosts().collect();
-        let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
-        let mac_of: HashMap<usize, MacAddress> = host_order.iter().map(|&h| (h, interface(h).mac)).collect();
+        let mac_of: HashMap<usize, MacAddress> = host_order.iter().map(|&h| (h, host_interface(t, h).mac)).collect();
         for &h in host_order.iter().filter(|&&h| cfg.here(h)) {
             hosts[h] = Some(Namespace::create(&format!("{}-{}", cfg.prefix, t.nodes[h].name))?);
         }
@@ -568,6 +567,11 @@ fn max_path_delay(t: &Topology) -> u64 {
     max_delay * hops as u64
 }
 
+/// Host `h`'s interface (every host has one; switches have none).
+fn host_interface(t: &Topology, h: usize) -> &HostInterface {
+    t.nodes[h].interface.as_ref().expect("hosts have an interface")
+}
+
 /// Wires every link of `t` this machine builds: a veth per host link (the host's end named as
 /// in the topology, configured in the host's namespace; the switch's end `x<link>`), an
 /// in-process pair per link between two switches, a tunnel per link cut between sites. Returns
@@ -579,7 +583,6 @@ fn wire_links(
     hosts: &[Option<Namespace>],
     link_mtu: u16,
 ) -> Result<HashMap<(usize, usize), PortIo>, LabError> {
-    let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
     let mut ends: HashMap<(usize, usize), PortIo> = HashMap::new();
     for (li, link) in t.links.iter().enumerate() {
         let kinds = link.ends.each_ref().map(|e| t.nodes[e.node].kind);
@@ -613,7 +616,7 @@ fn wire_links(
                 }
                 let addr = t.nodes[host].address.expect("hosts have addresses");
                 let host_dev = &link.ends[he].interface;
-                let host_if = interface(host);
+                let host_if = host_interface(t, host);
                 ns.configure(host_dev, host_if.mac, addr, host_if.prefix_len)?;
                 for &(ip, mac) in &host_if.arp {
                     ns.neighbor(host_dev, ip, mac)?;
@@ -644,11 +647,10 @@ fn add_static_neighbours(
     mac_of: &HashMap<usize, MacAddress>,
 ) -> Result<(), LabError> {
     let host_order: Vec<usize> = t.hosts().collect();
-    let interface = |h: usize| t.nodes[h].interface.as_ref().expect("hosts have an interface");
     if t.nodes.iter().any(|n| n.p4.is_some()) {
         for &h in host_order
             .iter()
-            .filter(|&&h| cfg.here(h) && !interface(h).is_explicit())
+            .filter(|&&h| cfg.here(h) && !host_interface(t, h).is_explicit())
         {
             let ns = hosts[h].as_ref().expect("host namespace");
             let dev = t

@@ -856,11 +856,9 @@ impl Shard {
     }
 
     fn drop_at(&mut self, s: usize, frame: FrameBuf, why: DropReason, outbound: bool) {
-        let slot = &mut self.slots[s];
-        slot.counters.drop(why);
-        if let Some(c) = slot.capture.as_mut().filter(|_| self.fabric.capture_drops) {
-            c.dropped(frame.arrival_ns, frame.bytes(), why, outbound);
-        }
+        let frame = self.slots[s]
+            .view(self.fabric.capture_drops)
+            .dropped(frame, why, outbound);
         self.frames.put(frame);
     }
 
