@@ -59,6 +59,10 @@ enum Command {
         /// `intlab site serve` this file names (`NAME: HOST:PORT`; see docs/distributed.md).
         #[arg(long, value_name = "SITES.yaml")]
         sites: Option<PathBuf>,
+        /// With --sites: the lab's keys (`intlab site init`) [default: $INTLAB_KEYS, else
+        /// ~/.config/intlab/keys].
+        #[arg(long, value_name = "DIR", requires = "sites")]
+        keys: Option<PathBuf>,
     },
     /// One machine's share of labs spread over several (see docs/distributed.md).
     #[command(subcommand)]
@@ -318,6 +322,16 @@ enum SiteCommand {
         /// machines reach (e.g. 10.0.0.1:7700) to serve them.
         #[arg(long, value_name = "ADDR", default_value = "7700", value_parser = intlab_lab::live::listen_address)]
         listen: std::net::SocketAddr,
+        /// The lab's keys (`intlab site init`): only a coordinator holding the same lab's keys
+        /// gets in [default: $INTLAB_KEYS, else ~/.config/intlab/keys].
+        #[arg(long, value_name = "DIR")]
+        keys: Option<PathBuf>,
+    },
+    /// Make a new lab's keys: a private authority and a certificate and key for sites and one
+    /// for coordinators. Copy the folder to every machine of the lab (it refuses to overwrite).
+    Init {
+        /// Where [default: $INTLAB_KEYS, else ~/.config/intlab/keys].
+        folder: Option<PathBuf>,
     },
 }
 
@@ -500,6 +514,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             metrics,
             web,
             sites,
+            keys,
         } => commands::run::run_scenario(
             scenario.as_deref(),
             Overrides {
@@ -513,9 +528,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 force,
                 live: (metrics, web),
                 sites,
+                keys,
             },
         ),
-        Command::Site(SiteCommand::Serve { listen }) => commands::site::serve(listen),
+        Command::Site(SiteCommand::Serve { listen, keys }) => commands::site::serve(listen, keys),
+        Command::Site(SiteCommand::Init { folder }) => commands::site::init(folder),
         Command::Graph { scenario, format, set } => commands::graph::graph(scenario.as_deref(), format, set),
         Command::Plan { scenario, sites, set } => commands::plan::plan(scenario.as_deref(), sites, set),
         Command::Inspect { file, json, int_port } => commands::inspect::inspect(&file, json, int_port),

@@ -8,18 +8,21 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use int_format::ethernet::MacAddress;
+use intlab_keys::{LabKeys, Role};
 use intlab_lab::distributed::{SiteAddresses, run_on_sites};
 use intlab_lab::netns::{self, Namespace};
 use intlab_lab::results::Results;
 use intlab_lab::run::{RunOptions, Silent};
 use intlab_lab::scenario::{Overrides, Scenario};
+use intlab_lab::sites::control_connection::{SiteStream, dial};
+use intlab_lab::sites::protocol::{self, BuildOrder, Frame, FromSite, ToSite, VERSION};
 use intlab_switch::Switch;
 use intlab_switch::config::{NextHop, PortIo, PortSpec, Route};
 
@@ -134,6 +137,7 @@ impl Machines {
             .collect();
         let wire = Switch::start(wire).expect("the machines' network starts");
         let dir = support::scratch_dir(&format!("sites-{tag}"));
+        intlab_keys::init(&dir.join("keys")).expect("the lab's keys");
         let mut out = Machines {
             servers: Vec::new(),
             _wire: wire,
@@ -159,7 +163,8 @@ impl Machines {
         let listen = format!("{}:{PORT}", self.addresses[i]);
         let mut child = Command::new("ip")
             .args(["netns", "exec", self.machines[i].name(), env!("CARGO_BIN_EXE_intlab")])
-            .args(["site", "serve", "--listen", &listen])
+            .args(["site", "serve", "--listen", &listen, "--keys"])
+            .arg(self.keys_folder())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -187,10 +192,21 @@ impl Machines {
         self.dir.join("sites.yaml")
     }
 
+    /// The lab's keys, as `intlab site init` made them.
+    fn keys_folder(&self) -> std::path::PathBuf {
+        self.dir.join("keys")
+    }
+
+    /// The coordinator's keys.
+    fn coordinator_keys(&self) -> intlab_keys::LabKeys {
+        intlab_keys::LabKeys::load(&self.keys_folder(), intlab_keys::Role::Coordinator).expect("the coordinator's keys")
+    }
+
     /// Runs `s` over the two sites, the coordinator on the first machine (its connections
     /// made from there, as a user's would be).
     fn run(&self, s: &Scenario, out: &Path) -> Results {
         let addresses = SiteAddresses::load(&self.sites_file()).expect("sites file");
+        let keys = self.coordinator_keys();
         let enter = self.machines[0].enter();
         let (s, out) = (s.clone(), out.to_owned());
         std::thread::spawn(move || {
@@ -202,7 +218,7 @@ impl Machines {
                 force: false,
                 live: Vec::new(),
             };
-            let r = run_on_sites(&s, &addresses, &opts, &AtomicBool::new(false), &mut Silent)
+            let r = run_on_sites(&s, &addresses, &keys, &opts, &AtomicBool::new(false), &mut Silent)
                 .expect("the run over two sites completes");
             eprintln!("over two sites:\n{}", intlab_lab::results::summary_table(&r.summary));
             r
@@ -549,6 +565,7 @@ fn a_machines_network_that_cannot_carry_a_tunnels_frames_is_refused_before_the_s
     let _serial = support::serial();
     let m = Machines::new("sm", "1gbit", 1500, WIRE_DELAY_US);
     let addresses = SiteAddresses::load(&m.sites_file()).expect("sites file");
+    let keys = m.coordinator_keys();
     let enter = m.machines[0].enter();
     let out = m.dir.join("mtu");
     let err = std::thread::spawn(move || {
@@ -563,6 +580,7 @@ fn a_machines_network_that_cannot_carry_a_tunnels_frames_is_refused_before_the_s
         run_on_sites(
             &scenario(DUMBBELL),
             &addresses,
+            &keys,
             &opts,
             &AtomicBool::new(false),
             &mut Silent,
@@ -594,6 +612,8 @@ fn a_killed_coordinator_or_site_leaves_nothing_after_intlab_clean() {
             .arg(&scenario_file)
             .arg("--sites")
             .arg(m.sites_file())
+            .arg("--keys")
+            .arg(m.keys_folder())
             .arg("--out")
             .arg(m.dir.join(out))
             .stdout(Stdio::null())
@@ -661,5 +681,208 @@ fn a_killed_coordinator_or_site_leaves_nothing_after_intlab_clean() {
         .filter(mine)
         .collect();
     assert!(left.is_empty(), "left after intlab clean: {left:?}");
+    assert!(m.leftovers().is_empty(), "left behind: {:?}", m.leftovers());
+}
+
+/// Writes `m` and reads the site's answer (progress reports aside); None when it hung up.
+async fn ask<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(s: &mut S, m: &ToSite) -> Option<FromSite> {
+    protocol::write_message(s, m).await.ok()?;
+    answer(s).await
+}
+
+/// The site's next message (progress reports aside); None when it hung up.
+async fn answer<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<FromSite> {
+    loop {
+        match protocol::read_frame::<FromSite>(s, Duration::from_secs(60), Duration::from_secs(60)).await {
+            Ok(Some(Frame::Message(FromSite::Finished(_) | FromSite::Event { .. }))) => {}
+            Ok(Some(Frame::Message(m))) => return Some(m),
+            _ => return None,
+        }
+    }
+}
+
+/// A coordinator of the lab, admitted: it may take a moment for the session before to end.
+async fn admitted(site: SocketAddr, keys: &LabKeys) -> SiteStream {
+    for _ in 0..100 {
+        let mut s = dial(site, keys).await.expect("the lab's coordinator gets through TLS");
+        match ask(&mut s, &ToSite::Hello { version: VERSION }).await {
+            Some(FromSite::Hello { .. }) => return s,
+            Some(FromSite::Failed(why)) if why.contains("one coordinator at a time") => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("a Hello answered with {other:?}"),
+        }
+    }
+    panic!("the site stayed busy after its coordinator left");
+}
+
+fn failed(answer: Option<FromSite>, says: &str) {
+    match answer {
+        Some(FromSite::Failed(why)) => assert!(why.contains(says), "{why:?} does not say {says:?}"),
+        other => panic!("expected a refusal saying {says:?}, got {other:?}"),
+    }
+}
+
+/// A site server lets in only its own lab's coordinator, one at a time, and nothing a peer
+/// sends takes it down: a stranger without the keys and one with another lab's are refused and
+/// logged with their address; a connection that says nothing holds up nobody; a second
+/// coordinator is told the site is busy; every out-of-range request is answered with what is
+/// wrong; a 1 GiB length and a half message end only their own connection; and the next
+/// coordinator is served every time, with nothing left built.
+#[test]
+fn a_site_server_refuses_strangers_and_bad_requests_and_serves_the_next_coordinator() {
+    let _serial = support::serial();
+    let m = Machines::new("sx", "1gbit", 1600, WIRE_DELAY_US);
+    let keys = m.coordinator_keys();
+    let other_lab = m.dir.join("other-lab");
+    intlab_keys::init(&other_lab).expect("another lab's keys");
+    let stranger = LabKeys::load(&other_lab, Role::Coordinator).expect("keys");
+    let site: SocketAddr = format!("{}:{PORT}", m.addresses[0]).parse().expect("address");
+    let order = BuildOrder {
+        scenario: DUMBBELL.into(),
+        file: m.dir.join("sites-test.yaml"),
+        dilation: 10.0,
+        site: "east".into(),
+        addresses: [("east", &m.addresses[0]), ("west", &m.addresses[1])]
+            .into_iter()
+            .map(|(n, a)| (n.to_owned(), a.parse().expect("address")))
+            .collect(),
+        capture: false,
+    };
+    let enter = m.machines[1].enter();
+    std::thread::spawn(move || {
+        enter().expect("into the second machine");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            // No TLS at all: dropped.
+            let mut plain = tokio::net::TcpStream::connect(site).await.expect("tcp");
+            plain.write_all(b"GET / HTTP/1.0\r\n\r\n").await.expect("write");
+            let mut rest = Vec::new();
+            let read = plain.read_to_end(&mut rest).await;
+            assert!(
+                read.is_err() || !rest.starts_with(b"HTTP"),
+                "a plain connection gets nothing"
+            );
+            // Another lab's keys: TLS 1.3 ends the handshake on the client first, so the refusal
+            // comes as the answer to its Hello.
+            if let Ok(mut s) = dial(site, &stranger).await {
+                assert!(ask(&mut s, &ToSite::Hello { version: VERSION }).await.is_none());
+            }
+            // A connection that says nothing is left waiting on its own.
+            let _silent = tokio::net::TcpStream::connect(site).await.expect("tcp");
+            let mut a = tokio::time::timeout(Duration::from_secs(8), admitted(site, &keys))
+                .await
+                .expect("a silent connection holds up nobody");
+            // A second coordinator while the first is served.
+            let mut b = dial(site, &keys).await.expect("tls");
+            failed(
+                ask(&mut b, &ToSite::Hello { version: VERSION }).await,
+                "one coordinator at a time",
+            );
+            // Every request out of range, answered.
+            failed(ask(&mut a, &ToSite::Hello { version: VERSION }).await, "hello again");
+            failed(ask(&mut a, &ToSite::Probe { flows: vec![0] }).await, "nothing is built");
+            failed(
+                ask(&mut a, &ToSite::Align { shift_ns: i64::MIN }).await,
+                "more than a year",
+            );
+            let bad_site = BuildOrder {
+                site: "north".into(),
+                ..order.clone()
+            };
+            failed(ask(&mut a, &ToSite::Build(bad_site)).await, "no site `north`");
+            let bad_file = BuildOrder {
+                file: "../../etc/x.yaml".into(),
+                ..order.clone()
+            };
+            failed(ask(&mut a, &ToSite::Build(bad_file)).await, "no absolute path");
+            let bad_dilation = BuildOrder {
+                dilation: 0.5,
+                ..order.clone()
+            };
+            failed(ask(&mut a, &ToSite::Build(bad_dilation)).await, "a dilation of 0.5");
+            match ask(&mut a, &ToSite::Build(order.clone())).await {
+                Some(FromSite::Built { .. }) => {}
+                other => panic!("the east part is built: {other:?}"),
+            }
+            failed(
+                ask(&mut a, &ToSite::Build(order.clone())).await,
+                "built its part already",
+            );
+            failed(
+                ask(
+                    &mut a,
+                    &ToSite::Probe {
+                        flows: vec![usize::MAX],
+                    },
+                )
+                .await,
+                "no flow",
+            );
+            let path = intlab_transport::flow::FlowPath {
+                base_rtt_ns: 1_000_000,
+                fabric_rtt_ns: 1_000_000,
+                hops: 2,
+            };
+            let far = ToSite::Send {
+                flow: 7,
+                start_ns: 0,
+                path,
+            };
+            failed(ask(&mut a, &far).await, "no flow 7");
+            let start = ToSite::Start {
+                t0_ns: 0,
+                sends: vec![(99, 0, path)],
+            };
+            failed(ask(&mut a, &start).await, "no flow 99");
+            failed(
+                ask(&mut a, &ToSite::Align { shift_ns: 1 }).await,
+                "cannot move under a lab",
+            );
+            protocol::write_message(&mut a, &ToSite::Stop).await.expect("stop");
+            let mut done = false;
+            while let Some(m) = answer(&mut a).await {
+                done |= matches!(m, FromSite::Done);
+            }
+            assert!(done, "a stopped site says it is done");
+            // A length of 1 GiB: refused before anything is allocated, the connection ended.
+            let mut c = admitted(site, &keys).await;
+            let mut head = (1u32 << 30).to_be_bytes().to_vec();
+            head.push(3);
+            c.write_all(&head).await.expect("write");
+            c.flush().await.expect("flush");
+            assert!(answer(&mut c).await.is_none(), "a 1 GiB message ends its connection");
+            // Half a message, then the end.
+            let mut d = admitted(site, &keys).await;
+            let mut head = 100u32.to_be_bytes().to_vec();
+            head.push(7);
+            head.extend_from_slice(b"{\"Sto");
+            d.write_all(&head).await.expect("write");
+            d.shutdown().await.expect("shutdown");
+            assert!(answer(&mut d).await.is_none());
+            // And the next is served.
+            let mut e = admitted(site, &keys).await;
+            assert!(matches!(ask(&mut e, &ToSite::Stop).await, Some(FromSite::Done)));
+        });
+    })
+    .join()
+    .expect("the coordinators' thread");
+    let log = std::fs::read_to_string(m.dir.join("site0.log")).expect("the site's log");
+    let refused = log
+        .lines()
+        .filter(|l| l.starts_with(&format!("refused {}:", m.addresses[1])))
+        .count();
+    assert!(
+        refused >= 3,
+        "the plain, the stranger and the second coordinator are logged:\n{log}"
+    );
+    assert!(
+        log.contains("a chunk") || log.contains("1073741824"),
+        "the 1 GiB message is named:\n{log}"
+    );
     assert!(m.leftovers().is_empty(), "left behind: {:?}", m.leftovers());
 }

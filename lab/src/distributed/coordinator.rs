@@ -6,12 +6,13 @@
 //! its part down by itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::path::Path;
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use intlab_keys::LabKeys;
 use intlab_runtime::clock::Clock;
 use intlab_transport::flow::FlowEvent;
 use serde::Deserialize;
@@ -22,7 +23,8 @@ use crate::lab::LabReport;
 use crate::results::{self, Results, RunRecord, Timebase, WriteError};
 use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
-use crate::sites::protocol::{self, BuildOrder, FlowReach, Frame, FromSite, SiteReport, ToSite, VERSION};
+use crate::sites::control_connection::{ControlConnection, ReadLimits, Received, dial};
+use crate::sites::protocol::{BuildOrder, FlowReach, FromSite, SiteReport, ToSite, VERSION};
 use crate::sites::{Exchange, Offset, best_offset};
 use crate::sites::{SiteClock, SitesTiming, TunnelTiming};
 use crate::workload::Iterations;
@@ -33,6 +35,8 @@ const EXCHANGES: usize = 16;
 const REMEASURE_EVERY: Duration = Duration::from_secs(1);
 /// How long a site may take to answer a step (building a large part takes seconds).
 const STEP_LIMIT: Duration = Duration::from_secs(120);
+/// How long a begun message or file chunk may take to arrive whole.
+const WHOLE: Duration = Duration::from_secs(60);
 /// Time between the sites being told to start and the first flow (real ns): every site must
 /// have its flows by then.
 const START_MARGIN_NS: u64 = 300_000_000;
@@ -93,53 +97,73 @@ impl SiteAddresses {
     }
 }
 
-/// A message from site `usize`, with the coordinator's lab time it arrived at; None when the
-/// site's connection ended.
-type Incoming = (usize, Option<FromSite>, u64);
+/// What came from site `usize`.
+type Incoming = (usize, Received<FromSite>);
 
 /// The coordinator's connections.
 struct Sites<'a> {
     names: Vec<String>,
     /// Raised by Ctrl-C: a step waiting for the sites gives up.
     stop: &'a AtomicBool,
-    streams: Vec<TcpStream>,
+    connections: Vec<ControlConnection<ToSite>>,
     incoming: Receiver<Incoming>,
-    /// Raw bytes follow a `File` message; kept per site in arrival order.
-    files: Receiver<(usize, Vec<u8>)>,
+    /// Reads and writes every connection (dropped after them).
+    _runtime: tokio::runtime::Runtime,
 }
 
 impl<'a> Sites<'a> {
-    fn connect(addresses: &SiteAddresses, order: &[String], stop: &'a AtomicBool) -> Result<Sites<'a>, RunError> {
+    /// Connects to every site in `order` over TLS with `keys`; files they send land in `files`.
+    fn connect(
+        addresses: &SiteAddresses,
+        order: &[String],
+        keys: &LabKeys,
+        files: Option<PathBuf>,
+        stop: &'a AtomicBool,
+    ) -> Result<Sites<'a>, RunError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("coordinator-io")
+            .enable_all()
+            .build()
+            .map_err(|e| RunError::Sites(format!("starting the I/O runtime: {e}")))?;
         let (tx, incoming) = crossbeam_channel::unbounded();
-        let (ftx, files) = crossbeam_channel::unbounded();
-        let mut streams = Vec::new();
+        let mut connections = Vec::new();
         for (i, name) in order.iter().enumerate() {
             let (addr, _) = addresses.sites[name];
             let site_err = |message: String| RunError::Site {
                 site: name.clone(),
                 message,
             };
-            let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| {
+            let stream = runtime.block_on(dial(addr, keys)).map_err(|e| {
                 site_err(format!(
                     "connecting to its server at {addr}: {e} (is `intlab site serve` running there?)"
                 ))
             })?;
-            stream.set_nodelay(true).map_err(|e| site_err(e.to_string()))?;
-            let reader = stream.try_clone().map_err(|e| site_err(e.to_string()))?;
-            spawn_reader(i, reader, tx.clone(), ftx.clone()).map_err(|e| site_err(e.to_string()))?;
-            streams.push(stream);
+            let tx = tx.clone();
+            connections.push(ControlConnection::start(
+                stream,
+                runtime.handle(),
+                ReadLimits {
+                    // A step has its own limit; this only ends a connection gone silent.
+                    idle: STEP_LIMIT * 5,
+                    whole: WHOLE,
+                    files: files.clone(),
+                },
+                Box::new(|_| None),
+                Box::new(move |r| tx.send((i, r)).is_ok()),
+            ));
         }
         Ok(Sites {
             names: order.to_vec(),
             stop,
-            streams,
+            connections,
             incoming,
-            files,
+            _runtime: runtime,
         })
     }
 
     fn tell(&mut self, i: usize, m: &ToSite) -> Result<(), RunError> {
-        protocol::send(&mut self.streams[i], m).map_err(|e| RunError::Site {
+        self.connections[i].send(m.clone()).map_err(|e| RunError::Site {
             site: self.names[i].clone(),
             message: format!("sending: {e}"),
         })
@@ -162,7 +186,7 @@ impl<'a> Sites<'a> {
                 )));
             }
             let left = STEP_LIMIT.saturating_sub(started.elapsed());
-            let (i, m, at) = match self.incoming.recv_timeout(left.min(crate::run::POLL)) {
+            let (i, received) = match self.incoming.recv_timeout(left.min(crate::run::POLL)) {
                 Ok(x) => x,
                 Err(_) if !left.is_zero() => continue,
                 Err(_) => {
@@ -180,7 +204,15 @@ impl<'a> Sites<'a> {
                 site: self.names[i].clone(),
                 message,
             };
-            let m = m.ok_or_else(|| site_err(format!("its server went away while {what}")))?;
+            let (m, at) = match received {
+                Received::Message(m, at) => (m, at),
+                // A site that has given its last answer may hang up while others still work.
+                Received::Ended(None) if out.iter().any(|(j, _)| *j == i) => continue,
+                Received::Ended(why) => {
+                    let why = why.map_or_else(String::new, |w| format!(": {w}"));
+                    return Err(site_err(format!("its server went away while {what}{why}")));
+                }
+            };
             if let FromSite::Failed(e) = m {
                 return Err(site_err(e));
             }
@@ -226,47 +258,13 @@ impl<'a> Sites<'a> {
     }
 }
 
-/// Reads site `i`'s messages onto `tx` (with the time each arrived), files onto `ftx`.
-fn spawn_reader(
-    i: usize,
-    mut stream: TcpStream,
-    tx: Sender<Incoming>,
-    ftx: Sender<(usize, Vec<u8>)>,
-) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name(format!("site{i}"))
-        .spawn(move || {
-            loop {
-                let frame = protocol::receive::<FromSite>(&mut stream);
-                let at = Clock::get().now_ns();
-                match frame {
-                    Ok(Some(Frame::Message(m))) => {
-                        if tx.send((i, Some(m), at)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Some(Frame::Bytes(b))) => {
-                        if ftx.send((i, b)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(_) => {
-                        // A closed channel only means the run is over.
-                        tx.send((i, None, at)).ok();
-                        return;
-                    }
-                }
-            }
-        })
-        .map(|_| ())
-}
-
 /// Runs `s` over the sites at `addresses`, as [`crate::run::run`] runs it on one machine. With
 /// `dilation: auto` it starts where this machine would keep time and steps up while a run
 /// warns, the sites' own warning (a machines' network slower than a cut link) included.
 pub fn run_on_sites(
     s: &Scenario,
     addresses: &SiteAddresses,
+    keys: &LabKeys,
     opts: &RunOptions,
     stop: &AtomicBool,
     progress: &mut dyn Progress,
@@ -278,7 +276,7 @@ pub fn run_on_sites(
         )));
     }
     crate::run::stepping_up(s, opts, stop, progress, &mut |s, opts, stop, progress, warned| {
-        run_once_on_sites(s, addresses, opts, stop, progress, warned)
+        run_once_on_sites(s, addresses, keys, opts, stop, progress, warned)
     })
 }
 
@@ -286,6 +284,7 @@ pub fn run_on_sites(
 fn run_once_on_sites(
     s: &Scenario,
     addresses: &SiteAddresses,
+    keys: &LabKeys,
     opts: &RunOptions,
     stop: &AtomicBool,
     progress: &mut dyn Progress,
@@ -298,8 +297,16 @@ fn run_once_on_sites(
     let topology = d.topology(&s.topology);
     let plan = s.flows();
     let n = plan_sites.names.len();
+    let capture = s.capture || opts.capture;
+    let capture_dir = opts.out.join("capture");
+    if capture {
+        std::fs::create_dir_all(&capture_dir).map_err(|cause| WriteError {
+            file: capture_dir.display().to_string(),
+            cause,
+        })?;
+    }
     progress.step(&format!("connecting to {n} sites"));
-    let mut sites = Sites::connect(addresses, &plan_sites.names, stop)?;
+    let mut sites = Sites::connect(addresses, &plan_sites.names, keys, capture.then_some(capture_dir), stop)?;
     let all: Vec<usize> = (0..n).collect();
     for i in 0..n {
         sites.tell(i, &ToSite::Hello { version: VERSION })?;
@@ -324,13 +331,14 @@ fn run_once_on_sites(
         topology.hosts().count(),
         topology.switches().count()
     ));
-    let capture = s.capture || opts.capture;
     let tunnel_addresses: BTreeMap<String, Ipv4Addr> =
         addresses.sites.iter().map(|(k, (_, t))| (k.clone(), *t)).collect();
     for (i, name) in plan_sites.names.iter().enumerate() {
         let order = BuildOrder {
             scenario: s.text.clone(),
-            file: s.file.clone(),
+            // Absolute, as a site refuses any other (relative paths in the scenario resolve
+            // against it on every machine).
+            file: std::path::absolute(&s.file).map_err(|e| RunError::Sites(format!("{}: {e}", s.file.display())))?,
             dilation: s.dilation,
             site: name.clone(),
             addresses: tunnel_addresses.clone(),
@@ -387,13 +395,14 @@ fn run_once_on_sites(
     let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); n];
     let ending = loop {
         match sites.incoming.recv_timeout(crate::run::POLL) {
-            Ok((i, None, _)) => {
+            Ok((i, Received::Ended(why))) => {
+                let why = why.map_or_else(String::new, |w| format!(": {w}"));
                 return Err(RunError::Site {
                     site: sites.names[i].clone(),
-                    message: "its server went away while the workload ran".into(),
+                    message: format!("its server went away while the workload ran{why}"),
                 });
             }
-            Ok((i, Some(m), at)) => match m {
+            Ok((i, Received::Message(m, at))) => match m {
                 FromSite::Event { event, diagnosis: why } => match event {
                     FlowEvent::Completed(c) => {
                         if let Some(r) = iterations.complete(c.id, c.end_ns) {
@@ -481,45 +490,17 @@ fn run_once_on_sites(
     for i in 0..n {
         sites.tell(i, &ToSite::Stop)?;
     }
-    let capture_dir = opts.out.join("capture");
-    if capture {
-        std::fs::create_dir_all(&capture_dir).map_err(|cause| WriteError {
-            file: capture_dir.display().to_string(),
-            cause,
-        })?;
-    }
     let mut reports: Vec<Option<SiteReport>> = vec![None; n];
-    let mut names: Vec<Vec<String>> = vec![Vec::new(); n];
-    // One wait for everything a site sends once stopped: report, files, done.
+    // One wait for everything a site sends once stopped: report, files (each written whole
+    // before it is announced here), done.
     sites.answers(&all, "reporting", |i, m, _| match m {
         FromSite::Report(r) => {
             reports[i] = Some(*r);
             None
         }
-        FromSite::File { name } => {
-            names[i].push(name);
-            None
-        }
         FromSite::Done => Some(Ok(())),
         _ => None,
     })?;
-    // Each site's files came in the order it announced them (one reader per site).
-    let mut taken = vec![0usize; n];
-    for (i, bytes) in sites.files.try_iter() {
-        let Some(name) = names[i].get(taken[i]) else {
-            continue;
-        };
-        taken[i] += 1;
-        // A name is a file's, never a path: nothing a site says lands outside the folder.
-        let Some(file) = Path::new(name).file_name() else {
-            continue;
-        };
-        let path = capture_dir.join(file);
-        std::fs::write(&path, bytes).map_err(|cause| WriteError {
-            file: path.display().to_string(),
-            cause,
-        })?;
-    }
     let reports: Vec<SiteReport> = reports
         .into_iter()
         .enumerate()

@@ -8,4 +8,4 @@ mod coordinator;
 mod serve;
 
 pub use coordinator::{SiteAddresses, run_on_sites};
-pub use serve::{ServeError, serve};
+pub use serve::{Log, ServeError, SiteServer};

@@ -1,20 +1,26 @@
 //! `intlab site serve`: a machine's share of labs spread over several. It waits for a
 //! coordinator (`intlab run --sites`), builds the part of the lab the coordinator names, runs
 //! it on the coordinator's lab clock and reports back; everything it built is torn down when
-//! the run ends, when the coordinator goes away and when the server is stopped. One coordinator
-//! at a time.
+//! the run ends, when the coordinator goes away and when the server is stopped.
+//!
+//! Only a coordinator of the same lab gets past the TLS handshake (both sides show a
+//! certificate of the lab's own authority, `intlab site init`). One coordinator at a time: a
+//! second is told so and dropped while the first is served, and connections are admitted on
+//! their own tasks so that one that never speaks holds up nobody.
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use intlab_keys::LabKeys;
 use intlab_runtime::clock::Clock;
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::flow::{FlowEvent, FlowPath};
+use tokio::io::AsyncWriteExt;
+use tokio_rustls::TlsAcceptor;
 
 use crate::datapath::{self, ProbeTarget};
 use crate::dilation::Dilation;
@@ -22,7 +28,8 @@ use crate::event_player::EventPlayer;
 use crate::lab::Lab;
 use crate::run::{LabPlan, flow_spec, no_progress_report};
 use crate::scenario::{Overrides, Scenario};
-use crate::sites::protocol::{self, BuildOrder, FromSite, SiteReport, ToSite, Underlay, VERSION};
+use crate::sites::control_connection::{ControlConnection, ReadLimits, Received};
+use crate::sites::protocol::{self, BuildOrder, Frame, FromSite, Message, SiteReport, ToSite, Underlay, VERSION};
 use crate::sites::{CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
 use crate::topology::Topology;
 use crate::workload::PlannedFlow;
@@ -32,6 +39,23 @@ const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// How often the site looks at its flows and the stop flag while it runs.
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long a new connection has for its TLS handshake and its Hello.
+const ADMISSION: Duration = Duration::from_secs(10);
+
+/// How long a coordinator may say nothing: it waits at most its step limit (120 s) for the
+/// slowest site to build, and sends clock exchanges every second while a run goes.
+const IDLE: Duration = Duration::from_secs(300);
+
+/// How long a begun message may take to arrive whole, or to be taken by the coordinator.
+const WHOLE: Duration = Duration::from_secs(60);
+
+/// How long the last messages (report, captures, done) may take to leave.
+const CLOSING: Duration = Duration::from_secs(600);
+
+/// Largest shift of the lab clock a coordinator may ask for: a year (machines' clocks count
+/// from their boots, so they differ by the difference of their uptimes).
+const MAX_SHIFT_NS: u64 = 86_400_000_000_000 * 365;
 
 /// Why a site server stopped.
 #[derive(Debug, thiserror::Error)]
@@ -44,37 +68,234 @@ pub enum ServeError {
         /// What the system said.
         cause: std::io::Error,
     },
+    /// The keys could not be read or used.
+    #[error("the lab's keys: {0}")]
+    Keys(#[from] intlab_keys::KeyError),
+    /// The I/O runtime could not start.
+    #[error("starting the I/O runtime: {0}")]
+    Runtime(std::io::Error),
 }
 
-/// Serves coordinators on `address` until `stop` is raised; says what it does on `log`.
-pub fn serve(address: SocketAddr, stop: &AtomicBool, log: &mut dyn FnMut(&str)) -> Result<(), ServeError> {
-    let listener = TcpListener::bind(address).map_err(|cause| ServeError::Listen { address, cause })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|cause| ServeError::Listen { address, cause })?;
-    log(&format!("intlab site: waiting for a coordinator on {address}"));
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                log(&format!("coordinator {peer} connected"));
-                match Session::run(stream, stop) {
-                    Ok(()) => log(&format!("coordinator {peer}: done, everything torn down")),
-                    Err(e) => log(&format!("coordinator {peer}: {e} (everything torn down)")),
+/// Where the server says what it does (accepted, refused with the peer's address, done).
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A site server bound to its address, ready to serve.
+pub struct SiteServer {
+    listener: std::net::TcpListener,
+    address: SocketAddr,
+    tls: TlsAcceptor,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl SiteServer {
+    /// Listens on `address`, admitting only coordinators that `keys` (a site's) trust.
+    pub fn bind(address: SocketAddr, keys: &LabKeys) -> Result<SiteServer, ServeError> {
+        let listen = |cause| ServeError::Listen { address, cause };
+        let listener = std::net::TcpListener::bind(address).map_err(listen)?;
+        listener.set_nonblocking(true).map_err(listen)?;
+        let address = listener.local_addr().map_err(listen)?;
+        let tls = TlsAcceptor::from(keys.site_config()?);
+        // One I/O thread: the lab's own threads keep the cores.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("site-io")
+            .enable_all()
+            .build()
+            .map_err(ServeError::Runtime)?;
+        Ok(SiteServer {
+            listener,
+            address,
+            tls,
+            runtime,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Serves coordinators until `stop` is raised; a session under way is then torn down.
+    pub fn serve(self, stop: Arc<AtomicBool>, log: Log) -> Result<(), ServeError> {
+        let address = self.address;
+        log(&format!("intlab site: waiting for a coordinator on {address}"));
+        let busy: Busy = Arc::new(Mutex::new(None));
+        let handle = self.runtime.handle().clone();
+        let tls = self.tls;
+        let std_listener = self.listener;
+        let sessions = self.runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|cause| ServeError::Listen { address, cause })?;
+            let sessions: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>> = Arc::default();
+            while !stop.load(Ordering::Relaxed) {
+                let (tcp, peer) = match tokio::time::timeout(Duration::from_millis(100), listener.accept()).await {
+                    Err(_) => continue,
+                    Ok(Err(e)) => {
+                        log(&format!("accepting a connection: {e}"));
+                        continue;
+                    }
+                    Ok(Ok(x)) => x,
+                };
+                let admission = Admission {
+                    tls: tls.clone(),
+                    busy: busy.clone(),
+                    stop: stop.clone(),
+                    log: log.clone(),
+                    runtime: handle.clone(),
+                    sessions: sessions.clone(),
+                };
+                tokio::spawn(admission.admit(tcp, peer));
+            }
+            Ok::<_, ServeError>(sessions)
+        })?;
+        let running = std::mem::take(&mut *sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for s in running {
+            // A session that panicked said so when it did.
+            s.join().ok();
+        }
+        Ok(())
+    }
+}
+
+/// The coordinator served now, if any.
+type Busy = Arc<Mutex<Option<SocketAddr>>>;
+
+/// What admitting a connection needs.
+struct Admission {
+    tls: TlsAcceptor,
+    busy: Busy,
+    stop: Arc<AtomicBool>,
+    log: Log,
+    runtime: tokio::runtime::Handle,
+    sessions: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
+}
+
+impl Admission {
+    /// Lets `peer` in when it shows the lab's certificate, says Hello in time, speaks this
+    /// version and finds the site free; tells it why not otherwise.
+    async fn admit(self, tcp: tokio::net::TcpStream, peer: SocketAddr) {
+        let log = &self.log;
+        if let Err(e) = tcp.set_nodelay(true) {
+            log(&format!("refused {peer}: {e}"));
+            return;
+        }
+        let tls = match tokio::time::timeout(ADMISSION, self.tls.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return log(&format!("refused {peer}: no TLS handshake of this lab ({e})")),
+            Err(_) => {
+                return log(&format!(
+                    "refused {peer}: no TLS handshake within {} s",
+                    ADMISSION.as_secs()
+                ));
+            }
+        };
+        let (mut r, mut w) = tokio::io::split(tls);
+        let version = match protocol::read_frame::<ToSite>(&mut r, ADMISSION, ADMISSION).await {
+            Ok(Some(Frame::Message(ToSite::Hello { version }))) => version,
+            Ok(Some(Frame::Message(m))) => {
+                return log(&format!("refused {peer}: a {} before its Hello", m.kind_name()));
+            }
+            Ok(Some(Frame::Chunk(_))) => return log(&format!("refused {peer}: bytes before its Hello")),
+            Ok(None) => return log(&format!("{peer} left before its Hello")),
+            Err(e) => return log(&format!("refused {peer}: {e}")),
+        };
+        let refuse = |why: String| FromSite::Failed(why);
+        let answer = if version != VERSION {
+            Err(refuse(format!(
+                "this site speaks version {VERSION} of the protocol, the coordinator {version}: run the same intlab on every machine"
+            )))
+        } else {
+            let mut busy = self.busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match *busy {
+                Some(other) => Err(refuse(format!(
+                    "this site serves coordinator {other} now: one coordinator at a time"
+                ))),
+                None => {
+                    *busy = Some(peer);
+                    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+                    Ok(FromSite::Hello {
+                        version: VERSION,
+                        host: host.trim().to_owned(),
+                    })
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => log(&format!("accepting a connection: {e}")),
+        };
+        let (reply, admitted) = match answer {
+            Ok(hello) => (hello, true),
+            Err(failed) => (failed, false),
+        };
+        let said = protocol::write_message(&mut w, &reply).await;
+        if !admitted {
+            if let FromSite::Failed(why) = &reply {
+                log(&format!("refused {peer}: {why}"));
+            }
+            w.shutdown().await.ok();
+            return;
+        }
+        let free = |busy: &Busy| *busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        if let Err(e) = said {
+            free(&self.busy);
+            return log(&format!("coordinator {peer}: {e}"));
+        }
+        log(&format!("coordinator {peer} connected"));
+        let (tx, messages) = crossbeam_channel::unbounded();
+        let connection = ControlConnection::start(
+            r.unsplit(w),
+            &self.runtime,
+            ReadLimits {
+                idle: IDLE,
+                whole: WHOLE,
+                files: None,
+            },
+            Box::new(answer_clock),
+            Box::new(move |m| tx.send(m).is_ok()),
+        );
+        let (busy, stop, session_log) = (self.busy.clone(), self.stop.clone(), self.log.clone());
+        let session = std::thread::Builder::new().name("site-session".into()).spawn(move || {
+            let log = session_log;
+            let s = Session {
+                connection,
+                messages,
+                built: None,
+            };
+            // A panic here is a bug; it must not take the server down with it (the lab it
+            // built is torn down as it unwinds).
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.run(&stop)));
+            match ended {
+                Ok(Ok(())) => log(&format!("coordinator {peer}: done, everything torn down")),
+                Ok(Err(e)) => log(&format!("coordinator {peer}: {e} (everything torn down)")),
+                Err(_) => log(&format!(
+                    "coordinator {peer}: the session failed (a bug); everything torn down"
+                )),
+            }
+            free(&busy);
+        });
+        match session {
+            Ok(h) => self
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(h),
+            Err(e) => {
+                free(&self.busy);
+                log(&format!("coordinator {peer}: starting its session: {e}"));
+            }
         }
     }
-    Ok(())
 }
 
-/// The connection's writing half, shared with the thread that answers clock exchanges.
-type Writer = Arc<Mutex<TcpStream>>;
-
-fn say(w: &Writer, m: &FromSite) -> std::io::Result<()> {
-    let mut s = w.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    protocol::send(&mut *s, m)
+/// Answers a clock exchange at once, in the site's unshifted lab clock: a late answer would
+/// read as a long way back.
+fn answer_clock(m: &ToSite) -> Option<FromSite> {
+    let ToSite::Clock { sent_ns } = *m else {
+        return None;
+    };
+    let received_ns = Clock::get().unshifted_ns();
+    Some(FromSite::Clock {
+        sent_ns,
+        received_ns,
+        answered_ns: Clock::get().unshifted_ns(),
+    })
 }
 
 /// What a site runs of one lab.
@@ -94,89 +315,48 @@ struct Built {
 
 /// One coordinator's connection.
 struct Session {
-    writer: Writer,
-    messages: Receiver<ToSite>,
+    connection: ControlConnection<FromSite>,
+    messages: Receiver<Received<ToSite>>,
     built: Option<Built>,
 }
 
 impl Session {
-    /// Serves the coordinator on `stream` until it stops the run or goes away.
-    fn run(stream: TcpStream, stop: &AtomicBool) -> std::io::Result<()> {
-        stream.set_nonblocking(false)?;
-        stream.set_nodelay(true)?;
-        let writer: Writer = Arc::new(Mutex::new(stream.try_clone()?));
-        let (tx, messages) = crossbeam_channel::unbounded();
-        let answer = writer.clone();
-        let mut reader = stream;
-        // Clock exchanges are answered on the reading thread, at once, whatever the session
-        // is busy with: a late answer would read as a long way back.
-        std::thread::Builder::new().name("site-reader".into()).spawn(move || {
-            loop {
-                let m = match protocol::receive::<ToSite>(&mut reader) {
-                    Ok(Some(protocol::Frame::Message(m))) => m,
-                    Ok(None) => return,
-                    Ok(Some(protocol::Frame::Bytes(_))) | Err(_) => return,
-                };
-                if let ToSite::Clock { sent_ns } = m {
-                    let received_ns = Clock::get().unshifted_ns();
-                    let reply = FromSite::Clock {
-                        sent_ns,
-                        received_ns,
-                        answered_ns: Clock::get().unshifted_ns(),
-                    };
-                    if say(&answer, &reply).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                if tx.send(m).is_err() {
-                    return;
-                }
-            }
-        })?;
-        let mut s = Session {
-            writer,
-            messages,
-            built: None,
-        };
+    /// Serves the coordinator until it stops the run or goes away.
+    fn run(mut self, stop: &AtomicBool) -> std::io::Result<()> {
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Err(std::io::Error::other("stopped by a signal"));
             }
-            match s.messages.recv_timeout(POLL) {
-                Ok(ToSite::Stop) => return s.finish(),
-                Ok(m) => {
-                    if let Err(e) = s.handle(m) {
-                        say(&s.writer, &FromSite::Failed(e.clone()))?;
+            match self.messages.recv_timeout(POLL) {
+                Ok(Received::Message(ToSite::Stop, _)) => return self.finish(),
+                Ok(Received::Message(m, _)) => {
+                    if let Err(e) = self.handle(m) {
+                        self.connection.send(FromSite::Failed(e))?;
                     }
+                }
+                Ok(Received::Ended(why)) => {
+                    let why = why.map_or_else(String::new, |w| format!(" ({w})"));
+                    return Err(std::io::Error::other(format!("the coordinator went away{why}")));
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(std::io::Error::other("the coordinator went away"));
                 }
             }
-            s.forward_flow_events()?;
+            self.forward_flow_events()?;
         }
     }
 
     /// Does what `m` asks; an error is what to tell the coordinator.
     fn handle(&mut self, m: ToSite) -> Result<(), String> {
         match m {
-            ToSite::Hello { version } => {
-                if version != VERSION {
-                    return Err(format!(
-                        "this site speaks version {VERSION} of the protocol, the coordinator {version}: run the same intlab on every machine"
-                    ));
-                }
-                let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-                self.reply(FromSite::Hello {
-                    version: VERSION,
-                    host: host.trim().to_owned(),
-                })
-            }
+            ToSite::Hello { .. } => Err("hello again: this coordinator is connected already".into()),
             ToSite::Align { shift_ns } => {
                 if self.built.is_some() {
                     return Err("the lab clock cannot move under a lab".into());
+                }
+                if shift_ns.unsigned_abs() > MAX_SHIFT_NS {
+                    return Err(format!("a clock shift of {shift_ns} ns: more than a year"));
                 }
                 Clock::get().align(shift_ns);
                 Ok(())
@@ -208,7 +388,9 @@ impl Session {
     }
 
     fn reply(&self, m: FromSite) -> Result<(), String> {
-        say(&self.writer, &m).map_err(|e| format!("answering the coordinator: {e}"))
+        self.connection
+            .send(m)
+            .map_err(|e| format!("answering the coordinator: {e}"))
     }
 
     /// Tells the coordinator of flows sent from here that completed or stuck, and how many
@@ -225,12 +407,12 @@ impl Session {
                 }),
                 FlowEvent::Completed(_) => None,
             };
-            say(&self.writer, &FromSite::Event { event, diagnosis })?;
+            self.connection.send(FromSite::Event { event, diagnosis })?;
         }
         let finished = b.lab.finished();
         if finished != b.finished {
             b.finished = finished;
-            say(&self.writer, &FromSite::Finished(finished))?;
+            self.connection.send(FromSite::Finished(finished))?;
         }
         Ok(())
     }
@@ -239,7 +421,9 @@ impl Session {
     fn finish(mut self) -> std::io::Result<()> {
         self.forward_flow_events()?;
         let Some(mut b) = self.built.take() else {
-            return say(&self.writer, &FromSite::Done);
+            self.connection.send(FromSite::Done)?;
+            self.connection.close(CLOSING);
+            return Ok(());
         };
         drop(b.player.take());
         let events = b.lab.links().events().into_iter().map(|e| (e.at_ns, e.what)).collect();
@@ -253,28 +437,28 @@ impl Session {
             port_worker: r.port_worker.into_iter().map(|((s, p), w)| (s, p, w)).collect(),
             events,
         };
-        say(&self.writer, &FromSite::Report(Box::new(report)))?;
+        self.connection.send(FromSite::Report(Box::new(report)))?;
         if let Some(dir) = &b.capture {
             for entry in std::fs::read_dir(dir)? {
                 let path = entry?.path();
-                let bytes = std::fs::read(&path)?;
+                let size = std::fs::metadata(&path)?.len();
                 let name = path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                let mut w = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                protocol::send(&mut *w, &FromSite::File { name })?;
-                protocol::send_bytes(&mut *w, &bytes)?;
-                w.flush()?;
+                self.connection.send_file(FromSite::File { name, size }, &path)?;
             }
             std::fs::remove_dir_all(dir)?;
         }
-        say(&self.writer, &FromSite::Done)
+        self.connection.send(FromSite::Done)?;
+        self.connection.close(CLOSING);
+        Ok(())
     }
 }
 
 /// Builds this site's part of the lab `order` describes; the devices its tunnels leave by.
 fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
+    check_order(order)?;
     let s = Scenario::from_text(&order.scenario, &order.file, &Overrides::default()).map_err(|e| e.to_string())?;
     let s = Scenario {
         dilation: order.dilation,
@@ -358,17 +542,43 @@ fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
     Ok((built, underlay))
 }
 
+/// What in a build order is checked before anything is read or built: the file is a plain
+/// absolute path (relative paths in the scenario resolve against it), the dilation one a lab
+/// can run at, and every tunnel address one a tunnel can go to.
+fn check_order(order: &BuildOrder) -> Result<(), String> {
+    use std::path::Component;
+    let file = &order.file;
+    if !file.is_absolute() || file.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(format!(
+            "the scenario file {} is no absolute path without `..`",
+            file.display()
+        ));
+    }
+    if !(order.dilation.is_finite() && (1.0..=1e6).contains(&order.dilation)) {
+        return Err(format!("a dilation of {}: a lab runs at 1 to 10^6", order.dilation));
+    }
+    for (site, a) in &order.addresses {
+        if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
+            return Err(format!("site `{site}`: {a} is no address of a machine"));
+        }
+    }
+    Ok(())
+}
+
 /// Probes flows `flows` (their sources here): (plan index, smallest RTT, links taken).
 fn probe(b: &Built, flows: &[usize]) -> Result<Vec<(usize, u64, Vec<usize>)>, String> {
-    let targets: Vec<ProbeTarget> = flows
+    let targets = flows
         .iter()
-        .map(|&k| ProbeTarget {
-            flow: b.plan[k].id,
-            src: b.plan[k].src,
-            dst: b.plan[k].dst,
-            src_port: b.src_ports[k],
+        .map(|&k| {
+            let f = local_flow(b, k)?;
+            Ok(ProbeTarget {
+                flow: f.id,
+                src: f.src,
+                dst: f.dst,
+                src_port: b.src_ports[k],
+            })
         })
-        .collect();
+        .collect::<Result<Vec<ProbeTarget>, String>>()?;
     let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * b.base_rtt));
     let reach = datapath::check(&b.lab, &targets, limit).map_err(|e| e.report)?;
     Ok(flows
@@ -401,16 +611,25 @@ fn start(b: &mut Built, t0_ns: u64, sends: &[(usize, u64, FlowPath)]) -> Result<
 
 /// Sends flow `k` (its source here) from lab time `start_ns`.
 fn send(b: &Built, k: usize, start_ns: u64, path: FlowPath) -> Result<(), String> {
-    let f = b.plan.get(k).ok_or_else(|| format!("no flow {k}"))?;
+    let f = local_flow(b, k)?;
+    let cc = crate::run::flow_controller(&b.controller, b.scenario.workload.applications(), f);
+    b.lab
+        .endpoint(f.src)
+        .send(flow_spec(&b.topology, &b.plan, &b.src_ports, k, start_ns), cc, path)
+        .map_err(|e| format!("host {}: {e}", b.topology.nodes[f.src].name))
+}
+
+/// Flow `k` of the plan, when it is one and its source is on this site.
+fn local_flow(b: &Built, k: usize) -> Result<&PlannedFlow, String> {
+    let f = b
+        .plan
+        .get(k)
+        .ok_or_else(|| format!("no flow {k}: the plan has {}", b.plan.len()))?;
     if b.lab.host_namespace(f.src).is_none() {
         return Err(format!(
             "flow {k}'s source {} is not on this site",
             b.topology.nodes[f.src].name
         ));
     }
-    let cc = crate::run::flow_controller(&b.controller, b.scenario.workload.applications(), f);
-    b.lab
-        .endpoint(f.src)
-        .send(flow_spec(&b.topology, &b.plan, &b.src_ports, k, start_ns), cc, path)
-        .map_err(|e| format!("host {}: {e}", b.topology.nodes[f.src].name))
+    Ok(f)
 }

@@ -4,6 +4,7 @@
 //! the run and gathers one results folder. See docs/distributed.md.
 
 mod clock_sync;
+pub mod control_connection;
 mod part;
 pub mod plan;
 pub mod protocol;

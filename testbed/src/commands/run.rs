@@ -25,6 +25,8 @@ pub(crate) struct Where {
     pub(crate) live: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
     /// `--sites`: the sites file of a lab spread over machines.
     pub(crate) sites: Option<PathBuf>,
+    /// `--keys`: the lab's keys folder for `--sites`.
+    pub(crate) keys: Option<PathBuf>,
 }
 
 /// `intlab run`: exit 0 when every flow completed, 3 when the duration ran out first, 4 when a
@@ -68,7 +70,11 @@ pub(crate) fn run_scenario(file: Option<&std::path::Path>, overrides: Overrides,
     };
     let mut progress = progress::Reporter::new();
     let results = match addresses {
-        Some(a) => run_on_sites(&scenario, &a, &opts, &stop, &mut progress)?,
+        Some(a) => {
+            let folder = w.keys.unwrap_or_else(intlab_keys::default_folder);
+            let keys = super::site::keys(&folder, intlab_keys::Role::Coordinator)?;
+            run_on_sites(&scenario, &a, &keys, &opts, &stop, &mut progress)?
+        }
         None => lab_run::run(&scenario, &opts, &stop, &mut progress)?,
     };
     print!("{}", summary_table(&results.summary));
