@@ -93,6 +93,13 @@ impl DropReason {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// Frames the switch does not forward because they are not the lab's: the kernel's own
+    /// IPv6 (router and neighbour solicitations, MLD) and broadcasts. Nothing a workload sends
+    /// is refused for these reasons, so they are not counted as its losses.
+    pub fn is_foreign(self) -> bool {
+        matches!(self, DropReason::NonIpv4 | DropReason::Broadcast)
+    }
 }
 
 /// The running totals of one port: kept live by its worker and published as they are.
@@ -424,6 +431,20 @@ impl PortSnapshot {
         self.drops.values().sum()
     }
 
+    /// Drops of the lab's own frames: every reason but [`DropReason::is_foreign`].
+    pub fn lab_drops(&self) -> u64 {
+        self.total_drops() - self.foreign_frames()
+    }
+
+    /// Frames not forwarded because they were not the lab's ([`DropReason::is_foreign`]).
+    pub fn foreign_frames(&self) -> u64 {
+        DropReason::ALL
+            .iter()
+            .filter(|d| d.is_foreign())
+            .map(|&d| self.drops_for(d))
+            .sum()
+    }
+
     /// Drops for one reason.
     pub fn drops_for(&self, why: DropReason) -> u64 {
         self.drops.get(why.name()).copied().unwrap_or(0)
@@ -456,5 +477,21 @@ impl SwitchSnapshot {
         let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_chatter_is_counted_apart_from_the_labs_drops() {
+        let mut c = PortCounters::default();
+        c.drop(DropReason::NonIpv4);
+        c.drop(DropReason::NonIpv4);
+        c.drop(DropReason::Broadcast);
+        c.drop(DropReason::BufferFull);
+        let s = c.snapshot("eth1", "veth", false, 0);
+        assert_eq!((s.total_drops(), s.lab_drops(), s.foreign_frames()), (4, 1, 3));
     }
 }

@@ -112,6 +112,19 @@ fn the_default_scenario_runs_end_to_end_and_writes_every_result() {
         assert!(stdout.contains(want), "summary lacks `{want}`: {stdout}");
     }
     assert!(leftovers(&prefix).is_empty(), "left: {:?}", leftovers(&prefix));
+    // Nothing of the workload is lost in the default run; the kernel's own chatter the
+    // switch does not forward is counted apart, never as a drop.
+    assert!(
+        stdout.contains("drops 0,"),
+        "the default run drops nothing of its own: {stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(results::SUMMARY_JSON)).expect("summary"))
+            .expect("json");
+    assert!(
+        summary["drops"] == 0 && summary["foreign_frames"].as_u64().is_some(),
+        "{summary}"
+    );
 
     for f in [
         results::SCENARIO,

@@ -335,8 +335,13 @@ pub struct Summary {
     /// start to last completion), b/s in scenario units: a saturated port that carried much
     /// less than its rate means the emulation fell short.
     pub bottleneck_rate_bps: Option<(u64, u64)>,
-    /// Frames dropped by every switch.
+    /// Frames of the lab's (the workload's, its programs', the lab's control) dropped by every
+    /// switch.
     pub drops: u64,
+    /// Frames every switch did not forward because they were not the lab's: the kernel's IPv6
+    /// and broadcast chatter on the hosts' interfaces.
+    #[serde(default)]
+    pub foreign_frames: u64,
     /// PFC's work, when the fabric has it.
     pub pfc: Option<PfcSummary>,
     /// Frames marked CE by every switch.
@@ -966,7 +971,12 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
             p99: p.queue_p99 as f64,
             max: p.totals.queue_max as f64,
         }),
-        drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.total_drops()).sum(),
+        drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.lab_drops()).sum(),
+        foreign_frames: switches
+            .iter()
+            .flat_map(|sw| &sw.ports)
+            .map(|p| p.foreign_frames())
+            .sum(),
         pfc: t.any_pfc().then(|| {
             let ports = || switches.iter().flat_map(|sw| &sw.ports);
             PfcSummary {

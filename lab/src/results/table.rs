@@ -184,6 +184,13 @@ pub fn summary_table(s: &Summary) -> String {
         "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
         s.drops, s.ecn_marks, s.retransmissions, s.timeouts, s.cnps
     );
+    if s.foreign_frames > 0 {
+        let _ = writeln!(
+            out,
+            "  not forwarded, not the lab's: {} frames (the kernel's IPv6 and broadcasts)",
+            s.foreign_frames
+        );
+    }
     if let Some(p) = &s.pfc {
         let _ = writeln!(
             out,
