@@ -594,7 +594,8 @@ fn wire_links(
             let end = usize::from(here[1]);
             let device = crate::sites::create_tunnel(li, tunnel, link_mtu, switch_ns)?;
             let netns = switch_ns.path();
-            ends.insert((li, end), PortIo::Tunnel { device, netns });
+            let seal = tunnel.seal.clone();
+            ends.insert((li, end), PortIo::Tunnel { device, netns, seal });
             continue;
         }
         match kinds {

@@ -189,6 +189,17 @@ pub struct PortTotals {
     /// Frames received on a tunnel device that carried no arrival stamp (dropped as malformed).
     #[serde(default)]
     pub tunnel_unstamped: u64,
+    /// Frames received on a tunnel device whose tag did not check: not from the peer switch
+    /// (dropped as malformed).
+    #[serde(default)]
+    pub tunnel_forged: u64,
+    /// Tunnel frames whose time was outside the window around the lab clock (dropped as
+    /// malformed).
+    #[serde(default)]
+    pub tunnel_out_of_window: u64,
+    /// Tunnel frames dropped because the worker held as many as it may until their arrival.
+    #[serde(default)]
+    pub tunnel_held_full: u64,
 }
 
 /// Live counters of one port.

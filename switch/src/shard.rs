@@ -24,6 +24,7 @@ use crate::fabric_state::{FabricShared, GlobalPort, Handoff};
 use crate::frame::{FrameBuf, FrameStack};
 use crate::pipeline::{P4Egress, P4Scratch, P4Verdict, Verdict};
 use crate::port::Port;
+use crate::port::tunnel::Unsealed;
 use crate::port_engine::{EgressDecision, PortView, Started, is_mac_control, pause_port, pfc_frame};
 use crate::tm::{Dequeued, EgressQueue, PRIORITIES, PfcSignal, Until};
 use intlab_p4::exec::{Carry, Session};
@@ -43,6 +44,14 @@ const BORROWED_ANSWER_ROUNDS: usize = 4;
 /// Passes in a row a PSA frame may make through `PSA_PORT_RECIRCULATE` before it is dropped
 /// (as the in-memory switch bounds recirculation).
 const MAX_PSA_RECIRCULATIONS: u32 = 64;
+
+/// How far from the lab clock a tunnel frame's time may be, beyond its link's delay, before it
+/// is dropped (lab ns): far more than any machines' network takes, far less than an hour.
+const TUNNEL_WINDOW_NS: u64 = 1_000_000_000;
+
+/// Tunnel frames a worker holds until their arrival at most: a bandwidth-delay product of
+/// 100 MB of 1500-byte frames. Beyond it, a peer sends faster than its link carries.
+const MAX_TUNNEL_HELD: usize = 65_536;
 
 /// Everything a shard keeps for one of its ports.
 #[derive(Debug)]
@@ -161,6 +170,8 @@ pub struct Shard {
     held: BinaryHeap<Reverse<Held>>,
     /// Frames held so far, to keep equal arrival times in the order they were sent.
     held_seq: u64,
+    /// Of the held frames, those from tunnels (at most [`MAX_TUNNEL_HELD`]).
+    tunnel_held: usize,
     /// What P4 egress made while a port's due frames started: clones for their sessions,
     /// recirculated frames for their switch's ingress.
     spawned: Vec<Spawned>,
@@ -241,6 +252,7 @@ impl Shard {
             link_changes: Vec::new(),
             held: BinaryHeap::new(),
             held_seq: 0,
+            tunnel_held: 0,
             next_publish: 0,
             publish_seen: 0,
             borrowed: false,
@@ -265,7 +277,7 @@ impl Shard {
             for i in 0..n {
                 let fresh = self.frames.get();
                 let mut frame = std::mem::replace(&mut self.rx[i], fresh);
-                if matches!(self.slots[s].port, Port::Tunnel(_)) {
+                if matches!(self.slots[s].port, Port::Tunnel(..)) {
                     self.arrive_from_tunnel(s, frame, now);
                     continue;
                 }
@@ -338,8 +350,11 @@ impl Shard {
 
     /// Takes `frame` from the tunnel of slot `s` at lab time `now`: it arrives at the time its
     /// stamp says, as over an in-process link, and waits in `held` until then. One that came
-    /// after it is counted late and run at once (a link whose far end is on another machine
-    /// cannot deliver before the machines' network does).
+    /// after it is counted late and arrives when it came (a link whose far end is on another
+    /// machine cannot deliver before the machines' network does, and its INT says so). One
+    /// whose tag does not check (not from the peer), whose time is outside the window around
+    /// the lab clock, or that would hold more than [`MAX_TUNNEL_HELD`] frames is dropped and
+    /// counted.
     fn arrive_from_tunnel(&mut self, s: usize, mut frame: FrameBuf, now: u64) {
         // Late is against when the kernel received it, not when this worker read it: the
         // worker's own lateness is counted as it releases frames.
@@ -348,21 +363,49 @@ impl Shard {
         } else {
             now
         };
-        let Some(at) = crate::port::tunnel::unstamp(&mut frame) else {
-            self.slots[s].counters.totals.tunnel_unstamped += 1;
+        let slot = &mut self.slots[s];
+        let Port::Tunnel(_, seal) = &slot.port else {
+            return;
+        };
+        let at = match seal.unstamp(&mut frame) {
+            Ok(at) => at,
+            Err(why) => {
+                let t = &mut slot.counters.totals;
+                match why {
+                    Unsealed::Unstamped => t.tunnel_unstamped += 1,
+                    Unsealed::Forged => t.tunnel_forged += 1,
+                }
+                frame.arrival_ns = now;
+                return self.drop_at(s, frame, DropReason::Malformed, false);
+            }
+        };
+        // A genuine frame arrives at most its link's delay after now (twice, for a link whose
+        // delay was just lowered) and is never as late as the window; anything else is a copy
+        // sent again or a clock gone wrong.
+        let window = TUNNEL_WINDOW_NS + 2 * slot.inbound.delay_ns();
+        if at > now.saturating_add(window) || at.saturating_add(TUNNEL_WINDOW_NS) < received {
+            slot.counters.totals.tunnel_out_of_window += 1;
             frame.arrival_ns = now;
             return self.drop_at(s, frame, DropReason::Malformed, false);
-        };
-        frame.arrival_ns = at;
+        }
         frame.arrival_known = true;
         if at < received {
-            let t = &mut self.slots[s].counters.totals;
+            let t = &mut slot.counters.totals;
             t.tunnel_late += 1;
             t.tunnel_late_max_ns = t.tunnel_late_max_ns.max(received - at);
+            frame.arrival_ns = received;
+            self.arrivals.push((received, s, frame));
+            return;
         }
+        frame.arrival_ns = at;
         if at <= now {
             self.arrivals.push((at, s, frame));
+        } else if self.tunnel_held >= MAX_TUNNEL_HELD {
+            slot.counters.totals.tunnel_held_full += 1;
+            frame.arrival_ns = now;
+            self.drop_at(s, frame, DropReason::BufferFull, false);
         } else {
+            self.tunnel_held += 1;
             self.hold(s, frame);
         }
     }
@@ -371,6 +414,9 @@ impl Shard {
     fn release_held(&mut self, now: u64) {
         while self.held.peek().is_some_and(|Reverse(h)| h.arrival_ns <= now) {
             if let Some(Reverse(h)) = self.held.pop() {
+                if matches!(self.slots[h.slot].port, Port::Tunnel(..)) {
+                    self.tunnel_held -= 1;
+                }
                 self.arrivals.push((h.arrival_ns, h.slot, h.frame));
             }
         }
@@ -801,7 +847,10 @@ impl Shard {
         let peer = self.fabric.peer[self.slots[s].global];
         let measure_from = self.fabric.measure_from.load(Ordering::Relaxed);
         let slot = &mut self.slots[s];
-        let tunnel = matches!(slot.port, Port::Tunnel(_));
+        let seal = match &slot.port {
+            Port::Tunnel(_, seal) => Some(seal),
+            _ => None,
+        };
         while let Some(r) = slot.queue.release_due(now) {
             if r.release_ns >= measure_from {
                 slot.counters.record_lateness(now.saturating_sub(r.due_ns));
@@ -811,7 +860,7 @@ impl Shard {
             // tunnel, at the time it carries.
             frame.arrival_ns = r.release_ns;
             frame.arrival_known = true;
-            if tunnel && !crate::port::tunnel::stamp(&mut frame, r.release_ns) {
+            if seal.is_some_and(|seal| !seal.stamp(&mut frame, r.release_ns)) {
                 slot.counters.drop(DropReason::Oversize);
                 self.frames.put(frame);
                 continue;

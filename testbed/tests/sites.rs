@@ -590,7 +590,7 @@ fn a_machines_network_that_cannot_carry_a_tunnels_frames_is_refused_before_the_s
     .join()
     .expect("the coordinator thread");
     let text = err.to_string();
-    assert!(text.contains("1500") && text.contains("1558"), "{text}");
+    assert!(text.contains("1500") && text.contains("1566"), "{text}");
     assert!(m.leftovers().is_empty(), "left behind: {:?}", m.leftovers());
 }
 
@@ -748,6 +748,7 @@ fn a_site_server_refuses_strangers_and_bad_requests_and_serves_the_next_coordina
             .map(|(n, a)| (n.to_owned(), a.parse().expect("address")))
             .collect(),
         capture: false,
+        tunnel_key: [7; 16],
     };
     let enter = m.machines[1].enter();
     std::thread::spawn(move || {
@@ -871,11 +872,19 @@ fn a_site_server_refuses_strangers_and_bad_requests_and_serves_the_next_coordina
     })
     .join()
     .expect("the coordinators' thread");
-    let log = std::fs::read_to_string(m.dir.join("site0.log")).expect("the site's log");
-    let refused = log
-        .lines()
-        .filter(|l| l.starts_with(&format!("refused {}:", m.addresses[1])))
-        .count();
+    // The log is copied from the server's stderr as it comes: give it a moment.
+    let refused_lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.starts_with(&format!("refused {}:", m.addresses[1])))
+            .count()
+    };
+    let read_log = || std::fs::read_to_string(m.dir.join("site0.log")).unwrap_or_default();
+    let waited = Instant::now();
+    while refused_lines(&read_log()) < 3 && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = read_log();
+    let refused = refused_lines(&log);
     assert!(
         refused >= 3,
         "the plain, the stranger and the second coordinator are logged:\n{log}"

@@ -333,8 +333,11 @@ fn run_once_on_sites(
     ));
     let tunnel_addresses: BTreeMap<String, Ipv4Addr> =
         addresses.sites.iter().map(|(k, (_, t))| (k.clone(), *t)).collect();
+    let mut tunnel_key = [0u8; 16];
+    getrandom::fill(&mut tunnel_key).map_err(|e| RunError::Sites(format!("making the run's tunnel key: {e}")))?;
     for (i, name) in plan_sites.names.iter().enumerate() {
         let order = BuildOrder {
+            tunnel_key,
             scenario: s.text.clone(),
             // Absolute, as a site refuses any other (relative paths in the scenario resolve
             // against it on every machine).

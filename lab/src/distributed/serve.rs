@@ -17,6 +17,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use intlab_keys::LabKeys;
 use intlab_runtime::clock::Clock;
+use intlab_switch::port::tunnel::TunnelSeal;
 use intlab_transport::cc::ControllerConfig;
 use intlab_transport::flow::{FlowEvent, FlowPath};
 use tokio::io::AsyncWriteExt;
@@ -500,8 +501,10 @@ fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
             continue;
         }
         let far = if a == me { b } else { a };
+        let vni = li as u32 + 1;
         let spec = TunnelSpec {
-            vni: li as u32 + 1,
+            vni,
+            seal: TunnelSeal::new(order.tunnel_key, vni),
             local: address(me)?,
             remote: address(far)?,
         };

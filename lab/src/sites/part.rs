@@ -21,6 +21,9 @@ pub struct TunnelSpec {
     pub local: Ipv4Addr,
     /// The other machine's.
     pub remote: Ipv4Addr,
+    /// What its frames are tagged with: the run's tunnel key and `vni` (its key is never
+    /// printed).
+    pub seal: intlab_switch::port::tunnel::TunnelSeal,
 }
 
 /// What one site builds of a lab.

@@ -91,6 +91,9 @@ pub struct BuildOrder {
     pub addresses: BTreeMap<String, Ipv4Addr>,
     /// Capture every switch port.
     pub capture: bool,
+    /// The run's tunnel key: every tunnel frame carries a tag made with it, so a site takes
+    /// frames only from its peers (made for each run, sent only over this TLS connection).
+    pub tunnel_key: [u8; 16],
 }
 
 /// What one flow's probes found: (plan index, smallest RTT in ns, links taken).

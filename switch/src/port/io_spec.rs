@@ -31,6 +31,8 @@ pub enum PortIo {
         device: String,
         /// Namespace (a path such as /var/run/netns/NAME) the interface lives in.
         netns: PathBuf,
+        /// What its frames' trailers are tagged with.
+        seal: super::tunnel::TunnelSeal,
     },
     /// A P4 switch's CPU port (`p4.cpu_port`), whose other end is the P4Runtime server.
     Controller,

@@ -38,7 +38,7 @@ pub enum Port {
     Link(LinkEnd),
     /// A tunnel device to a switch on another machine: frames go stamped with the lab time
     /// they arrive at ([`tunnel`]).
-    Tunnel(PacketSocket),
+    Tunnel(PacketSocket, tunnel::TunnelSeal),
     /// A P4 switch's CPU port.
     Controller(ControllerSocket),
 }
@@ -60,10 +60,10 @@ impl Port {
             PortIo::Link(end) => Ok(Port::Link(end.clone())),
             // Each frame is stamped and unstamped on its way: read and written with system
             // calls (the stamp needs the frame in the switch's own buffer).
-            PortIo::Tunnel { device, netns } => {
+            PortIo::Tunnel { device, netns, seal } => {
                 let device = device.clone();
                 let open = move || PacketSocket::open(&device, PacketIo::Syscalls, max_frame);
-                intlab_runtime::sys::netns::run_in(netns, open).map(Port::Tunnel)
+                intlab_runtime::sys::netns::run_in(netns, open).map(|p| Port::Tunnel(p, seal.clone()))
             }
             PortIo::Controller => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -77,7 +77,7 @@ impl Port {
     pub fn recv_batch(&mut self, bufs: &mut [FrameBuf], meta: &mut [RecvMeta], map: &RealtimeMap) -> io::Result<usize> {
         match self {
             Port::Tap(t) => t.recv_batch(bufs),
-            Port::Packet(p) | Port::Tunnel(p) => p.recv_batch(bufs, meta, map),
+            Port::Packet(p) | Port::Tunnel(p, _) => p.recv_batch(bufs, meta, map),
             Port::Controller(c) => c.recv_batch(bufs),
             Port::Link(_) => Ok(0),
         }
@@ -87,7 +87,7 @@ impl Port {
     pub fn send_batch(&mut self, frames: &[FrameBuf]) -> io::Result<usize> {
         match self {
             Port::Tap(t) => t.send_batch(frames),
-            Port::Packet(p) | Port::Tunnel(p) => p.send_batch(frames),
+            Port::Packet(p) | Port::Tunnel(p, _) => p.send_batch(frames),
             Port::Controller(c) => c.send_batch(frames),
             Port::Link(_) => Ok(0),
         }
@@ -97,7 +97,7 @@ impl Port {
     /// the ones before (a TAP device's drops show in its interface statistics instead).
     pub fn take_rx_dropped(&mut self) -> io::Result<u64> {
         match self {
-            Port::Packet(p) | Port::Tunnel(p) => p.take_rx_dropped(),
+            Port::Packet(p) | Port::Tunnel(p, _) => p.take_rx_dropped(),
             Port::Tap(_) | Port::Link(_) | Port::Controller(_) => Ok(0),
         }
     }
@@ -108,7 +108,7 @@ impl Port {
             Port::Tap(_) => "tap",
             Port::Packet(p) => p.io_name(),
             Port::Link(_) => "link",
-            Port::Tunnel(_) => "tunnel",
+            Port::Tunnel(..) => "tunnel",
             Port::Controller(_) => "cpu",
         }
     }
@@ -117,7 +117,7 @@ impl Port {
     pub fn poll_fd(&self) -> Option<RawFd> {
         match self {
             Port::Tap(t) => Some(t.fd()),
-            Port::Packet(p) | Port::Tunnel(p) => Some(p.fd()),
+            Port::Packet(p) | Port::Tunnel(p, _) => Some(p.fd()),
             Port::Controller(c) => Some(c.fd()),
             Port::Link(_) => None,
         }
