@@ -1,7 +1,9 @@
 //! Property-based fuzzing of every parser that takes bytes from outside the lab: frames through
 //! int-format and the switch's ingress, datagrams past the transport's ICRC check, what a
 //! program sends its NIC (commands and work queues), capture files through `intlab inspect`,
-//! and scenario YAML. Not a test (it runs for minutes):
+//! scenario YAML and `--set` values, what a site server and a coordinator read from each other
+//! and the sites file, P4 source, STF tests, runtime JSON, CLI command files and P4Runtime
+//! Write requests. Not a test (it runs for minutes):
 //!
 //! ```text
 //! cargo bench -p intlab-benches --bench fuzz [-- TARGET...]     # FUZZ_CASES=1000000 by default
@@ -16,7 +18,9 @@ mod captures;
 mod channel;
 mod frames;
 mod mutation;
+mod p4;
 mod scenarios;
+mod sites;
 mod transport;
 
 use proptest::test_runner::{Config, TestError, TestRunner};
@@ -87,12 +91,20 @@ fn main() {
         .unwrap_or(DEFAULT_CASES);
     // cargo bench passes `--bench`; other arguments pick targets by name.
     let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let targets: [Target; 5] = [
+    let targets: [Target; 13] = [
         ("frames", frames::fuzz_frames),
         ("transport", transport::fuzz_transport),
         ("channel", channel::fuzz_channel),
         ("captures", captures::fuzz_captures),
         ("scenarios", scenarios::fuzz_scenarios),
+        ("set", scenarios::fuzz_set_values),
+        ("site-protocol", sites::fuzz_site_protocol),
+        ("sites-files", sites::fuzz_sites_files),
+        ("p4-source", p4::fuzz_p4_source),
+        ("stf", p4::fuzz_stf),
+        ("runtime-json", p4::fuzz_runtime_json),
+        ("cli-commands", p4::fuzz_cli_commands),
+        ("p4runtime", p4::fuzz_p4runtime_writes),
     ];
     // Panics are caught and shrunk by proptest; their messages would drown the report.
     std::panic::set_hook(Box::new(|_| {}));

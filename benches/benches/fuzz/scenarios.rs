@@ -173,3 +173,63 @@ pub fn fuzz_scenarios(cases: u32) -> Report {
     });
     finish("scenario YAML", cases, started, tally, result)
 }
+
+/// Runs the `--set` target: odd keys and values over the built-in scenario; a refusal names
+/// what was set.
+pub fn fuzz_set_values(cases: u32) -> Report {
+    let keys = [
+        "dilation",
+        "duration",
+        "seed",
+        "capture",
+        "runtime.workers",
+        "controller.name",
+        "controller.eta",
+        "defaults.link.rate",
+        "defaults.link.delay",
+        "defaults.link.buffer",
+        "defaults.link.ecn.kmin",
+        "workload.flows",
+        "hosts",
+        "links",
+        "nodes.s1.kind",
+        "p4.program",
+        "sites",
+        "",
+        ".",
+        "a..b",
+        "controller.",
+    ];
+    let tally = Tally::default();
+    let started = Instant::now();
+    let strategy = proptest::collection::vec(
+        (
+            0..keys.len(),
+            0..ODD_VALUES.len(),
+            proptest::collection::vec(mutation(), 0..2),
+        ),
+        1..3,
+    );
+    let result = runner(cases).run(&strategy, |sets| {
+        let set: Vec<String> = sets
+            .iter()
+            .map(|(k, v, m)| {
+                let raw = format!("{}={}", keys[*k], ODD_VALUES[*v]);
+                String::from_utf8_lossy(&apply(raw.into_bytes(), m)).into_owned()
+            })
+            .collect();
+        let overrides = Overrides {
+            set,
+            ..Overrides::default()
+        };
+        match Scenario::builtin(&overrides) {
+            Ok(_) => tally.count("accepted"),
+            Err(e) => {
+                prop_assert!(!e.message.is_empty(), "a refusal says what is wrong");
+                tally.count("refused");
+            }
+        }
+        Ok(())
+    });
+    finish("--set values", cases, started, tally, result)
+}

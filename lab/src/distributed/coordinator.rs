@@ -71,22 +71,38 @@ impl SiteAddresses {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let raw: BTreeMap<String, SiteEntry> = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+        SiteAddresses::from_text(&text, path, &|control| {
+            control
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.find(SocketAddr::is_ipv4))
+        })
+    }
+
+    /// Reads the text of a sites file; `path` names it in errors, `resolve` turns a
+    /// `HOST:PORT` into an IPv4 address (the system's resolver for [`SiteAddresses::load`]).
+    pub fn from_text(
+        text: &str,
+        path: &Path,
+        resolve: &dyn Fn(&str) -> Option<SocketAddr>,
+    ) -> Result<SiteAddresses, RunError> {
+        let err = |message: String| RunError::Site {
+            site: path.display().to_string(),
+            message,
+        };
+        let raw: BTreeMap<String, SiteEntry> = serde_saphyr::from_str(text).map_err(|e| err(e.to_string()))?;
         let mut sites = BTreeMap::new();
         for (name, entry) in raw {
             let (control, tunnel) = match entry {
                 SiteEntry::Control(c) => (c, None),
                 SiteEntry::Both { control, tunnel } => (control, tunnel),
             };
-            let addr = control
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.find(SocketAddr::is_ipv4))
-                .ok_or_else(|| err(format!("site `{name}`: `{control}` is no HOST:PORT of an IPv4 address")))?;
+            let no_address = || err(format!("site `{name}`: `{control}` is no HOST:PORT of an IPv4 address"));
+            let addr = resolve(&control).ok_or_else(no_address)?;
             let tunnel = match (tunnel, addr.ip()) {
                 (Some(t), _) => t,
                 (None, std::net::IpAddr::V4(ip)) => ip,
-                (None, std::net::IpAddr::V6(_)) => unreachable!("filtered to IPv4"),
+                (None, std::net::IpAddr::V6(_)) => return Err(no_address()),
             };
             sites.insert(name, (addr, tunnel));
         }
