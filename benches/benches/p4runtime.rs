@@ -41,6 +41,7 @@ fn main() {
     control_socket::serve(&socket, lab.p4_datapaths(), None).expect("the control socket");
     let (name, datapath) = lab.p4_datapaths().remove(0);
     let srv = server::start(vec![Endpoint {
+        tls: None,
         name,
         address: "127.0.0.1:0".parse().expect("address"),
         device_id: 0,

@@ -43,7 +43,14 @@ pub fn endpoints(
             let (address, device_id) = key
                 .resolve(i)
                 .map_err(|e| format!("switch {name}: p4.p4runtime: {e}"))?;
+            let tls = key
+                .tls
+                .as_ref()
+                .map(|t| intlab_p4runtime::server::ServerTls::read(&t.cert, &t.key, t.client_ca.as_deref()))
+                .transpose()
+                .map_err(|e| format!("switch {name}: p4.p4runtime.tls: {e}"))?;
             Ok(Endpoint {
+                tls,
                 address,
                 device_id,
                 cpu: cpu_ports.iter().find(|c| c.switch == name).map(|c| CpuPort {

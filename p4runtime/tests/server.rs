@@ -34,6 +34,7 @@ fn lab_of(program: &str, cpu: Option<UnixDatagram>) -> (server::Server, Arc<Data
     let loaded = intlab_p4::load_text("program.p4", program).expect("loads");
     let datapath = Arc::new(Datapath::new(loaded.ir, "s1"));
     let srv = server::start(vec![Endpoint {
+        tls: None,
         name: "s1".into(),
         address: "127.0.0.1:0".parse().expect("address"),
         device_id: 7,
@@ -1347,4 +1348,65 @@ async fn a_digest_list_waits_for_the_ack_of_the_one_before() {
         "the other frame's digest (ingress port 4, not 3)"
     );
     drop(srv);
+}
+
+/// `p4.p4runtime.tls` with a client authority: a controller showing a certificate of that
+/// authority is served over TLS; one without a certificate, and one speaking plain gRPC, are
+/// refused.
+#[tokio::test(flavor = "current_thread")]
+async fn tls_with_client_certificates_serves_only_clients_the_authority_signed() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keys = dir.path().join("keys");
+    intlab_keys::init(&keys).expect("keys");
+    let file = |f: &str| keys.join(f);
+    let tls =
+        server::ServerTls::read(&file("site.pem"), &file("site.key"), Some(&file("authority.pem"))).expect("read");
+    let loaded = intlab_p4::load_text("program.p4", PROGRAM).expect("loads");
+    let srv = server::start(vec![Endpoint {
+        name: "s1".into(),
+        address: "127.0.0.1:0".parse().expect("address"),
+        device_id: 7,
+        datapath: Arc::new(Datapath::new(loaded.ir, "s1")),
+        any_port_if_taken: false,
+        cpu: None,
+        tls: Some(tls),
+    }])
+    .expect("server starts");
+    let addr = srv.endpoints[0].1;
+    let pem = |f: &str| std::fs::read(file(f)).expect("pem");
+    let authority = Certificate::from_pem(pem("authority.pem"));
+    let base = ClientTlsConfig::new()
+        .domain_name(intlab_keys::SITE_NAME)
+        .ca_certificate(authority);
+    let channel = |config: ClientTlsConfig| async move {
+        Channel::from_shared(format!("https://{addr}"))
+            .expect("uri")
+            .tls_config(config)
+            .expect("tls")
+            .connect()
+            .await
+    };
+    let ask = |c: Channel| async move {
+        P4RuntimeClient::new(c)
+            .capabilities(p4rt::CapabilitiesRequest { device_id: 7 })
+            .await
+    };
+    let with_cert = base
+        .clone()
+        .identity(Identity::from_pem(pem("coordinator.pem"), pem("coordinator.key")));
+    let c = channel(with_cert).await.expect("connects with a certificate");
+    let answer = ask(c).await.expect("a client of the authority is served");
+    assert!(!answer.into_inner().p4runtime_api_version.is_empty());
+    match channel(base).await {
+        Err(_) => {}
+        Ok(c) => assert!(ask(c).await.is_err(), "a client without a certificate is refused"),
+    }
+    let plain = Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await;
+    if let Ok(c) = plain {
+        assert!(ask(c).await.is_err(), "plain gRPC is refused");
+    }
 }

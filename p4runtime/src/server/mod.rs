@@ -49,6 +49,50 @@ pub struct Endpoint {
     pub any_port_if_taken: bool,
     /// Its CPU port, if it has one: PacketIn and PacketOut go through it.
     pub cpu: Option<CpuPort>,
+    /// Serve over TLS, if given.
+    pub tls: Option<ServerTls>,
+}
+
+/// A P4Runtime server's TLS: its certificate and key, and the authority its clients'
+/// certificates must come from (then a client without one is refused), all PEM.
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// The private key.
+    pub key_pem: Vec<u8>,
+    /// The clients' authority, for mutual TLS.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl ServerTls {
+    /// Reads the PEM files `cert`, `key` and `client_ca`.
+    pub fn read(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        client_ca: Option<&std::path::Path>,
+    ) -> Result<ServerTls, ServerError> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|source| ServerError::TlsFile {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        Ok(ServerTls {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            client_ca_pem: client_ca.map(read).transpose()?,
+        })
+    }
+}
+
+impl std::fmt::Debug for ServerTls {
+    // Never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The controller's end of a switch's CPU port.
@@ -84,6 +128,22 @@ pub enum ServerError {
     /// The server's thread or runtime could not be made.
     #[error("P4Runtime server: {0}")]
     Runtime(std::io::Error),
+    /// A TLS file could not be read.
+    #[error("P4Runtime TLS: {path}: {source}")]
+    TlsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Its TLS certificate or key was refused.
+    #[error("P4Runtime for switch {switch}: TLS: {source}")]
+    Tls {
+        /// The switch.
+        switch: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
 }
 
 /// The running server; dropping it stops it.
@@ -106,7 +166,26 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
     let mut listeners = Vec::new();
     let mut devices = Vec::new();
     let mut bound = Vec::new();
+    let mut tls_configs = Vec::new();
     for e in endpoints {
+        let tls = e.tls.as_ref().map(|t| {
+            let identity = tonic::transport::Identity::from_pem(&t.cert_pem, &t.key_pem);
+            let config = tonic::transport::ServerTlsConfig::new().identity(identity);
+            match &t.client_ca_pem {
+                Some(ca) => config.client_ca_root(tonic::transport::Certificate::from_pem(ca)),
+                None => config,
+            }
+        });
+        // Checked here, where the switch can be named, not when the first client comes.
+        if let Some(config) = &tls {
+            tonic::transport::Server::builder()
+                .tls_config(config.clone())
+                .map_err(|source| ServerError::Tls {
+                    switch: e.name.clone(),
+                    source,
+                })?;
+        }
+        tls_configs.push(tls);
         let listener = match std::net::TcpListener::bind(e.address) {
             Err(err) if err.kind() == std::io::ErrorKind::AddrInUse && e.any_port_if_taken => {
                 let free = SocketAddr::new(e.address.ip(), 0);
@@ -148,7 +227,7 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
         .spawn(move || {
             runtime.block_on(async move {
                 let mut servers = Vec::new();
-                for (listener, device) in listeners.into_iter().zip(devices) {
+                for ((listener, device), tls) in listeners.into_iter().zip(devices).zip(tls_configs) {
                     let listener = match tokio::net::TcpListener::from_std(listener) {
                         Ok(l) => l,
                         Err(e) => {
@@ -164,7 +243,17 @@ pub fn start(endpoints: Vec<Endpoint>) -> Result<Server, ServerError> {
                     }
                     let service = P4RuntimeServer::new(service::Service::new(device));
                     servers.push(tokio::spawn(async move {
-                        let served = tonic::transport::Server::builder()
+                        let mut builder = tonic::transport::Server::builder();
+                        if let Some(config) = tls {
+                            builder = match builder.tls_config(config) {
+                                Ok(b) => b,
+                                Err(e) => {
+                                    tracing::error!(switch = %name, "P4Runtime TLS: {e}");
+                                    return;
+                                }
+                            };
+                        }
+                        let served = builder
                             .add_service(service)
                             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                             .await;

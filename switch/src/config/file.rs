@@ -475,16 +475,19 @@ mod tests {
         let set = P4RuntimeKey {
             address: Some("[::1]:9559".into()),
             device_id: Some(7),
+            tls: None,
         };
         assert_eq!(set.resolve(0), Ok(("[::1]:9559".parse().expect("address"), 7)));
         let outside = P4RuntimeKey {
             address: Some("0.0.0.0:9559".into()),
             device_id: None,
+            tls: None,
         };
         assert!(outside.resolve(0).is_err_and(|e| e.contains("loopback")));
         let garbage = P4RuntimeKey {
             address: Some("localhost".into()),
             device_id: None,
+            tls: None,
         };
         assert!(garbage.resolve(0).is_err_and(|e| e.contains("HOST:PORT")));
     }

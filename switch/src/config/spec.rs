@@ -70,6 +70,24 @@ pub struct P4RuntimeKey {
     /// The device id controllers name.
     #[serde(default)]
     pub device_id: Option<u64>,
+    /// Serve over TLS (as P4Runtime servers offer), with client certificates when `client_ca`
+    /// is given; plain gRPC on loopback without it.
+    #[serde(default)]
+    pub tls: Option<P4RuntimeTls>,
+}
+
+/// `p4.p4runtime.tls`: the server's certificate and key, and the authority whose
+/// certificates clients must show (PEM files, relative to the file that names them).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4RuntimeTls {
+    /// The server's certificate chain.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// Clients must show a certificate this authority signed (mutual TLS).
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
 }
 
 impl P4RuntimeKey {

@@ -49,7 +49,14 @@ impl P4Yaml {
             runtime: self.runtime.as_deref().map(rel),
             cli: self.cli.as_deref().map(rel),
             trace: self.trace,
-            p4runtime: self.p4runtime.clone(),
+            p4runtime: super::P4RuntimeKey {
+                tls: self.p4runtime.tls.as_ref().map(|t| super::P4RuntimeTls {
+                    cert: rel(&t.cert),
+                    key: rel(&t.key),
+                    client_ca: t.client_ca.as_deref().map(rel),
+                }),
+                ..self.p4runtime.clone()
+            },
             cpu_port: self.cpu_port.as_ref().map(|c| c.value),
         }
     }

@@ -18,6 +18,11 @@ pub(crate) fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
     let p4runtime = match (p4, switch.p4_datapath()) {
         (Some(key), Some(datapath)) => {
             let (address, device_id) = key.resolve(0).map_err(|e| anyhow::anyhow!("p4.p4runtime: {e}"))?;
+            let tls = key
+                .tls
+                .as_ref()
+                .map(|t| intlab_p4runtime::server::ServerTls::read(&t.cert, &t.key, t.client_ca.as_deref()))
+                .transpose()?;
             let server = intlab_p4runtime::server::start(vec![intlab_p4runtime::server::Endpoint {
                 name: switch.spec().name.clone(),
                 address,
@@ -28,6 +33,7 @@ pub(crate) fn run_switch(config: &std::path::Path) -> Result<ExitCode> {
                     socket: c.socket,
                     max_frame: c.max_frame,
                 }),
+                tls,
             }])?;
             eprintln!("intlab: P4Runtime on {address} (device id {device_id})");
             Some(server)
