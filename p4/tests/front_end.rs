@@ -262,3 +262,13 @@ fn the_built_in_includes_parse_on_their_own_and_define_what_programs_test() {
     );
     assert!(e.first().message.contains("#error guards defined"), "{e}");
 }
+
+/// A control that instantiates itself is refused by name (found by fuzzing: it used to recurse
+/// until the stack ran out; P4 declares before use, so this is the only way to a cycle).
+#[test]
+fn a_block_that_instantiates_itself_is_refused_not_recursed_into() {
+    let base = std::fs::read_to_string(program()).expect("program");
+    let direct = format!("{base}\ncontrol Sub(inout bit<48> x) {{ Sub() sub; apply {{ sub.apply(x); }} }}\n");
+    let e = refusal(&direct).to_string();
+    assert!(e.contains("`Sub` instantiates itself (Sub → Sub)"), "{e}");
+}

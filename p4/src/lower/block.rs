@@ -66,6 +66,9 @@ pub(crate) struct ParserInst<'a> {
     pub(crate) init: Vec<Op>,
 }
 
+/// How deep instances of parsers and controls may nest (p4c's own samples nest a few).
+const MAX_INSTANCE_DEPTH: usize = 64;
+
 impl<'a> Lowerer<'a> {
     /// Binds an instance's type and constructor parameters in a new scope (on the program's
     /// top level), evaluating the constructor arguments where they are written.
@@ -186,6 +189,36 @@ impl<'a> Lowerer<'a> {
         binding: Params,
     ) -> R<ControlInst<'a>> {
         self.used.insert(format!("block {}", c.name));
+        self.enter_block(&c.name, u.pos)?;
+        let r = self.control_instance_of(c, u, prefix, binding);
+        self.instantiating.pop();
+        r
+    }
+
+    /// Notes that block `name` is being instantiated; refused when it already is (it would
+    /// contain itself) or when instances nest deeper than [`MAX_INSTANCE_DEPTH`].
+    fn enter_block(&mut self, name: &str, pos: Pos) -> R<()> {
+        if self.instantiating.iter().any(|n| n == name) {
+            let chain = self.instantiating.join(" → ");
+            return self.err(
+                pos,
+                format!("`{name}` instantiates itself ({chain} → {name}): P4 has no recursion"),
+            );
+        }
+        if self.instantiating.len() >= MAX_INSTANCE_DEPTH {
+            return self.err(pos, format!("instances nested more than {MAX_INSTANCE_DEPTH} deep"));
+        }
+        self.instantiating.push(name.to_owned());
+        Ok(())
+    }
+
+    fn control_instance_of(
+        &mut self,
+        c: &'a ast::ControlDecl,
+        u: &BlockUse<'a>,
+        prefix: String,
+        binding: Params,
+    ) -> R<ControlInst<'a>> {
         let scopes = self.enter_instance(&c.type_params, &c.ctor_params, u, &format!("control `{}`", c.name))?;
         let saved = std::mem::replace(&mut self.prefix, prefix);
         let r = self.with_scopes(scopes, |l| {
@@ -422,6 +455,19 @@ impl<'a> Lowerer<'a> {
         binding: Params,
     ) -> R<ParserInst<'a>> {
         self.used.insert(format!("block {}", p.name));
+        self.enter_block(&p.name, u.pos)?;
+        let r = self.parser_instance_of(p, u, prefix, binding);
+        self.instantiating.pop();
+        r
+    }
+
+    fn parser_instance_of(
+        &mut self,
+        p: &'a ast::ParserDecl,
+        u: &BlockUse<'a>,
+        prefix: String,
+        binding: Params,
+    ) -> R<ParserInst<'a>> {
         let scopes = self.enter_instance(&p.type_params, &p.ctor_params, u, &format!("parser `{}`", p.name))?;
         let saved = std::mem::replace(&mut self.prefix, prefix.clone());
         let r = self.with_scopes(scopes, |l| {

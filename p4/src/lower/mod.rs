@@ -122,6 +122,9 @@ pub(crate) struct Lowerer<'a> {
     /// Parsers, controls, functions and actions lowered somewhere (the rest are checked on
     /// their own, so that their errors are reported too).
     used: std::collections::HashSet<String>,
+    /// The parsers and controls being instantiated, outermost first: P4 has no recursion, and
+    /// a block that instantiates itself (directly or through others) is refused here.
+    instantiating: Vec<String>,
     /// Serializable enums a controller sees (the type of a controller header's field, a table
     /// key or an action parameter): P4Info lists these, as p4c does.
     controller_enums: std::collections::BTreeSet<usize>,
@@ -143,6 +146,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         extern_decls: HashMap::new(),
         next_field_list: 1 << 64,
         used: std::collections::HashSet::new(),
+        instantiating: Vec::new(),
         controller_enums: std::collections::BTreeSet::new(),
         out: ir::Program::default(),
     };
