@@ -898,13 +898,7 @@ fn a_site_server_refuses_strangers_and_bad_requests_and_serves_the_next_coordina
 
 /// A process's peak resident memory (KiB) since its peak was last reset.
 fn peak_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM")
+    support::memory_kib(pid, "VmHWM")
 }
 
 /// Forgets a process's peak resident memory so far (Linux's clear_refs).

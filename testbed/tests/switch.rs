@@ -948,17 +948,6 @@ fn an_stf_frame_shorter_than_an_ethernet_header_is_refused_through_the_switch() 
     assert!(text.contains("short.stf:2") && text.contains("5-byte frame"), "{text}");
 }
 
-/// The process's resident memory (KiB), from /proc.
-fn resident_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS")
-}
-
 /// A tunnel port (a lab spread over sites) takes frames only from its peer: on a tunnel port
 /// over a veth, frames tagged with another key and frames stamped an hour ahead are dropped and
 /// counted, 20,000 of the latter leave memory flat (none is held), and a frame tagged with the
@@ -1009,7 +998,7 @@ fn a_tunnel_port_drops_and_counts_frames_not_from_its_peer_and_stamps_an_hour_ah
         }
     };
     send((0..100).map(|_| frame(&stranger, now())).collect());
-    let rss_before = resident_kib();
+    let rss_before = support::memory_kib(std::process::id(), "VmRSS");
     for _ in 0..200 {
         send((0..100).map(|_| frame(&ours, now() + hour)).collect());
         // The kernel's socket buffer would drop what the switch did not read in time: that
@@ -1018,7 +1007,7 @@ fn a_tunnel_port_drops_and_counts_frames_not_from_its_peer_and_stamps_an_hour_ah
     }
     send((0..10).map(|_| frame(&ours, now())).collect());
     thread::sleep(Duration::from_millis(200));
-    let rss_after = resident_kib();
+    let rss_after = support::memory_kib(std::process::id(), "VmRSS");
     let after = lab.stop().remove(0);
     let (t0, t1) = (&before.ports[1].totals, &after.ports[1].totals);
     assert_eq!(t1.tunnel_forged - t0.tunnel_forged, 100, "{t1:?}");

@@ -73,23 +73,41 @@ pub fn fuzz_p4_source(cases: u32) -> Report {
     finish("P4 source", cases, started, tally, result)
 }
 
-/// Runs the STF target: test files parsed (and run against their program when they parse).
-pub fn fuzz_stf(cases: u32) -> Report {
-    let seeds = files("p4/tests/stf", "stf");
+/// Runs a target over damaged `seeds`, each case given to `parse` as the text of `file`: a
+/// refusal must name the file; what it accepted is tallied as `accepted`.
+fn fuzz_texts(
+    title: &'static str,
+    cases: u32,
+    seeds: &[String],
+    file: &str,
+    parse: impl Fn(&str) -> Result<(), String>,
+    accepted: &'static str,
+) -> Report {
     let tally = Tally::default();
     let started = Instant::now();
     let result = runner(cases).run(&text_strategy(seeds.len()), |(seed, edits, bytes)| {
         let text = damaged(&seeds[seed], &edits, &bytes);
-        match intlab_p4::stf::parse("fuzz.stf", &text) {
-            Ok(_) => tally.count("parsed"),
+        match parse(&text) {
+            Ok(()) => tally.count(accepted),
             Err(e) => {
-                prop_assert!(e.to_string().contains("fuzz.stf"), "an error names the file: {}", e);
+                prop_assert!(e.contains(file), "an error names the file: {}", e);
                 tally.count("refused naming the file");
             }
         }
         Ok(())
     });
-    finish("STF files", cases, started, tally, result)
+    finish(title, cases, started, tally, result)
+}
+
+/// Runs the STF target: test files parsed.
+pub fn fuzz_stf(cases: u32) -> Report {
+    let seeds = files("p4/tests/stf", "stf");
+    let parse = |t: &str| {
+        intlab_p4::stf::parse("fuzz.stf", t)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    fuzz_texts("STF files", cases, &seeds, "fuzz.stf", parse, "parsed")
 }
 
 /// Runs the runtime JSON target: applied to the tutorials' program.
@@ -99,20 +117,8 @@ pub fn fuzz_runtime_json(cases: u32) -> Report {
         read(&repo("testbed/tests/p4/tutorial/s1-runtime.json")),
     ];
     let dp = forwarding();
-    let tally = Tally::default();
-    let started = Instant::now();
-    let result = runner(cases).run(&text_strategy(seeds.len()), |(seed, edits, bytes)| {
-        let text = damaged(&seeds[seed], &edits, &bytes);
-        match intlab_p4::control::runtime_json::apply_text(&dp, "fuzz.json", &text) {
-            Ok(()) => tally.count("applied"),
-            Err(e) => {
-                prop_assert!(e.to_string().contains("fuzz.json"), "an error names the file: {}", e);
-                tally.count("refused naming the file");
-            }
-        }
-        Ok(())
-    });
-    finish("runtime JSON", cases, started, tally, result)
+    let parse = |t: &str| intlab_p4::control::runtime_json::apply_text(&dp, "fuzz.json", t).map_err(|e| e.to_string());
+    fuzz_texts("runtime JSON", cases, &seeds, "fuzz.json", parse, "applied")
 }
 
 /// Runs the CLI command file target: applied to the tutorials' program.
@@ -122,20 +128,12 @@ pub fn fuzz_cli_commands(cases: u32) -> Report {
         "table_set_default LineIngress.ipv4_lpm drop\ntable_clear LineIngress.ipv4_lpm\ncounter_read x 0\nmirroring_add 5 3\n".to_owned(),
     ];
     let dp = forwarding();
-    let tally = Tally::default();
-    let started = Instant::now();
-    let result = runner(cases).run(&text_strategy(seeds.len()), |(seed, edits, bytes)| {
-        let text = damaged(&seeds[seed], &edits, &bytes);
-        match intlab_p4::control::cli_commands::apply_text(&dp, "fuzz.txt", &text) {
-            Ok(_) => tally.count("applied"),
-            Err(e) => {
-                prop_assert!(e.to_string().contains("fuzz.txt"), "an error names the file: {}", e);
-                tally.count("refused naming the file");
-            }
-        }
-        Ok(())
-    });
-    finish("CLI command files", cases, started, tally, result)
+    let parse = |t: &str| {
+        intlab_p4::control::cli_commands::apply_text(&dp, "fuzz.txt", t)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    fuzz_texts("CLI command files", cases, &seeds, "fuzz.txt", parse, "applied")
 }
 
 /// Write requests of the tutorials' program: an entry of each table with its first action.

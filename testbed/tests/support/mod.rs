@@ -779,3 +779,14 @@ pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
         .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(labels))
         .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }
+
+/// A figure (KiB) of process `pid`'s /proc status: `VmRSS` (resident now) or `VmHWM` (its peak).
+pub fn memory_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
