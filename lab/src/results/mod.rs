@@ -914,14 +914,8 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         (with_int - wire_bytes(mtu, mtu, None, 0)) as f64 / with_int as f64
     });
     let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
-    let pfc_overruns: u64 = switches
-        .iter()
-        .flat_map(|sw| &sw.ports)
-        .map(|p| p.totals.pfc_overruns)
-        .sum();
-    let overruns_at: Vec<u64> = switches
-        .iter()
-        .flat_map(|sw| &sw.ports)
+    let pfc_overruns: u64 = all_ports().map(|p| p.totals.pfc_overruns).sum();
+    let overruns_at: Vec<u64> = all_ports()
         .flat_map(|p| p.overruns_at.iter().map(|&t| time.at(t)))
         .collect();
     // Overruns past the kept times count as explained only if the kept ones all were.
@@ -971,12 +965,8 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
             p99: p.queue_p99 as f64,
             max: p.totals.queue_max as f64,
         }),
-        drops: switches.iter().flat_map(|sw| &sw.ports).map(|p| p.lab_drops()).sum(),
-        foreign_frames: switches
-            .iter()
-            .flat_map(|sw| &sw.ports)
-            .map(|p| p.foreign_frames())
-            .sum(),
+        drops: all_ports().map(|p| p.lab_drops()).sum(),
+        foreign_frames: all_ports().map(|p| p.foreign_frames()).sum(),
         pfc: t.any_pfc().then(|| {
             let ports = || switches.iter().flat_map(|sw| &sw.ports);
             PfcSummary {
@@ -992,11 +982,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 overruns_unexplained,
             }
         }),
-        ecn_marks: switches
-            .iter()
-            .flat_map(|sw| &sw.ports)
-            .map(|p| p.totals.ecn_marks)
-            .sum(),
+        ecn_marks: all_ports().map(|p| p.totals.ecn_marks).sum(),
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
         timeouts: flows.iter().map(|f| f.timeouts).sum(),
         cnps: flows.iter().map(|f| f.cnps).sum(),

@@ -179,18 +179,7 @@ pub fn summary_table(s: &Summary) -> String {
             rate(q.goodput_bps)
         );
     }
-    let _ = writeln!(
-        out,
-        "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
-        s.drops, s.ecn_marks, s.retransmissions, s.timeouts, s.cnps
-    );
-    if s.foreign_frames > 0 {
-        let _ = writeln!(
-            out,
-            "  not forwarded, not the lab's: {} frames (the kernel's IPv6 and broadcasts)",
-            s.foreign_frames
-        );
-    }
+    losses(&mut out, s);
     if let Some(p) = &s.pfc {
         let _ = writeln!(
             out,
@@ -294,4 +283,20 @@ pub fn summary_table(s: &Summary) -> String {
         );
     }
     out
+}
+
+/// The summary's line of losses and marks, and the frames not forwarded for not being the lab's.
+fn losses(out: &mut String, s: &Summary) {
+    let _ = writeln!(
+        out,
+        "  drops {}, ECN marks {}, retransmissions {}, timeouts {}, CNPs {}",
+        s.drops, s.ecn_marks, s.retransmissions, s.timeouts, s.cnps
+    );
+    if s.foreign_frames > 0 {
+        let _ = writeln!(
+            out,
+            "  not forwarded, not the lab's: {} frames (the kernel's IPv6 and broadcasts)",
+            s.foreign_frames
+        );
+    }
 }
