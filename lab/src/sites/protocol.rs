@@ -76,7 +76,7 @@ pub enum ToSite {
 }
 
 /// What a site builds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct BuildOrder {
     /// The scenario's text, overrides applied.
     pub scenario: String,
@@ -94,6 +94,19 @@ pub struct BuildOrder {
     /// The run's tunnel key: every tunnel frame carries a tag made with it, so a site takes
     /// frames only from its peers (made for each run, sent only over this TLS connection).
     pub tunnel_key: [u8; 16],
+}
+
+impl std::fmt::Debug for BuildOrder {
+    // Never the tunnel key: messages are printed in errors and logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOrder")
+            .field("file", &self.file)
+            .field("dilation", &self.dilation)
+            .field("site", &self.site)
+            .field("addresses", &self.addresses)
+            .field("capture", &self.capture)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What one flow's probes found: (plan index, smallest RTT in ns, links taken).
@@ -516,6 +529,21 @@ mod tests {
         }
         assert_eq!(FromSite::Failed(String::new()).kind_name(), "Failed");
         assert_eq!(FromSite::Done.kind_name(), "Done");
+    }
+
+    #[test]
+    fn a_build_order_never_prints_its_tunnel_key() {
+        let order = BuildOrder {
+            scenario: String::new(),
+            file: "/x.yaml".into(),
+            dilation: 1.0,
+            site: "east".into(),
+            addresses: BTreeMap::new(),
+            capture: false,
+            tunnel_key: [0xab; 16],
+        };
+        let printed = format!("{:?}", ToSite::Build(order));
+        assert!(printed.contains("east") && !printed.contains("171"), "{printed}");
     }
 
     #[test]
