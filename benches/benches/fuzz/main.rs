@@ -21,6 +21,7 @@ mod mutation;
 mod p4;
 mod scenarios;
 mod sites;
+mod texts;
 mod transport;
 
 use proptest::test_runner::{Config, TestError, TestRunner};

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::mutation::*;
-use crate::scenarios::{edit, edited};
+use crate::mutation::{apply, mutation};
+use crate::texts::{damaged, fuzz_texts, text_strategy};
 use crate::{Report, Tally, finish, runner};
 
 fn repo(path: &str) -> PathBuf {
@@ -39,20 +39,6 @@ fn forwarding() -> Datapath {
     Datapath::new(loaded.ir, "fuzz")
 }
 
-/// Byte damage or line edits of a text.
-fn damaged(text: &str, edits: &[crate::scenarios::Edit], bytes: &[Mutation]) -> String {
-    let t = edited(text, edits);
-    String::from_utf8_lossy(&apply(t.into_bytes(), bytes)).into_owned()
-}
-
-fn text_strategy(seeds: usize) -> impl Strategy<Value = (usize, Vec<crate::scenarios::Edit>, Vec<Mutation>)> {
-    (
-        0..seeds,
-        proptest::collection::vec(edit(), 0..3),
-        proptest::collection::vec(mutation(), 0..3),
-    )
-}
-
 /// Runs the P4 source target: every program the front end refuses is refused with positions.
 pub fn fuzz_p4_source(cases: u32) -> Report {
     let mut seeds = files("p4/tests/programs", "p4");
@@ -71,32 +57,6 @@ pub fn fuzz_p4_source(cases: u32) -> Report {
         Ok(())
     });
     finish("P4 source", cases, started, tally, result)
-}
-
-/// Runs a target over damaged `seeds`, each case given to `parse` as the text of `file`: a
-/// refusal must name the file; what it accepted is tallied as `accepted`.
-fn fuzz_texts(
-    title: &'static str,
-    cases: u32,
-    seeds: &[String],
-    file: &str,
-    parse: impl Fn(&str) -> Result<(), String>,
-    accepted: &'static str,
-) -> Report {
-    let tally = Tally::default();
-    let started = Instant::now();
-    let result = runner(cases).run(&text_strategy(seeds.len()), |(seed, edits, bytes)| {
-        let text = damaged(&seeds[seed], &edits, &bytes);
-        match parse(&text) {
-            Ok(()) => tally.count(accepted),
-            Err(e) => {
-                prop_assert!(e.contains(file), "an error names the file: {}", e);
-                tally.count("refused naming the file");
-            }
-        }
-        Ok(())
-    });
-    finish(title, cases, started, tally, result)
 }
 
 /// Runs the STF target: test files parsed.

@@ -188,16 +188,14 @@ impl<'a> Lowerer<'a> {
         prefix: String,
         binding: Params,
     ) -> R<ControlInst<'a>> {
-        self.used.insert(format!("block {}", c.name));
-        self.enter_block(&c.name, u.pos)?;
-        let r = self.control_instance_of(c, u, prefix, binding);
-        self.instantiating.pop();
-        r
+        self.instantiating_block(&c.name, u.pos, |l| l.control_instance_of(c, u, prefix, binding))
     }
 
-    /// Notes that block `name` is being instantiated; refused when it already is (it would
-    /// contain itself) or when instances nest deeper than [`MAX_INSTANCE_DEPTH`].
-    fn enter_block(&mut self, name: &str, pos: Pos) -> R<()> {
+    /// Runs `make`, the instantiation of block `name`, with the block marked as used and as
+    /// being instantiated; refused when it already is (it would contain itself) or when
+    /// instances nest deeper than [`MAX_INSTANCE_DEPTH`].
+    fn instantiating_block<T>(&mut self, name: &str, pos: Pos, make: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.used.insert(format!("block {name}"));
         if self.instantiating.iter().any(|n| n == name) {
             let chain = self.instantiating.join(" → ");
             return self.err(
@@ -209,7 +207,9 @@ impl<'a> Lowerer<'a> {
             return self.err(pos, format!("instances nested more than {MAX_INSTANCE_DEPTH} deep"));
         }
         self.instantiating.push(name.to_owned());
-        Ok(())
+        let r = make(self);
+        self.instantiating.pop();
+        r
     }
 
     fn control_instance_of(
@@ -454,11 +454,7 @@ impl<'a> Lowerer<'a> {
         prefix: String,
         binding: Params,
     ) -> R<ParserInst<'a>> {
-        self.used.insert(format!("block {}", p.name));
-        self.enter_block(&p.name, u.pos)?;
-        let r = self.parser_instance_of(p, u, prefix, binding);
-        self.instantiating.pop();
-        r
+        self.instantiating_block(&p.name, u.pos, |l| l.parser_instance_of(p, u, prefix, binding))
     }
 
     fn parser_instance_of(
