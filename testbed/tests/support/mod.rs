@@ -644,7 +644,14 @@ pub fn run_all_kept_up_in_dirs(
 /// each left every attempt of a suite void at times (Netscope's two-apps set, 2026-11-26).
 const RUNS_PER_ATTEMPT: usize = 3;
 
-/// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`.
+/// The longest a retry waits after a run the hypervisor spoiled (steal above the bound): its
+/// contention on the reference VM comes in spells of seconds to minutes, so a retry at once
+/// mostly meets the same spell.
+const MAX_STEAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`. A run that counted is
+/// kept for every attempt at its dilation (the same conditions), so an attempt made again at the
+/// same dilation runs only the scenarios that have no counting run yet.
 pub fn run_all_counting_in_dirs(
     tag: &str,
     set: &[intlab_lab::scenario::Scenario],
@@ -654,12 +661,23 @@ pub fn run_all_counting_in_dirs(
     need: Need,
 ) -> Vec<(PathBuf, intlab_lab::results::Results)> {
     let mut log = Vec::new();
-    'attempts: for (attempt, &dilation) in dilations.iter().enumerate() {
+    let mut counted: std::collections::HashMap<(u64, usize), (PathBuf, intlab_lab::results::Results)> =
+        std::collections::HashMap::new();
+    for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
             std::thread::sleep(pause);
         }
-        let mut runs = Vec::new();
+        // Scenarios past a void one are still run when a later attempt has this dilation: their
+        // counting runs serve it.
+        let again = dilations[attempt + 1..].contains(&dilation);
+        let mut complete = true;
         for (k, s) in set.iter().enumerate() {
+            if counted.contains_key(&(dilation.to_bits(), k)) {
+                continue;
+            }
+            if !complete && !again {
+                break;
+            }
             let s = intlab_lab::scenario::Scenario {
                 dilation,
                 dilation_auto: false,
@@ -667,7 +685,7 @@ pub fn run_all_counting_in_dirs(
             };
             // A run the machine did not keep up with is made again at the same dilation (the
             // set's conditions stay the same), a few times, before the attempt is given up.
-            let mut kept = None;
+            let mut wait = pause;
             for try_ in 0..RUNS_PER_ATTEMPT {
                 let tag = format!("{tag}{attempt}{k}{try_}");
                 let out = scratch_dir(&tag);
@@ -684,17 +702,28 @@ pub fn run_all_counting_in_dirs(
                 eprintln!("{line}{}", if ok { "" } else { " (void)" });
                 log.push(line);
                 if ok {
-                    kept = Some((out, r));
+                    counted.insert((dilation.to_bits(), k), (out, r));
                     break;
                 }
-                std::thread::sleep(pause);
+                let spoiled = r.summary.cpu_steal.is_none_or(|x| x > max_steal);
+                wait = if spoiled {
+                    (wait * 2).min(MAX_STEAL_BACKOFF)
+                } else {
+                    pause
+                };
+                std::thread::sleep(wait);
             }
-            match kept {
-                Some(run) => runs.push(run),
-                None => continue 'attempts,
-            }
+            complete &= counted.contains_key(&(dilation.to_bits(), k));
         }
-        return runs;
+        if complete {
+            return (0..set.len())
+                .map(|k| {
+                    counted
+                        .remove(&(dilation.to_bits(), k))
+                        .expect("a counting run of each")
+                })
+                .collect();
+        }
     }
     panic!(
         "the machine did not keep up ({need:?}) in any of {} attempts:\n{}",
