@@ -66,6 +66,12 @@ impl Clock {
         self.origin.elapsed().as_nanos() as u64
     }
 
+    /// CLOCK_MONOTONIC's reading (ns) when this clock read 0 unshifted: two processes on one
+    /// kernel know from it exactly how far apart their lab clocks are.
+    pub fn monotonic_origin_ns(&self) -> u64 {
+        self.monotonic_ns_at_origin
+    }
+
     /// The instant readings count from, so other components can share the time base.
     pub fn origin(&self) -> Instant {
         self.origin

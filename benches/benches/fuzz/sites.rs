@@ -48,11 +48,16 @@ fn framed_seeds() -> Vec<Vec<u8>> {
         FromSite::Hello {
             version: 1,
             host: "m".into(),
+            kernel: intlab_lab::sites::KernelClock {
+                boot_id: "b".into(),
+                monotonic_origin_ns: 4,
+            },
         },
         FromSite::Clock {
             sent_ns: 1,
             received_ns: 2,
             answered_ns: 3,
+            shift_ns: -5,
         },
         FromSite::Reached(vec![(0, 5, vec![1, 2])]),
         FromSite::Finished(3),

@@ -25,7 +25,7 @@ use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
 use crate::sites::control_connection::{ControlConnection, ReadLimits, Received, dial};
 use crate::sites::protocol::{BuildOrder, FlowReach, FromSite, SiteReport, ToSite, VERSION};
-use crate::sites::{Exchange, Offset, best_offset};
+use crate::sites::{Exchange, KernelClock, Offset, best_offset};
 use crate::sites::{SiteClock, SitesTiming, TunnelTiming};
 use crate::workload::Iterations;
 
@@ -257,6 +257,7 @@ impl<'a> Sites<'a> {
                     sent_ns,
                     received_ns,
                     answered_ns,
+                    ..
                 } => Some(Ok(Exchange {
                     sent_ns,
                     received_ns,
@@ -327,8 +328,8 @@ fn run_once_on_sites(
     for i in 0..n {
         sites.tell(i, &ToSite::Hello { version: VERSION })?;
     }
-    sites.answers(&all, "saying hello", |_, m, _| match m {
-        FromSite::Hello { version, .. } if version == VERSION => Some(Ok(())),
+    let kernels = sites.answers(&all, "saying hello", |_, m, _| match m {
+        FromSite::Hello { version, kernel, .. } if version == VERSION => Some(Ok(kernel)),
         FromSite::Hello { version, .. } => {
             Some(Err(format!("it speaks version {version}, this coordinator {VERSION}")))
         }
@@ -336,8 +337,13 @@ fn run_once_on_sites(
     })?;
     progress.step("aligning the sites' lab clocks");
     let mut aligned = Vec::new();
-    for i in 0..n {
-        let o = sites.measure(i)?;
+    let here = KernelClock::here();
+    for (i, kernel) in kernels {
+        let mut o = sites.measure(i)?;
+        // On this machine's kernel the true offset is known: the measurement's error with it.
+        o.error_ns = here
+            .true_offset_of(Clock::get().shift(), &kernel)
+            .map(|t| o.offset_ns - t);
         sites.tell(i, &ToSite::Align { shift_ns: -o.offset_ns })?;
         aligned.push(o);
     }
@@ -412,6 +418,8 @@ fn run_once_on_sites(
     let mut pending = vec![false; n];
     let mut next_measure = Instant::now() + REMEASURE_EVERY;
     let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); n];
+    // The shift each site's lab clock runs with, as it last said.
+    let mut shifts: Vec<i64> = aligned.iter().map(|o| -o.offset_ns).collect();
     let ending = loop {
         match sites.incoming.recv_timeout(crate::run::POLL) {
             Ok((i, Received::Ended(why))) => {
@@ -449,8 +457,10 @@ fn run_once_on_sites(
                     sent_ns,
                     received_ns,
                     answered_ns,
+                    shift_ns,
                 } => {
                     pending[i] = false;
+                    shifts[i] = shift_ns;
                     exchanges[i].push(Exchange {
                         sent_ns,
                         received_ns,
@@ -474,14 +484,18 @@ fn run_once_on_sites(
                 ));
             }
         }
-        // The offsets, measured again (sites answer in their unshifted clock): how far each
-        // moved from the one aligned on, beyond what the measurement cannot tell apart.
+        // The offsets of the sites' lab clocks, measured again (sites answer in their unshifted
+        // clock and say the shift they run with): how far each is from this one, beyond what
+        // the two measurements cannot tell apart. A site that runs with another shift than it
+        // was told shows here, as a clock that drifted.
         if Instant::now() >= next_measure {
             next_measure = Instant::now() + REMEASURE_EVERY;
             for i in 0..n {
                 if let Some(o) = best_offset(&exchanges[i]) {
-                    let moved = (o.offset_ns - aligned[i].offset_ns).unsigned_abs();
-                    drift[i] = drift[i].max(moved.saturating_sub(o.uncertainty_ns));
+                    let off = (i128::from(o.offset_ns) + i128::from(shifts[i])).unsigned_abs();
+                    let unsure = u128::from(o.uncertainty_ns + aligned[i].uncertainty_ns);
+                    let moved = u64::try_from(off.saturating_sub(unsure)).unwrap_or(u64::MAX);
+                    drift[i] = drift[i].max(moved);
                     exchanges[i].clear();
                 }
                 if !pending[i] {
@@ -625,6 +639,7 @@ fn sites_timing(
             uncertainty_ns: aligned[i].uncertainty_ns + drift[i],
             round_trip_ns: aligned[i].round_trip_ns,
             drift_ns: drift[i],
+            alignment_error_ns: aligned[i].error_ns,
         })
         .collect();
     let port_of: HashMap<(&str, &str), &intlab_switch::PortSnapshot> = reports

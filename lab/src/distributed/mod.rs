@@ -8,4 +8,4 @@ mod coordinator;
 mod serve;
 
 pub use coordinator::{SiteAddresses, run_on_sites};
-pub use serve::{Log, ServeError, SiteServer};
+pub use serve::{CLOCK_ERROR_HOOK, Log, ServeError, SiteServer};

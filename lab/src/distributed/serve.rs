@@ -31,7 +31,7 @@ use crate::run::{LabPlan, flow_spec, no_progress_report};
 use crate::scenario::{Overrides, Scenario};
 use crate::sites::control_connection::{ControlConnection, ReadLimits, Received};
 use crate::sites::protocol::{self, BuildOrder, Frame, FromSite, Message, SiteReport, ToSite, Underlay, VERSION};
-use crate::sites::{CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
+use crate::sites::{CAPTURE_FOLDER, KernelClock, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
 use crate::topology::Topology;
 use crate::workload::PlannedFlow;
 
@@ -217,6 +217,7 @@ impl Admission {
                     Ok(FromSite::Hello {
                         version: VERSION,
                         host: host.trim().to_owned(),
+                        kernel: KernelClock::here(),
                     })
                 }
             }
@@ -285,18 +286,44 @@ impl Admission {
     }
 }
 
-/// Answers a clock exchange at once, in the site's unshifted lab clock: a late answer would
-/// read as a long way back.
+/// Answers a clock exchange at once, in the site's unshifted lab clock with the shift it runs
+/// with: a late answer would read as a long way back.
 fn answer_clock(m: &ToSite) -> Option<FromSite> {
     let ToSite::Clock { sent_ns } = *m else {
         return None;
     };
-    let received_ns = Clock::get().unshifted_ns();
+    let clock = Clock::get();
+    let received_ns = clock.unshifted_ns();
     Some(FromSite::Clock {
         sent_ns,
         received_ns,
-        answered_ns: Clock::get().unshifted_ns(),
+        answered_ns: clock.unshifted_ns(),
+        shift_ns: clock.shift(),
     })
+}
+
+/// A test hook: a site server started with this variable set (ns of lab time, signed) runs
+/// every lab it builds on a clock that far off the one its coordinator aligned it to, so the
+/// tests can check that a wrong clock is caught. Never set it otherwise.
+pub const CLOCK_ERROR_HOOK: &str = "INTLAB_TEST_SITE_CLOCK_ERROR_LAB_NS";
+
+/// Moves this site's clock by the hook's error ([`CLOCK_ERROR_HOOK`]) at `dilation`, if set.
+fn apply_clock_error_hook(dilation: f64) -> Result<(), String> {
+    let Ok(text) = std::env::var(CLOCK_ERROR_HOOK) else {
+        return Ok(());
+    };
+    let lab_ns: i64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{CLOCK_ERROR_HOOK}={text}: not a whole number of ns"))?;
+    let real_ns = (lab_ns as f64 * dilation) as i64;
+    if real_ns.unsigned_abs() > MAX_SHIFT_NS {
+        return Err(format!("{CLOCK_ERROR_HOOK}={text}: more than a year"));
+    }
+    tracing::warn!("test hook {CLOCK_ERROR_HOOK}: this site's lab clock runs {real_ns} ns off its coordinator's");
+    let clock = Clock::get();
+    clock.align(clock.shift() + real_ns);
+    Ok(())
 }
 
 /// What a site runs of one lab.
@@ -466,6 +493,7 @@ fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
         dilation_auto: false,
         ..s
     };
+    apply_clock_error_hook(s.dilation)?;
     let sites = s.sites.as_ref().ok_or("the scenario has no `sites:`")?;
     let me = sites
         .names

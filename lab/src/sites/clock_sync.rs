@@ -3,6 +3,44 @@
 //! trip, and the exchange with the shortest round trip bounds the offset best (its error is
 //! at most half that round trip).
 
+use serde::{Deserialize, Serialize};
+
+/// The kernel clock a process's lab clock counts from. Two processes on one kernel (sites in
+/// namespaces of one machine, as the tests run them) read one CLOCK_MONOTONIC, so the true
+/// offset of their lab clocks is known exactly, and with it the error of a measured one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelClock {
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): equal only on one kernel
+    /// since one boot. Empty where it cannot be read (never equal then).
+    pub boot_id: String,
+    /// CLOCK_MONOTONIC when the process's lab clock read 0 unshifted (ns).
+    pub monotonic_origin_ns: u64,
+}
+
+impl KernelClock {
+    /// This process's.
+    pub fn here() -> KernelClock {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|id| id.trim().to_owned())
+            .unwrap_or_default();
+        KernelClock {
+            boot_id,
+            monotonic_origin_ns: intlab_runtime::clock::Clock::get().monotonic_origin_ns(),
+        }
+    }
+
+    /// The true offset (ns) of `site`'s unshifted lab clock from the lab clock of a process
+    /// on `self`'s kernel that runs with shift `shift_ns`, when both are on one kernel.
+    pub fn true_offset_of(&self, shift_ns: i64, site: &KernelClock) -> Option<i64> {
+        if self.boot_id.is_empty() || self.boot_id != site.boot_id {
+            return None;
+        }
+        // Both read CLOCK_MONOTONIC m: the site m - site.origin, this process m - origin + shift.
+        let offset = i128::from(self.monotonic_origin_ns) - i128::from(site.monotonic_origin_ns) - i128::from(shift_ns);
+        i64::try_from(offset).ok()
+    }
+}
+
 /// One exchange: the coordinator's send time, the site's receive and answer times (its
 /// clock), the coordinator's receive time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +64,9 @@ pub struct Offset {
     pub uncertainty_ns: u64,
     /// That round trip, without the site's own time between receiving and answering (ns).
     pub round_trip_ns: u64,
+    /// The measured offset less the true one, where the true one is known (both clocks on
+    /// one kernel, [`KernelClock::true_offset_of`]); None elsewhere.
+    pub error_ns: Option<i64>,
 }
 
 impl Exchange {
@@ -53,12 +94,37 @@ pub fn best(exchanges: &[Exchange]) -> Option<Offset> {
             offset_ns,
             uncertainty_ns: round_trip_ns.div_ceil(2),
             round_trip_ns,
+            error_ns: None,
         })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_kernel_gives_the_true_offset_and_two_give_none() {
+        let here = KernelClock {
+            boot_id: "b".into(),
+            monotonic_origin_ns: 5_000,
+        };
+        let site = KernelClock {
+            boot_id: "b".into(),
+            monotonic_origin_ns: 2_000,
+        };
+        // At m = 10,000 the site reads 8,000 and this process 5,000 + 300.
+        assert_eq!(here.true_offset_of(300, &site), Some(2_700));
+        let elsewhere = KernelClock {
+            boot_id: "c".into(),
+            ..site.clone()
+        };
+        assert_eq!(here.true_offset_of(0, &elsewhere), None);
+        let unknown = KernelClock {
+            boot_id: String::new(),
+            ..site
+        };
+        assert_eq!(unknown.true_offset_of(0, &unknown.clone()), None);
+    }
 
     #[test]
     fn a_symmetric_exchange_finds_the_offset_exactly() {

@@ -10,7 +10,7 @@ pub mod plan;
 pub mod protocol;
 mod timing;
 
-pub use clock_sync::{Exchange, Offset, best as best_offset};
+pub use clock_sync::{Exchange, KernelClock, Offset, best as best_offset};
 pub use part::{
     CAPTURE_FOLDER, SitePart, TUNNEL_OVERHEAD, TunnelSpec, VXLAN_PORT, create_tunnel, device_name, device_owner,
     remove_leftovers, underlay_mtu,

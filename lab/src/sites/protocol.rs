@@ -15,10 +15,12 @@ use intlab_transport::endpoint::EndpointReport;
 use intlab_transport::flow::{FlowEvent, FlowPath};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::sites::KernelClock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol's version: a coordinator and a site of different versions do not talk.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The largest chunk of a file; a file is sent as many.
 pub const CHUNK: usize = 1 << 20;
@@ -121,6 +123,8 @@ pub enum FromSite {
         version: u32,
         /// The machine's host name, for messages.
         host: String,
+        /// The kernel clock its lab clock counts from.
+        kernel: KernelClock,
     },
     /// A clock exchange's answer, in the site's unshifted lab clock.
     Clock {
@@ -130,6 +134,9 @@ pub enum FromSite {
         received_ns: u64,
         /// When it answered.
         answered_ns: u64,
+        /// The shift its lab clock runs with now: what the coordinator checks the site's lab
+        /// clock by, not the shift it asked for.
+        shift_ns: i64,
     },
     /// Its part is built; the devices its tunnels leave the machine by.
     Built {

@@ -16,9 +16,13 @@ pub struct SiteClock {
     pub uncertainty_ns: u64,
     /// The round trip to it over the control connection (ns, real time, best exchange).
     pub round_trip_ns: u64,
-    /// The most its offset moved from the one aligned on, over the exchanges repeated during
-    /// the run (ns).
+    /// The most its lab clock was off the coordinator's during the run beyond what the
+    /// measurements can tell (ns): a clock that drifted, or a site that runs with another
+    /// shift than the one it was told.
     pub drift_ns: u64,
+    /// The aligning measurement's error against the true offset (ns), known when the site
+    /// runs on the coordinator's kernel (sites in namespaces of one machine); None elsewhere.
+    pub alignment_error_ns: Option<i64>,
 }
 
 /// The frames one cut link carried.
@@ -84,12 +88,16 @@ impl SitesTiming {
         for c in &self.clocks {
             let _ = write!(
                 out,
-                " {} clock within {:.0} us (round trip {:.0} us, drift {:.0} us);",
+                " {} clock within {:.0} us (round trip {:.0} us, drift {:.0} us",
                 c.site,
                 us(c.uncertainty_ns),
                 us(c.round_trip_ns),
                 us(c.drift_ns)
             );
+            if let Some(e) = c.alignment_error_ns {
+                let _ = write!(out, ", aligned {:.1} us off on this machine's clock", e as f64 / 1000.0);
+            }
+            out.push_str(");");
         }
         out.pop();
         out.push('\n');
@@ -142,6 +150,7 @@ mod tests {
             uncertainty_ns: u,
             round_trip_ns: 2 * u,
             drift_ns: 0,
+            alignment_error_ns: None,
         }
     }
 
