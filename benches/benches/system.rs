@@ -117,6 +117,7 @@ fn p4_spec(pipeline: SwitchPipeline) -> Option<P4Spec> {
     std::fs::write(&file, runtime).expect("runtime file written");
     Some(P4Spec {
         program: root.join(program),
+        preprocessor: Default::default(),
         runtime: Some(file),
         cli: None,
         trace: false,

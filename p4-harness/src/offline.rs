@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use intlab_p4::Datapath;
+use intlab_p4::{Datapath, PreprocessorOptions};
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 
 /// What `intlab p4 test` found.
@@ -40,13 +40,20 @@ pub enum StfTarget {
 
 /// Runs STF file `stf` on `program` on `target`, printing each expectation's verdict to `out`
 /// (only the failures unless `verbose`).
-pub fn test(program: &Path, stf: &Path, target: StfTarget, verbose: bool, out: &mut dyn Write) -> Result<TestOutcome> {
-    let loaded = intlab_p4::load(program).with_context(|| format!("loading {}", program.display()))?;
+pub fn test(
+    program: &Path,
+    options: &PreprocessorOptions,
+    stf: &Path,
+    target: StfTarget,
+    verbose: bool,
+    out: &mut dyn Write,
+) -> Result<TestOutcome> {
+    let loaded = intlab_p4::load_with(program, options).with_context(|| format!("loading {}", program.display()))?;
     let text = std::fs::read_to_string(stf).with_context(|| format!("reading {}", stf.display()))?;
     let file = intlab_p4::stf::parse(&stf.display().to_string(), &text)?;
     let report = match target {
         StfTarget::Memory => intlab_p4::stf::run(&Datapath::new(loaded.ir, "stf"), &file)?,
-        StfTarget::Veth => crate::on_switch::run(program, &file)?,
+        StfTarget::Veth => crate::on_switch::run(program, options, &file)?,
     };
     let exchanged = file
         .commands
@@ -96,12 +103,13 @@ pub fn test(program: &Path, stf: &Path, target: StfTarget, verbose: bool, out: &
 /// the files written with their frame counts.
 pub fn run(
     program: &Path,
+    options: &PreprocessorOptions,
     inputs: &[(u16, PathBuf)],
     out_dir: &Path,
     runtime: Option<&Path>,
     commands: Option<&Path>,
 ) -> Result<Vec<(PathBuf, usize)>> {
-    let loaded = intlab_p4::load(program).with_context(|| format!("loading {}", program.display()))?;
+    let loaded = intlab_p4::load_with(program, options).with_context(|| format!("loading {}", program.display()))?;
     let dp = Datapath::new(loaded.ir, "run");
     if let Some(r) = runtime {
         intlab_p4::runtime_json::apply_file(&dp, r)?;

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use intlab_p4::Datapath;
 use intlab_p4::stf::{Command, Report, StfFile, StfSwitch};
+use intlab_p4::{Datapath, PreprocessorOptions};
 use intlab_runtime::sys::{mmsg, socket};
 use intlab_switch::Switch;
 use intlab_switch::config::SwitchSpec;
@@ -36,9 +36,9 @@ const QUIET: Duration = Duration::from_millis(5);
 const ALL_PORTS_BELOW: u16 = 32;
 
 /// Runs STF file `file` on `program` through a switch on veth pairs; returns the verdicts.
-pub fn run(program: &Path, file: &StfFile) -> Result<Report> {
+pub fn run(program: &Path, options: &PreprocessorOptions, file: &StfFile) -> Result<Report> {
     let ports = ports_of(file)?;
-    let mut rig = Rig::start(program, &ports)?;
+    let mut rig = Rig::start(program, options, &ports)?;
     let dp = rig.datapath()?;
     let report = intlab_p4::stf::run_on(&dp, file, &mut rig)?;
     rig.stop()?;
@@ -92,7 +92,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn start(program: &Path, ports: &BTreeSet<u16>) -> Result<Rig> {
+    fn start(program: &Path, options: &PreprocessorOptions, ports: &BTreeSet<u16>) -> Result<Rig> {
         static RUNS: AtomicU32 = AtomicU32::new(0);
         let tag = format!("stf{}", RUNS.fetch_add(1, Ordering::Relaxed));
         let ns = Namespace::create(&netns::run_prefix(std::process::id(), &tag))?;
@@ -104,7 +104,7 @@ impl Rig {
             ns.ip(&["link", "set", "dev", &test, "mtu", &mtu])?;
         }
         // Its ports name their namespace: the switch opens them there.
-        let switch = Switch::start(spec(program, ports, &ns)?)
+        let switch = Switch::start(spec(program, options, ports, &ns)?)
             .with_context(|| format!("starting the switch on {}", program.display()))?;
         let mut ends = Vec::new();
         for &p in ports {
@@ -252,7 +252,7 @@ impl StfSwitch for Rig {
 
 /// One worker (frames keep their order), ports fast and deep enough to hold nothing back, the
 /// program loaded with no entries: the STF file adds them.
-fn spec(program: &Path, ports: &BTreeSet<u16>, ns: &Namespace) -> Result<SwitchSpec> {
+fn spec(program: &Path, options: &PreprocessorOptions, ports: &BTreeSet<u16>, ns: &Namespace) -> Result<SwitchSpec> {
     let netns = ns.path();
     let mut yaml = String::from("name: stf\nnode_id: 1\nworkers: 1\nports:\n");
     for p in ports {
@@ -262,5 +262,9 @@ fn spec(program: &Path, ports: &BTreeSet<u16>, ns: &Namespace) -> Result<SwitchS
         ));
     }
     yaml.push_str(&format!("p4:\n  program: {}\n", program.display()));
-    SwitchSpec::from_yaml(&yaml, Path::new("(STF switch)")).context("the STF switch's configuration")
+    let mut spec = SwitchSpec::from_yaml(&yaml, Path::new("(STF switch)")).context("the STF switch's configuration")?;
+    if let Some(p4) = spec.p4.as_mut() {
+        p4.preprocessor = options.clone();
+    }
+    Ok(spec)
 }

@@ -26,6 +26,7 @@ pub use exec::{
     PSA_RECIRCULATE_PORT, PacketState,
 };
 pub use front::diag::{P4Error, P4Errors};
+pub use front::preprocess::Options as PreprocessorOptions;
 pub use front::source::SourceMap;
 pub use info::ProgramInfo;
 
@@ -44,8 +45,13 @@ pub struct Loaded {
 
 /// Reads, checks and lowers the program in `path`; every problem found is in the error.
 pub fn load(path: &Path) -> Result<Loaded, P4Errors> {
+    load_with(path, &PreprocessorOptions::default())
+}
+
+/// [`load`] with p4c's preprocessor options (`-I`, `-D`, `-U`).
+pub fn load_with(path: &Path, options: &PreprocessorOptions) -> Result<Loaded, P4Errors> {
     let mut sources = SourceMap::default();
-    let program = front::parse_file(path, &mut sources)?;
+    let program = front::parse_file(path, options, &mut sources)?;
     finish(program, sources)
 }
 

@@ -335,6 +335,35 @@ enum SiteCommand {
     },
 }
 
+/// p4c's preprocessor options, as p4c spells them.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct PreprocessorArgs {
+    /// Look for includes in DIR too (after the including file's folder), in the order given.
+    #[arg(short = 'I', value_name = "DIR")]
+    include: Vec<PathBuf>,
+    /// Define macro NAME (as 1, or as VALUE) before the program.
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    define: Vec<String>,
+    /// Undefine macro NAME (after the -D options).
+    #[arg(short = 'U', value_name = "NAME")]
+    undefine: Vec<String>,
+}
+
+impl PreprocessorArgs {
+    /// The options the P4 front end takes.
+    fn options(&self) -> intlab_p4::PreprocessorOptions {
+        let mut o = intlab_p4::PreprocessorOptions {
+            include_dirs: self.include.clone(),
+            undefines: self.undefine.clone(),
+            ..Default::default()
+        };
+        for d in &self.define {
+            o.define(d);
+        }
+        o
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum P4Command {
     /// Parse and check a program and list what its control plane sees: the pipeline, the
@@ -343,12 +372,16 @@ enum P4Command {
     Check {
         /// The program.
         file: PathBuf,
+        #[command(flatten)]
+        preprocessor: PreprocessorArgs,
     },
     /// The program's P4Info as p4c writes it (`--p4runtime-files`): the same ids, names,
     /// aliases, match fields and widths, for P4Runtime controllers; to standard output or a file.
     Info {
         /// The program.
         program: PathBuf,
+        #[command(flatten)]
+        preprocessor: PreprocessorArgs,
         /// text (p4c's .p4info.txtpb), json, or binary (.p4info.bin).
         #[arg(long, value_enum, default_value_t = InfoFormat::Text)]
         format: InfoFormat,
@@ -362,6 +395,8 @@ enum P4Command {
     Test {
         /// The program.
         program: PathBuf,
+        #[command(flatten)]
+        preprocessor: PreprocessorArgs,
         /// The STF file.
         stf: PathBuf,
         /// Run it through the lab's switch instead, on veth pairs in a namespace of its own
@@ -377,6 +412,8 @@ enum P4Command {
     Run {
         /// The program.
         program: PathBuf,
+        #[command(flatten)]
+        preprocessor: PreprocessorArgs,
         /// `PORT=FILE.pcap`: the frames that arrive on P4 port PORT (repeatable).
         #[arg(long = "in", value_name = "PORT=FILE.pcap", value_parser = port_file, required = true)]
         inputs: Vec<(u16, PathBuf)>,

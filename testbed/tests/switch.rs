@@ -783,6 +783,7 @@ fn a_p4_program_multicasts_and_clones_real_frames_as_bmv2_would() {
         }
         s.p4 = Some(intlab_switch::config::P4Spec {
             program: program.into(),
+            preprocessor: Default::default(),
             runtime: Some(runtime.clone()),
             cli: None,
             trace: false,
@@ -842,6 +843,7 @@ fn a_p4_cpu_port_carries_frames_to_and_from_the_controller() {
         }
         s.p4 = Some(intlab_switch::config::P4Spec {
             program: program.into(),
+            preprocessor: Default::default(),
             runtime: None,
             cli: None,
             trace: false,
@@ -937,6 +939,7 @@ fn an_stf_frame_shorter_than_an_ethernet_header_is_refused_through_the_switch() 
     let mut out = Vec::new();
     let err = intlab_p4_harness::offline::test(
         &program,
+        &Default::default(),
         &stf,
         intlab_p4_harness::offline::StfTarget::Veth,
         false,

@@ -53,6 +53,21 @@ pub fn annotation_string(annotations: &[Annotation], name: &str) -> Option<Strin
         })
 }
 
+/// The value of an annotation with one integer argument (`@id(0x02000001)`, macros expanded).
+pub fn annotation_int(annotations: &[Annotation], name: &str) -> Option<u128> {
+    annotations
+        .iter()
+        .find(|a| a.name == name)
+        .and_then(|a| match a.args.as_slice() {
+            [
+                Expr {
+                    kind: ExprKind::Int(i), ..
+                },
+            ] => Some(i.value),
+            _ => None,
+        })
+}
+
 /// A type as written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Type {

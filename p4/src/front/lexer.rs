@@ -48,23 +48,27 @@ const PUNCTS: &[&str] = &[
     "-", "*", "/", "%", "&", "|", "^", "~", "!", "?", "@", "_", "#",
 ];
 
+/// The operator or separator spelled `text`, if it is one (for the preprocessor's `##`).
+pub fn punct_of(text: &str) -> Option<&'static str> {
+    PUNCTS.iter().copied().find(|p| *p == text)
+}
+
 /// Tokens of file `file` (already in `map`).
 pub fn lex(map: &SourceMap, file: FileId) -> Result<Vec<Token>> {
-    Lexer {
-        map,
-        file,
-        text: map.file(file).text.as_bytes(),
-        at: 0,
-        line: 1,
-        line_start: 0,
-        out: Vec::new(),
-    }
-    .run()
+    Lexer::new(map, file, true).run()
+}
+
+/// Tokens of a macro body or condition in `file`: a `#` there is an operator (`#x`, `a ## b`),
+/// never a directive.
+pub fn lex_without_directives(map: &SourceMap, file: FileId) -> Result<Vec<Token>> {
+    Lexer::new(map, file, false).run()
 }
 
 struct Lexer<'a> {
     map: &'a SourceMap,
     file: FileId,
+    /// A `#` first on a line starts a directive.
+    directives: bool,
     text: &'a [u8],
     at: usize,
     line: u32,
@@ -72,7 +76,20 @@ struct Lexer<'a> {
     out: Vec<Token>,
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
+    fn new(map: &'a SourceMap, file: FileId, directives: bool) -> Lexer<'a> {
+        Lexer {
+            map,
+            file,
+            directives,
+            text: map.file(file).text.as_bytes(),
+            at: 0,
+            line: 1,
+            line_start: 0,
+            out: Vec::new(),
+        }
+    }
+
     fn pos(&self, at: usize) -> Pos {
         if at < self.line_start {
             // A token that began lines ago (a comment not closed): count from the start.
@@ -134,7 +151,7 @@ impl Lexer<'_> {
                     }
                 }
                 b'/' if self.peek(1) == b'*' => self.block_comment()?,
-                b'#' if line_empty => self.directive(),
+                b'#' if line_empty && self.directives => self.directive(),
                 _ => {
                     line_empty = false;
                     self.token()?;

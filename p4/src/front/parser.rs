@@ -2034,7 +2034,7 @@ mod tests {
 
     fn parse_text(text: &str) -> Result<Program, P4Errors> {
         let mut map = SourceMap::default();
-        let tokens = preprocess_text("t.p4", None, text.to_owned(), &mut map)?;
+        let tokens = preprocess_text("t.p4", None, text.to_owned(), &Default::default(), &mut map)?;
         parse(&tokens, &map)
     }
 

@@ -1,15 +1,16 @@
-//! The C preprocessor as P4 programs use it: `#include`, object-like and function-like
-//! `#define`, `#undef`, `#if` with integer expressions and `defined`, `#ifdef`, `#ifndef`,
-//! `#elif`, `#else`, `#endif`, `#error`. `core.p4`, `v1model.p4`, `psa.p4` and `intlab.p4` are
-//! built in and found by their include names; other includes are read relative to the file
-//! that names them.
+//! The C preprocessor as p4c runs it: `#include`, object-like and function-like `#define`
+//! (variadic, `#` and `##`), `#undef`, `#if` with integer expressions and `defined`, `#ifdef`,
+//! `#ifndef`, `#elif`, `#else`, `#endif`, `#error`, `__FILE__` and `__LINE__`, and p4c's `-I`,
+//! `-D` and `-U` ([`Options`]). An include in quotes is looked for beside the file that names
+//! it, then in the `-I` folders in order, then among the built-ins (`core.p4`, `v1model.p4`,
+//! `psa.p4`, `intlab.p4`); one in angle brackets in the `-I` folders, then the built-ins.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::diag::{P4Error, Result};
-use super::lexer::{IntLit, Token, TokenKind, lex};
+use super::lexer::{IntLit, Token, TokenKind, lex, lex_without_directives};
 use super::source::{SourceFile, SourceMap};
 
 /// Built-in include files: (include name, text).
@@ -26,22 +27,70 @@ const MAX_DEPTH: usize = 32;
 /// Most tokens one macro use may expand to: a guard against macros that grow without end.
 const MAX_EXPANSION: usize = 1 << 20;
 
+/// What p4c's command line gives its preprocessor: `-I DIR`, `-D NAME[=VALUE]`, `-U NAME`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Include folders (`-I`), searched in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// Macros defined before the program (`-D`): name and body (`1` when none was given).
+    pub defines: Vec<(String, String)>,
+    /// Macros undefined after the `-D`s (`-U`).
+    pub undefines: Vec<String>,
+}
+
+impl Options {
+    /// Adds `-D` as written: `NAME` (defined as 1) or `NAME=VALUE`.
+    pub fn define(&mut self, written: &str) {
+        let (name, value) = written.split_once('=').unwrap_or((written, "1"));
+        self.defines.push((name.to_owned(), value.to_owned()));
+    }
+}
+
 /// Reads `path` and everything it includes, and returns the tokens of the program with every
 /// directive carried out.
-pub fn preprocess_file(path: &Path, map: &mut SourceMap) -> Result<Vec<Token>> {
+pub fn preprocess_file(path: &Path, options: &Options, map: &mut SourceMap) -> Result<Vec<Token>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| P4Error::file(&path.display().to_string(), format!("cannot read it: {e}")))?;
-    preprocess_text(&path.display().to_string(), Some(path.to_owned()), text, map)
+    preprocess_text(&path.display().to_string(), Some(path.to_owned()), text, options, map)
 }
 
 /// The same for a program given as text; `name` names it in errors and `path` (if any) is where
 /// its relative includes are looked up.
-pub fn preprocess_text(name: &str, path: Option<PathBuf>, text: String, map: &mut SourceMap) -> Result<Vec<Token>> {
+pub fn preprocess_text(
+    name: &str,
+    path: Option<PathBuf>,
+    text: String,
+    options: &Options,
+    map: &mut SourceMap,
+) -> Result<Vec<Token>> {
     let mut p = Preprocessor {
         map,
         defines: HashMap::new(),
+        include_dirs: options.include_dirs.clone(),
         out: Vec::new(),
     };
+    // The command line's macros, as if defined on lines before the program's first.
+    let command_line = p.map.add(SourceFile {
+        name: "<command line>".into(),
+        path: None,
+        text: String::new(),
+    });
+    let at = Token {
+        kind: TokenKind::Directive(String::new()),
+        pos: super::source::Pos {
+            file: command_line,
+            line: 1,
+            column: 1,
+        },
+        start: 0,
+        end: 0,
+    };
+    for (macro_name, value) in &options.defines {
+        p.define(&format!("{macro_name} {value}"), &at)?;
+    }
+    for macro_name in &options.undefines {
+        p.defines.remove(macro_name);
+    }
     let id = p.map.add(SourceFile {
         name: name.to_owned(),
         path,
@@ -62,6 +111,8 @@ struct Macro {
 struct Preprocessor<'a> {
     map: &'a mut SourceMap,
     defines: HashMap<String, Macro>,
+    /// `-I` folders, in order.
+    include_dirs: Vec<PathBuf>,
     out: Vec<Token>,
 }
 
@@ -234,7 +285,7 @@ impl Preprocessor<'_> {
             path: None,
             text: body.to_owned(),
         });
-        let mut tokens = lex(self.map, id)?;
+        let mut tokens = lex_without_directives(self.map, id)?;
         for t in &mut tokens {
             // Errors in an expansion point at the #define line.
             t.pos = at.pos;
@@ -262,7 +313,7 @@ impl Preprocessor<'_> {
                 continue;
             };
             let Some(m) = self.defines.get(name.as_str()) else {
-                out.push(p.token);
+                out.push(self.predefined(p.token));
                 continue;
             };
             if p.hidden.contains(name.as_str()) {
@@ -273,7 +324,7 @@ impl Preprocessor<'_> {
             hidden.insert(name.clone());
             let hidden = Rc::new(hidden);
             let body: Vec<Token> = match &m.params {
-                None => m.body.clone(),
+                None => self.replace(&m.body, &[], &[], &[], false, &p.token)?,
                 Some(params) => {
                     // A function-like macro's name without `(` is left alone, as in C.
                     if !matches!(input.last(), Some(n) if n.token.kind == TokenKind::Punct("(")) {
@@ -382,23 +433,127 @@ impl Preprocessor<'_> {
         } else {
             Vec::new()
         };
+        // `__VA_ARGS__` is one more parameter.
+        let mut names: Vec<&str> = params.iter().map(String::as_str).collect();
+        if m.variadic {
+            names.push("__VA_ARGS__");
+            args.push(rest);
+        }
         let mut expanded = Vec::with_capacity(args.len());
-        for a in args {
-            expanded.push(self.expand(a)?);
+        for a in &args {
+            expanded.push(self.expand(a.clone())?);
         }
-        let rest = self.expand(rest)?;
-        let mut body = Vec::new();
-        for t in &m.body {
-            match &t.kind {
-                TokenKind::Ident(w) if w == "__VA_ARGS__" && m.variadic => body.extend(rest.iter().cloned()),
-                TokenKind::Ident(w) => match params.iter().position(|p| p == w) {
-                    Some(i) => body.extend(expanded[i].iter().cloned()),
-                    None => body.push(t.clone()),
-                },
-                _ => body.push(t.clone()),
+        self.replace(&m.body, &names, &args, &expanded, true, at)
+    }
+
+    /// A macro body with its parameters `names` replaced as C does: by the argument as written
+    /// after `#` (a string of it) and beside `##` (pasted to its neighbour), else by the argument
+    /// expanded. `function_like` says whether `#` stringizes.
+    fn replace(
+        &self,
+        body: &[Token],
+        names: &[&str],
+        raw: &[Vec<Token>],
+        expanded: &[Vec<Token>],
+        function_like: bool,
+        at: &Token,
+    ) -> Result<Vec<Token>> {
+        // `##` is two `#` with nothing between them.
+        let paste_at = |i: usize| {
+            matches!((body.get(i), body.get(i + 1)), (Some(a), Some(b))
+                if a.kind == TokenKind::Punct("#") && b.kind == TokenKind::Punct("#") && a.end == b.start)
+        };
+        let param = |t: &Token| match &t.kind {
+            TokenKind::Ident(w) => names.iter().position(|n| n == w),
+            _ => None,
+        };
+        let mut out: Vec<Token> = Vec::new();
+        // The next tokens are pasted onto the last one out.
+        let mut pasting = false;
+        let mut i = 0;
+        while i < body.len() {
+            let t = &body[i];
+            if paste_at(i) {
+                if i == 0 {
+                    return Err(P4Error::new(self.map, at.pos, "`##` at the start of a macro body"));
+                }
+                pasting = true;
+                i += 2;
+                continue;
             }
+            let stringized = function_like && t.kind == TokenKind::Punct("#");
+            let piece: Vec<Token> = match (stringized, body.get(i + 1).and_then(param)) {
+                (true, Some(k)) => {
+                    i += 1;
+                    vec![Token {
+                        kind: TokenKind::Str(spell_all(&raw[k])),
+                        ..t.clone()
+                    }]
+                }
+                (true, None) => {
+                    return Err(P4Error::new(
+                        self.map,
+                        at.pos,
+                        "`#` in a macro body must come before a parameter",
+                    ));
+                }
+                _ => match param(t) {
+                    Some(k) if pasting || paste_at(i + 1) => raw[k].clone(),
+                    Some(k) => expanded[k].clone(),
+                    None => vec![t.clone()],
+                },
+            };
+            i += 1;
+            let mut piece = piece.into_iter();
+            if std::mem::take(&mut pasting) {
+                match (out.pop(), piece.next()) {
+                    (Some(left), Some(right)) => out.push(self.paste(&left, &right, at)?),
+                    (left, right) => out.extend(left.into_iter().chain(right)),
+                }
+            }
+            out.extend(piece);
         }
-        Ok(body)
+        if pasting {
+            return Err(P4Error::new(self.map, at.pos, "`##` at the end of a macro body"));
+        }
+        Ok(out)
+    }
+
+    /// One token of `left` and `right` written together (`##`), or an error naming both.
+    fn paste(&self, left: &Token, right: &Token, at: &Token) -> Result<Token> {
+        let text = format!("{}{}", spell(left), spell(right));
+        let kind = if is_ident(&text) {
+            Some(TokenKind::Ident(text.clone()))
+        } else if text.bytes().all(|b| b.is_ascii_alphanumeric()) && text.as_bytes()[0].is_ascii_digit() {
+            parse_int(&text).map(|value| TokenKind::Int(IntLit { value, width: None }))
+        } else {
+            super::lexer::punct_of(&text).map(TokenKind::Punct)
+        };
+        kind.map(|kind| Token { kind, ..left.clone() }).ok_or_else(|| {
+            P4Error::new(
+                self.map,
+                at.pos,
+                format!(
+                    "pasting `{}` and `{}` gives `{text}`, not one token",
+                    spell(left),
+                    spell(right)
+                ),
+            )
+        })
+    }
+
+    /// `__FILE__` and `__LINE__` where no macro of that name is defined: the file and line of
+    /// the use; any other token as it is.
+    fn predefined(&self, t: Token) -> Token {
+        let kind = match &t.kind {
+            TokenKind::Ident(w) if w == "__FILE__" => TokenKind::Str(self.map.file(t.pos.file).name.clone()),
+            TokenKind::Ident(w) if w == "__LINE__" => TokenKind::Int(IntLit {
+                value: u128::from(t.pos.line),
+                width: None,
+            }),
+            _ => return t,
+        };
+        Token { kind, ..t }
     }
 
     /// The value of an `#if` or `#elif` condition.
@@ -465,14 +620,19 @@ impl Preprocessor<'_> {
             .and_then(|p| p.parent().map(Path::to_owned))
             .unwrap_or_default();
         let local = dir.join(name);
-        if !system && local.is_file() {
-            let text = match std::fs::read_to_string(&local) {
+        let beside = (!system).then(|| local.clone());
+        let found = beside
+            .into_iter()
+            .chain(self.include_dirs.iter().map(|d| d.join(name)))
+            .find(|p| p.is_file());
+        if let Some(file) = found {
+            let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
-                Err(e) => return err(format!("cannot read include `{}`: {e}", local.display())),
+                Err(e) => return err(format!("cannot read include `{}`: {e}", file.display())),
             };
             let id = self.map.add(SourceFile {
-                name: local.display().to_string(),
-                path: Some(local),
+                name: file.display().to_string(),
+                path: Some(file),
                 text,
             });
             return self.file(id, depth + 1);
@@ -487,14 +647,13 @@ impl Preprocessor<'_> {
             return self.file(id, depth + 1);
         }
         // One message whichever way the include is written: what was looked for, and where.
-        let beside = if system {
-            String::new()
-        } else {
-            format!("no file {} and ", local.display())
-        };
-        err(format!(
-            "cannot include `{name}`: {beside}no built-in of that name (intlab has core.p4, v1model.p4, psa.p4 and intlab.p4)"
-        ))
+        let mut looked: Vec<String> = Vec::new();
+        if !system {
+            looked.push(format!("no file {}", local.display()));
+        }
+        looked.extend(self.include_dirs.iter().map(|d| format!("none in -I {}", d.display())));
+        looked.push("no built-in of that name (intlab has core.p4, v1model.p4, psa.p4 and intlab.p4)".into());
+        err(format!("cannot include `{name}`: {}", looked.join(", ")))
     }
 }
 
@@ -639,6 +798,45 @@ fn split_word(s: &str) -> (&str, &str) {
     (&s[..end], &s[end..])
 }
 
+/// A token as C would write it, for `#` and `##`.
+fn spell(t: &Token) -> String {
+    match &t.kind {
+        TokenKind::Ident(w) => w.clone(),
+        TokenKind::Int(v) => match v.width {
+            Some((w, signed)) => format!("{w}{}{}", if signed { 's' } else { 'w' }, v.value),
+            None => v.value.to_string(),
+        },
+        TokenKind::Str(x) => format!("\"{x}\""),
+        TokenKind::Punct(p) => (*p).to_owned(),
+        TokenKind::Directive(d) => format!("#{d}"),
+    }
+}
+
+/// Tokens as `#` writes them into a string: spaced where they were apart in the source.
+fn spell_all(tokens: &[Token]) -> String {
+    let mut s = String::new();
+    for (k, t) in tokens.iter().enumerate() {
+        if k > 0 && tokens[k - 1].end != t.start {
+            s.push(' ');
+        }
+        // Inside a string literal a quote or backslash is escaped.
+        s.push_str(&spell(t).replace('\\', "\\\\").replace('"', "\\\""));
+    }
+    s
+}
+
+/// A decimal, `0x`, `0o` or `0b` number as one pasted token.
+fn parse_int(text: &str) -> Option<u128> {
+    let lower = text.to_ascii_lowercase();
+    let (digits, radix) = match lower.get(..2) {
+        Some("0x") => (&lower[2..], 16),
+        Some("0o") => (&lower[2..], 8),
+        Some("0b") => (&lower[2..], 2),
+        _ => (lower.as_str(), 10),
+    };
+    u128::from_str_radix(digits, radix).ok()
+}
+
 fn is_ident(s: &str) -> bool {
     s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -649,8 +847,12 @@ mod tests {
     use super::*;
 
     fn words(text: &str) -> Result<Vec<String>> {
+        words_with(text, &Options::default())
+    }
+
+    fn words_with(text: &str, options: &Options) -> Result<Vec<String>> {
         let mut map = SourceMap::default();
-        let tokens = preprocess_text("t.p4", None, text.to_owned(), &mut map)?;
+        let tokens = preprocess_text("t.p4", None, text.to_owned(), options, &mut map)?;
         Ok(tokens
             .iter()
             .map(|t| match &t.kind {
@@ -682,6 +884,61 @@ mod tests {
         let text = "#define V 20200408\n#if V >= 20200408 && !defined(X)\nyes\n#elif 1\nno\n#else\nno\n#endif\n\
                     #if (1 << 3) == 8 ? 0 : 1\nno\n#elif defined V\nalso\n#endif\n";
         assert_eq!(words(text).unwrap(), ["yes", "also"]);
+    }
+
+    #[test]
+    fn paste_and_stringize_take_the_argument_as_written() {
+        let text = "#define N 7\n#define R(num) register<bit<32>>(N) sketch##num;\nR(0) R(N)\n\
+                    #define S(x) #x\nS(a  +  \"b\") S(N)\n#define CAT(a, b) a ## b\nCAT(1, 5) CAT(<, <) CAT(, z)\n";
+        assert_eq!(
+            words(text).unwrap().join(" "),
+            "register < bit < 32 > > ( 7 ) sketch0 ; register < bit < 32 > > ( 7 ) sketchN ; \
+             \"a + \\\"b\\\"\" \"N\" 15 << z"
+        );
+        let e = words("#define P(a, b) a ## b\nP(+, /)\n").unwrap_err();
+        assert!(e.message.contains("pasting `+` and `/`"), "{e}");
+    }
+
+    #[test]
+    fn file_and_line_name_the_use_and_the_command_line_defines_and_undefines() {
+        assert_eq!(words("a\n__LINE__ __FILE__\n").unwrap(), ["a", "2", "\"t.p4\""]);
+        let mut o = Options::default();
+        o.define("WITH_INT");
+        o.define("SIZE=1024");
+        o.define("GONE=2");
+        o.undefines.push("GONE".into());
+        let text = "#ifdef WITH_INT\nint\n#endif\nSIZE GONE\n#if defined(GONE)\nno\n#endif\n";
+        assert_eq!(words_with(text, &o).unwrap(), ["int", "1024", "GONE"]);
+    }
+
+    #[test]
+    fn includes_are_found_beside_the_file_then_in_the_include_folders_in_order() {
+        let dir = std::env::temp_dir().join(format!("intlab-pp-{}", std::process::id()));
+        let (a, b, src) = (dir.join("a"), dir.join("b"), dir.join("src"));
+        for d in [&a, &b, &src] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::create_dir_all(a.join("shared")).unwrap();
+        std::fs::write(a.join("shared/size.p4"), "from_a\n").unwrap();
+        std::fs::write(b.join("only_b.p4"), "from_b\n").unwrap();
+        std::fs::write(src.join("here.p4"), "beside\n").unwrap();
+        let main = src.join("main.p4");
+        std::fs::write(
+            &main,
+            "#include \"here.p4\"\n#include \"shared/size.p4\"\n#include <only_b.p4>\n",
+        )
+        .unwrap();
+        let mut map = SourceMap::default();
+        let none = preprocess_file(&main, &Options::default(), &mut map).unwrap_err();
+        assert!(none.message.contains("cannot include `shared/size.p4`"), "{none}");
+        let o = Options {
+            include_dirs: vec![b.clone(), a.clone()],
+            ..Options::default()
+        };
+        let tokens = preprocess_file(&main, &o, &mut map).unwrap();
+        let got: Vec<String> = tokens.iter().map(spell).collect();
+        assert_eq!(got, ["beside", "from_a", "from_b"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct Program {
     /// Serializable enums (`enum bit<8> Reason_t { ... }`), in declaration order: controllers
     /// read their members' values from the P4Info.
     pub serializable_enums: Vec<SerializableEnum>,
+    /// The ids `@id` annotations ask for, by control-plane name (P4Info gives them).
+    pub ids: std::collections::BTreeMap<String, u32>,
 }
 
 /// An enum with an underlying type: its members have the values written.

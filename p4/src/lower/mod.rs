@@ -128,6 +128,8 @@ pub(crate) struct Lowerer<'a> {
     /// Serializable enums a controller sees (the type of a controller header's field, a table
     /// key or an action parameter): P4Info lists these, as p4c does.
     controller_enums: std::collections::BTreeSet<usize>,
+    /// `@id`s asked for, by control-plane name (noted as names are made, see [`Self::cp_name`]).
+    annotated_ids: std::cell::RefCell<std::collections::BTreeMap<String, u32>>,
     out: ir::Program,
 }
 
@@ -148,6 +150,7 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         used: std::collections::HashSet::new(),
         instantiating: Vec::new(),
         controller_enums: std::collections::BTreeSet::new(),
+        annotated_ids: Default::default(),
         out: ir::Program::default(),
     };
     l.declarations(program);
@@ -160,8 +163,10 @@ pub fn lower(program: &ast::Program, map: &SourceMap) -> Result<ir::Program, P4E
         mut out,
         types,
         controller_enums,
+        annotated_ids,
         ..
     } = l;
+    out.ids = annotated_ids.into_inner();
     out.serializable_enums = controller_enums
         .into_iter()
         .filter_map(|e| {
@@ -237,16 +242,20 @@ impl<'a> Lowerer<'a> {
 
     /// The control-plane name of a local `name` with `annotations`: `@name` as P4Info gives
     /// it (a leading `.` makes it global), else the prefix and the name.
+    /// An `@id(N)` among `annotations` is noted for that name (P4Info gives it that id).
     fn cp_name(&self, annotations: &[ast::Annotation], name: &str) -> String {
         let local = ast::annotation_string(annotations, "name").unwrap_or_else(|| name.to_owned());
-        if let Some(global) = local.strip_prefix('.') {
-            return global.to_owned();
-        }
-        if self.prefix.is_empty() {
+        let cp = if let Some(global) = local.strip_prefix('.') {
+            global.to_owned()
+        } else if self.prefix.is_empty() {
             local
         } else {
             format!("{}.{local}", self.prefix)
+        };
+        if let Some(id) = ast::annotation_int(annotations, "id").and_then(|v| u32::try_from(v).ok()) {
+            self.annotated_ids.borrow_mut().insert(cp.clone(), id);
         }
+        cp
     }
 
     // ---- slots ----

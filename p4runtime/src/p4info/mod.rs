@@ -62,18 +62,19 @@ struct ActionView<'a> {
 /// Every object's name, then ids for all.
 fn symbols(p: &ir::Program, actions: &[ActionView<'_>]) -> Result<SymbolTable, IdError> {
     let mut s = SymbolTable::default();
+    let asked = |name: &str| p.ids.get(name).copied();
     for a in actions {
-        s.add(Kind::Action, a.name, None);
+        s.add(Kind::Action, a.name, asked(a.name));
     }
     for t in &p.tables {
-        s.add(Kind::Table, &t.name, None);
+        s.add(Kind::Table, &t.name, asked(&t.name));
     }
     for v in &p.value_sets {
-        s.add(Kind::ValueSet, &v.name, None);
+        s.add(Kind::ValueSet, &v.name, asked(&v.name));
     }
     for h in p.headers.iter().filter(|h| h.controller_header.is_some()) {
         // p4c hashes the header type's name; the preamble shows the annotation's.
-        s.add(Kind::ControllerHeader, &h.name, None);
+        s.add(Kind::ControllerHeader, &h.name, asked(&h.name));
     }
     for c in &p.counters {
         let kind = if c.table.is_some() {
@@ -81,7 +82,7 @@ fn symbols(p: &ir::Program, actions: &[ActionView<'_>]) -> Result<SymbolTable, I
         } else {
             Kind::Counter
         };
-        s.add(kind, &c.name, None);
+        s.add(kind, &c.name, asked(&c.name));
     }
     for m in &p.meters {
         let kind = if m.table.is_some() {
@@ -89,16 +90,16 @@ fn symbols(p: &ir::Program, actions: &[ActionView<'_>]) -> Result<SymbolTable, I
         } else {
             Kind::Meter
         };
-        s.add(kind, &m.name, None);
+        s.add(kind, &m.name, asked(&m.name));
     }
     for r in &p.registers {
-        s.add(Kind::Register, &r.name, None);
+        s.add(Kind::Register, &r.name, asked(&r.name));
     }
     for a in &p.profiles {
-        s.add(Kind::ActionProfile, &a.name, None);
+        s.add(Kind::ActionProfile, &a.name, asked(&a.name));
     }
     for d in &p.digests {
-        s.add(Kind::Digest, &d.name, None);
+        s.add(Kind::Digest, &d.name, asked(&d.name));
     }
     s.assign()?;
     Ok(s)

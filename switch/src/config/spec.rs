@@ -46,6 +46,8 @@ pub struct PortSpec {
 pub struct P4Spec {
     /// The program (P4_16, v1model).
     pub program: PathBuf,
+    /// How its preprocessor runs (p4c's `-I`, `-D`, `-U`).
+    pub preprocessor: intlab_p4::PreprocessorOptions,
     /// Its runtime file (the p4lang tutorials' JSON), if any.
     pub runtime: Option<PathBuf>,
     /// A simple_switch_CLI command file, if any (applied after the runtime file).

@@ -20,6 +20,15 @@ use super::spec::{EcnSpec, P4RuntimeKey, P4Spec};
 pub struct P4Yaml {
     /// The P4_16 program.
     pub program: PathBuf,
+    /// Include folders for its preprocessor, searched in order (p4c's `-I`).
+    #[serde(default)]
+    pub include: Vec<PathBuf>,
+    /// Macros defined for its preprocessor, `NAME` or `NAME=VALUE` (p4c's `-D`).
+    #[serde(default)]
+    pub define: Vec<String>,
+    /// Macros undefined after those (p4c's `-U`).
+    #[serde(default)]
+    pub undefine: Vec<String>,
     /// Its runtime file (the tutorials' JSON).
     #[serde(default)]
     pub runtime: Option<PathBuf>,
@@ -44,8 +53,17 @@ impl P4Yaml {
     /// The spec it resolves to, its files found relative to `file` (the one that names them).
     pub fn spec(&self, file: &Path) -> P4Spec {
         let rel = |p: &Path| super::relative_to(file, p);
+        let mut preprocessor = intlab_p4::PreprocessorOptions {
+            include_dirs: self.include.iter().map(|d| rel(d)).collect(),
+            undefines: self.undefine.clone(),
+            ..Default::default()
+        };
+        for d in &self.define {
+            preprocessor.define(d);
+        }
         P4Spec {
             program: rel(&self.program),
+            preprocessor,
             runtime: self.runtime.as_deref().map(rel),
             cli: self.cli.as_deref().map(rel),
             trace: self.trace,

@@ -119,7 +119,7 @@ pub const CPU_PORT_NAME: &str = "cpu";
 
 /// Loads `spec`'s program, runtime file and command file for switch `name`.
 pub fn load_datapath(spec: &P4Spec, name: &str) -> Result<Datapath, P4LoadError> {
-    let loaded = intlab_p4::load(&spec.program)?;
+    let loaded = intlab_p4::load_with(&spec.program, &spec.preprocessor)?;
     let mut dp = Datapath::new(loaded.ir, name);
     dp.trace = spec.trace;
     if let Some(r) = &spec.runtime {

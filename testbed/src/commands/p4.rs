@@ -13,13 +13,18 @@ use crate::{InfoFormat, P4Command};
 /// Runs a `p4` subcommand.
 pub(crate) fn p4(cmd: P4Command) -> Result<ExitCode> {
     match cmd {
-        P4Command::Check { file } => {
-            let loaded = intlab_p4::load(&file)?;
+        P4Command::Check { file, preprocessor } => {
+            let loaded = intlab_p4::load_with(&file, &preprocessor.options())?;
             print!("{}", loaded.info);
             Ok(ExitCode::SUCCESS)
         }
-        P4Command::Info { program, format, out } => {
-            let loaded = intlab_p4::load(&program)?;
+        P4Command::Info {
+            program,
+            preprocessor,
+            format,
+            out,
+        } => {
+            let loaded = intlab_p4::load_with(&program, &preprocessor.options())?;
             let described = intlab_p4runtime::p4info::p4info(&loaded.ir)
                 .with_context(|| format!("{}: P4Runtime ids", program.display()))?;
             let form = match format {
@@ -39,12 +44,15 @@ pub(crate) fn p4(cmd: P4Command) -> Result<ExitCode> {
         }
         P4Command::Test {
             program,
+            preprocessor,
             stf,
             veth,
             verbose,
         } => {
             let target = if veth { StfTarget::Veth } else { StfTarget::Memory };
-            let r = intlab_p4_harness::offline::test(&program, &stf, target, verbose, &mut io::stdout().lock())?;
+            let options = preprocessor.options();
+            let r =
+                intlab_p4_harness::offline::test(&program, &options, &stf, target, verbose, &mut io::stdout().lock())?;
             Ok(if r.passed() {
                 ExitCode::SUCCESS
             } else {
@@ -53,13 +61,20 @@ pub(crate) fn p4(cmd: P4Command) -> Result<ExitCode> {
         }
         P4Command::Run {
             program,
+            preprocessor,
             inputs,
             out,
             runtime,
             commands,
         } => {
-            let written =
-                intlab_p4_harness::offline::run(&program, &inputs, &out, runtime.as_deref(), commands.as_deref())?;
+            let written = intlab_p4_harness::offline::run(
+                &program,
+                &preprocessor.options(),
+                &inputs,
+                &out,
+                runtime.as_deref(),
+                commands.as_deref(),
+            )?;
             for (path, n) in &written {
                 println!("wrote {} ({n} frames)", path.display());
             }
