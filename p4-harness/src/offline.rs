@@ -191,12 +191,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         let good = d.join("good.stf");
         std::fs::write(&good, "packet 0 02 00 ff\nexpect 2 02 03 ff $\n").unwrap();
         let mut out = Vec::new();
-        let r = test(&program, &good, StfTarget::Memory, false, &mut out).unwrap();
+        let r = test(&program, &Default::default(), &good, StfTarget::Memory, false, &mut out).unwrap();
         assert_eq!((r.passed, r.failed), (1, 0), "{}", String::from_utf8_lossy(&out));
         let bad = d.join("bad.stf");
         std::fs::write(&bad, "packet 0 02 00 ff\nexpect 2 02 04 ff $\n").unwrap();
         let mut out = Vec::new();
-        let r = test(&program, &bad, StfTarget::Memory, false, &mut out).unwrap();
+        let r = test(&program, &Default::default(), &bad, StfTarget::Memory, false, &mut out).unwrap();
         let text = String::from_utf8_lossy(&out);
         assert_eq!((r.passed, r.failed), (0, 1));
         assert!(text.contains("bad.stf:2") && text.contains("byte 1 differs"), "{text}");
@@ -217,7 +217,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
                     .unwrap();
             }
         }
-        let written = run(&program, &[(1, input)], &d.join("out"), None, None).unwrap();
+        let written = run(&program, &Default::default(), &[(1, input)], &d.join("out"), None, None).unwrap();
         let counts: Vec<(String, usize)> = written
             .iter()
             .map(|(p, n)| (p.file_name().unwrap().to_string_lossy().into_owned(), *n))

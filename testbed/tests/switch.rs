@@ -905,8 +905,17 @@ fn stf_tests_give_the_same_verdicts_through_the_switch_as_in_memory() {
         let program = stf.with_extension("p4");
         let mut memory = Vec::new();
         let mut veth = Vec::new();
-        let m = test(&program, &stf, StfTarget::Memory, true, &mut memory).expect("in memory");
-        let v = test(&program, &stf, StfTarget::Veth, true, &mut veth).expect("through the switch");
+        let m = test(
+            &program,
+            &Default::default(),
+            &stf,
+            StfTarget::Memory,
+            true,
+            &mut memory,
+        )
+        .expect("in memory");
+        let v =
+            test(&program, &Default::default(), &stf, StfTarget::Veth, true, &mut veth).expect("through the switch");
         let (memory, veth) = (String::from_utf8_lossy(&memory), String::from_utf8_lossy(&veth));
         assert!(v.passed() && v.passed > 0, "{}:\n{veth}", stf.display());
         // Line by line: each expectation's verdict where it was written.
