@@ -352,15 +352,7 @@ struct PreprocessorArgs {
 impl PreprocessorArgs {
     /// The options the P4 front end takes.
     fn options(&self) -> intlab_p4::PreprocessorOptions {
-        let mut o = intlab_p4::PreprocessorOptions {
-            include_dirs: self.include.clone(),
-            undefines: self.undefine.clone(),
-            ..Default::default()
-        };
-        for d in &self.define {
-            o.define(d);
-        }
-        o
+        intlab_p4::PreprocessorOptions::new(self.include.clone(), &self.define, self.undefine.clone())
     }
 }
 

@@ -39,6 +39,20 @@ pub struct Options {
 }
 
 impl Options {
+    /// The options of `-I`, `-D` and `-U` as written on p4c's command line (`-D NAME` or
+    /// `-D NAME=VALUE`).
+    pub fn new(include_dirs: Vec<PathBuf>, defines: &[String], undefines: Vec<String>) -> Options {
+        let mut o = Options {
+            include_dirs,
+            defines: Vec::new(),
+            undefines,
+        };
+        for d in defines {
+            o.define(d);
+        }
+        o
+    }
+
     /// Adds `-D` as written: `NAME` (defined as 1) or `NAME=VALUE`.
     pub fn define(&mut self, written: &str) {
         let (name, value) = written.split_once('=').unwrap_or((written, "1"));

@@ -53,17 +53,13 @@ impl P4Yaml {
     /// The spec it resolves to, its files found relative to `file` (the one that names them).
     pub fn spec(&self, file: &Path) -> P4Spec {
         let rel = |p: &Path| super::relative_to(file, p);
-        let mut preprocessor = intlab_p4::PreprocessorOptions {
-            include_dirs: self.include.iter().map(|d| rel(d)).collect(),
-            undefines: self.undefine.clone(),
-            ..Default::default()
-        };
-        for d in &self.define {
-            preprocessor.define(d);
-        }
         P4Spec {
             program: rel(&self.program),
-            preprocessor,
+            preprocessor: intlab_p4::PreprocessorOptions::new(
+                self.include.iter().map(|d| rel(d)).collect(),
+                &self.define,
+                self.undefine.clone(),
+            ),
             runtime: self.runtime.as_deref().map(rel),
             cli: self.cli.as_deref().map(rel),
             trace: self.trace,
