@@ -43,6 +43,13 @@ fn forwarding() -> Datapath {
 pub fn fuzz_p4_source(cases: u32) -> Report {
     let mut seeds = files("p4/tests/programs", "p4");
     seeds.extend(files("p4/tests/stf", "p4"));
+    // The preprocessor's own seed: `#`, `##`, `#ifdef` and ids from macros, its header inlined
+    // (text has no folder to include from).
+    let macros = repo("testbed/tests/p4/macros");
+    seeds.push(read(&macros.join("program.p4")).replace(
+        "#include \"shared/ids.p4\"",
+        &read(&macros.join("include/shared/ids.p4")),
+    ));
     let tally = Tally::default();
     let started = Instant::now();
     let result = runner(cases).run(&text_strategy(seeds.len()), |(seed, edits, bytes)| {
