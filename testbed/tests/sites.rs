@@ -436,7 +436,7 @@ fn kept_up(mut run: impl FnMut(usize) -> Results) -> (Results, usize) {
         // The hypervisor's contention comes in spells: after a run it spoiled, wait longer.
         let spoiled = r.summary.cpu_steal.is_none_or(|x| x > support::MAX_STEAL);
         wait = if spoiled {
-            (wait * 3).min(Duration::from_secs(20))
+            (wait * 3).min(Duration::from_secs(10))
         } else {
             Duration::from_secs(2)
         };

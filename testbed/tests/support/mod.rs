@@ -647,7 +647,7 @@ const RUNS_PER_ATTEMPT: usize = 3;
 /// The longest a retry waits after a run the hypervisor spoiled (steal above the bound): its
 /// contention on the reference VM comes in spells of seconds to minutes, so a retry at once
 /// mostly meets the same spell.
-const MAX_STEAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(20);
+const MAX_STEAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`. A run that counted is
 /// kept for every attempt at its dilation (the same conditions), so an attempt made again at the
