@@ -41,6 +41,23 @@ pub struct Token {
     pub end: u32,
 }
 
+impl Token {
+    /// The token as written (an integer in decimal, with its width prefix if it had one): what
+    /// `#` and `##` make of it and how annotation bodies are given.
+    pub fn spelling(&self) -> String {
+        match &self.kind {
+            TokenKind::Ident(w) => w.clone(),
+            TokenKind::Int(v) => match v.width {
+                Some((w, signed)) => format!("{w}{}{}", if signed { 's' } else { 'w' }, v.value),
+                None => v.value.to_string(),
+            },
+            TokenKind::Str(x) => format!("\"{x}\""),
+            TokenKind::Punct(p) => (*p).to_owned(),
+            TokenKind::Directive(d) => format!("#{d}"),
+        }
+    }
+}
+
 /// Operators, longest first so that the first match is the right one.
 const PUNCTS: &[&str] = &[
     "|+|=", "|-|=", "&&&", "|+|", "|-|", "...", "<<=", "==", "!=", "<=", ">=", "&&", "||", "<<", "++", "+=", "-=",

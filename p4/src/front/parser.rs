@@ -338,18 +338,7 @@ impl Parser<'_> {
             if i > 0 {
                 s.push(' ');
             }
-            match &t.kind {
-                TokenKind::Ident(w) => s.push_str(w),
-                TokenKind::Int(v) => {
-                    if let Some((w, signed)) = v.width {
-                        s.push_str(&format!("{w}{}", if signed { 's' } else { 'w' }));
-                    }
-                    s.push_str(&v.value.to_string());
-                }
-                TokenKind::Str(x) => s.push_str(&format!("\"{x}\"")),
-                TokenKind::Punct(p) => s.push_str(p),
-                TokenKind::Directive(d) => s.push_str(d),
-            }
+            s.push_str(&t.spelling());
         }
         s
     }

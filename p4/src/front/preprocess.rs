@@ -535,7 +535,7 @@ impl Preprocessor<'_> {
 
     /// One token of `left` and `right` written together (`##`), or an error naming both.
     fn paste(&self, left: &Token, right: &Token, at: &Token) -> Result<Token> {
-        let text = format!("{}{}", spell(left), spell(right));
+        let text = format!("{}{}", left.spelling(), right.spelling());
         let kind = if is_ident(&text) {
             Some(TokenKind::Ident(text.clone()))
         } else if text.bytes().all(|b| b.is_ascii_alphanumeric()) && text.as_bytes()[0].is_ascii_digit() {
@@ -549,8 +549,8 @@ impl Preprocessor<'_> {
                 at.pos,
                 format!(
                     "pasting `{}` and `{}` gives `{text}`, not one token",
-                    spell(left),
-                    spell(right)
+                    left.spelling(),
+                    right.spelling()
                 ),
             )
         })
@@ -812,20 +812,6 @@ fn split_word(s: &str) -> (&str, &str) {
     (&s[..end], &s[end..])
 }
 
-/// A token as C would write it, for `#` and `##`.
-fn spell(t: &Token) -> String {
-    match &t.kind {
-        TokenKind::Ident(w) => w.clone(),
-        TokenKind::Int(v) => match v.width {
-            Some((w, signed)) => format!("{w}{}{}", if signed { 's' } else { 'w' }, v.value),
-            None => v.value.to_string(),
-        },
-        TokenKind::Str(x) => format!("\"{x}\""),
-        TokenKind::Punct(p) => (*p).to_owned(),
-        TokenKind::Directive(d) => format!("#{d}"),
-    }
-}
-
 /// Tokens as `#` writes them into a string: spaced where they were apart in the source.
 fn spell_all(tokens: &[Token]) -> String {
     let mut s = String::new();
@@ -834,7 +820,7 @@ fn spell_all(tokens: &[Token]) -> String {
             s.push(' ');
         }
         // Inside a string literal a quote or backslash is escaped.
-        s.push_str(&spell(t).replace('\\', "\\\\").replace('"', "\\\""));
+        s.push_str(&t.spelling().replace('\\', "\\\\").replace('"', "\\\""));
     }
     s
 }
@@ -950,7 +936,7 @@ mod tests {
             ..Options::default()
         };
         let tokens = preprocess_file(&main, &o, &mut map).unwrap();
-        let got: Vec<String> = tokens.iter().map(spell).collect();
+        let got: Vec<String> = tokens.iter().map(Token::spelling).collect();
         assert_eq!(got, ["beside", "from_a", "from_b"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
