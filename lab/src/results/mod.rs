@@ -967,20 +967,17 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         }),
         drops: all_ports().map(|p| p.lab_drops()).sum(),
         foreign_frames: all_ports().map(|p| p.foreign_frames()).sum(),
-        pfc: t.any_pfc().then(|| {
-            let ports = || switches.iter().flat_map(|sw| &sw.ports);
-            PfcSummary {
-                frames: ports().map(|p| p.totals.pfc_tx).sum(),
-                xoff_ns: time.span(ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
-                host_paused_ns: time.span(hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
-                switch_paused_ns: time.span(ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
-                watchdog_trips: ports().map(|p| p.totals.pfc_watchdog_trips).sum(),
-                watchdog_drops: ports()
-                    .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
-                    .sum(),
-                overruns: pfc_overruns,
-                overruns_unexplained,
-            }
+        pfc: t.any_pfc().then(|| PfcSummary {
+            frames: all_ports().map(|p| p.totals.pfc_tx).sum(),
+            xoff_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
+            host_paused_ns: time.span(hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
+            switch_paused_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
+            watchdog_trips: all_ports().map(|p| p.totals.pfc_watchdog_trips).sum(),
+            watchdog_drops: all_ports()
+                .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
+                .sum(),
+            overruns: pfc_overruns,
+            overruns_unexplained,
         }),
         ecn_marks: all_ports().map(|p| p.totals.ecn_marks).sum(),
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),

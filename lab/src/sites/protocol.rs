@@ -15,9 +15,9 @@ use intlab_transport::endpoint::EndpointReport;
 use intlab_transport::flow::{FlowEvent, FlowPath};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::sites::KernelClock;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol's version: a coordinator and a site of different versions do not talk.
 pub const VERSION: u32 = 2;
