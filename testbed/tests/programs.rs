@@ -297,6 +297,21 @@ const JAIN_TOLERANCE: f64 = 0.03;
 /// reference VM takes a vCPU away often enough that three tries of DCQCN's pair all warned once).
 const TRIES: usize = 5;
 
+/// Runs `run` (try number in, run and what goes with it out) until the machine kept up with a
+/// run, at most [`TRIES`] times; `what` names the runs in the output and the failure.
+fn until_kept_up<T>(what: &str, mut run: impl FnMut(usize) -> (Incast, T)) -> (Incast, T) {
+    let mut seen = Vec::new();
+    loop {
+        let (incast, with) = run(seen.len());
+        eprintln!("{what}: {incast:?}");
+        if incast.kept_up {
+            return (incast, with);
+        }
+        seen.push(incast);
+        assert!(seen.len() < TRIES, "{what}: the machine did not keep up: {seen:?}");
+    }
+}
+
 #[test]
 fn a_perftest_incast_carries_what_the_labs_own_flows_carry_under_hpcc_and_dcqcn() {
     require_root();
@@ -305,34 +320,13 @@ fn a_perftest_incast_carries_what_the_labs_own_flows_carry_under_hpcc_and_dcqcn(
         // The programs' run first until the machine kept up with it, then the lab's own flows
         // of its bytes until it kept up with them too: both at dilation 1, a run that counted
         // kept while its twin is made again.
-        let mut seen = Vec::new();
-        let (programs, flows) = loop {
-            let dir = scratch_dir(&format!("programs-incast-{cc}-{}", seen.len())).join("programs");
-            let (p, flows) = programs_incast(cc, &dir);
-            eprintln!("{cc}: programs {p:?}");
-            if p.kept_up {
-                break (p, flows);
-            }
-            seen.push(p);
-            assert!(
-                seen.len() < TRIES,
-                "{cc}: the machine did not keep up with the programs: {seen:?}"
-            );
-        };
-        let mut seen = Vec::new();
-        let own = loop {
-            let dir = scratch_dir(&format!("programs-incast-{cc}-own-{}", seen.len())).join("flows");
-            let f = own_incast(cc, &flows, &dir);
-            eprintln!("{cc}: own flows {f:?}");
-            if f.kept_up {
-                break f;
-            }
-            seen.push(f);
-            assert!(
-                seen.len() < TRIES,
-                "{cc}: the machine did not keep up with the own flows: {seen:?}"
-            );
-        };
+        let (programs, flows) = until_kept_up(&format!("{cc}: the programs"), |k| {
+            programs_incast(cc, &scratch_dir(&format!("programs-incast-{cc}-{k}")).join("programs"))
+        });
+        let (own, ()) = until_kept_up(&format!("{cc}: the own flows"), |k| {
+            let dir = scratch_dir(&format!("programs-incast-{cc}-own-{k}")).join("flows");
+            (own_incast(cc, &flows, &dir), ())
+        });
         let gap = if cc == "dcqcn" {
             DCQCN_GOODPUT_TOLERANCE
         } else {

@@ -426,20 +426,15 @@ fn assert_clocks_right(r: &Results) {
 /// compared only when each kept up. Returns the run and its try number.
 fn kept_up(mut run: impl FnMut(usize) -> Results) -> (Results, usize) {
     let mut seen = Vec::new();
-    let mut wait = Duration::from_secs(2);
+    let pause = Duration::from_secs(2);
+    let mut wait = pause;
     for t in 0..3 {
         let r = run(t);
         if support::kept_up(&r, support::MAX_STEAL) {
             return (r, t);
         }
         seen.push(support::timing_figures(&r));
-        // The hypervisor's contention comes in spells: after a run it spoiled, wait longer.
-        let spoiled = r.summary.cpu_steal.is_none_or(|x| x > support::MAX_STEAL);
-        wait = if spoiled {
-            (wait * 3).min(Duration::from_secs(10))
-        } else {
-            Duration::from_secs(2)
-        };
+        wait = support::retry_wait(wait, pause, &r, support::MAX_STEAL);
         std::thread::sleep(wait);
     }
     panic!("the machine did not keep up in three tries:\n{}", seen.join("\n"));

@@ -649,6 +649,22 @@ const RUNS_PER_ATTEMPT: usize = 3;
 /// mostly meets the same spell.
 const MAX_STEAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long to wait before the run after `r` that did not count, the last wait having been
+/// `wait`: twice as long (up to [`MAX_STEAL_BACKOFF`]) after a run the hypervisor spoiled (steal
+/// above `max_steal`, or unknown), else `pause`.
+pub fn retry_wait(
+    wait: std::time::Duration,
+    pause: std::time::Duration,
+    r: &intlab_lab::results::Results,
+    max_steal: f64,
+) -> std::time::Duration {
+    if r.summary.cpu_steal.is_none_or(|x| x > max_steal) {
+        (wait * 2).min(MAX_STEAL_BACKOFF)
+    } else {
+        pause
+    }
+}
+
 /// [`run_all_kept_up_in_dirs`] where a run counts when it meets `need`. A run that counted is
 /// kept for every attempt at its dilation (the same conditions), so an attempt made again at the
 /// same dilation runs only the scenarios that have no counting run yet.
@@ -705,12 +721,7 @@ pub fn run_all_counting_in_dirs(
                     counted.insert((dilation.to_bits(), k), (out, r));
                     break;
                 }
-                let spoiled = r.summary.cpu_steal.is_none_or(|x| x > max_steal);
-                wait = if spoiled {
-                    (wait * 2).min(MAX_STEAL_BACKOFF)
-                } else {
-                    pause
-                };
+                wait = retry_wait(wait, pause, &r, max_steal);
                 std::thread::sleep(wait);
             }
             complete &= counted.contains_key(&(dilation.to_bits(), k));
