@@ -18,6 +18,13 @@ impl Hiccup {
     pub fn overlaps(&self, from: u64, to: u64) -> bool {
         from < self.end_ns && to > self.start_ns
     }
+
+    /// Whether it spans part of the stretch from `from` to `to` and is over a hundredth of it:
+    /// a delay-based controller reads changes of a few percent of an RTT (TIMELY's gradient),
+    /// so only a hiccup well below that leaves a measurement of the stretch standing.
+    pub fn distorts(&self, from: u64, to: u64) -> bool {
+        self.overlaps(from, to) && self.end_ns.saturating_sub(self.start_ns) * 100 > to.saturating_sub(from)
+    }
 }
 
 /// Hiccups kept: a task that was itself held up reads the ones that came meanwhile.
@@ -159,5 +166,16 @@ mod tests {
         assert!(h.overlaps(350, 500));
         assert!(!h.overlaps(10, 100));
         assert!(!h.overlaps(400, 500));
+    }
+
+    #[test]
+    fn a_hiccup_distorts_a_flight_it_is_over_a_tenth_of() {
+        let h = Hiccup {
+            start_ns: 100,
+            end_ns: 400,
+        };
+        assert!(h.distorts(50, 29_999), "300 of 29,949");
+        assert!(!h.distorts(50, 30_050), "300 of 30,000 is a hundredth");
+        assert!(!h.distorts(400, 450), "no overlap");
     }
 }

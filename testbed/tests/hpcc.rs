@@ -13,14 +13,16 @@ use intlab_lab::scenario::{Overrides, Scenario};
 /// Time dilation of each attempt. A run in which the switches released frames more than a
 /// tenth of an RTT late (p99) had its schedule broken by the machine (a busy hypervisor: right
 /// after a build, steal time reached 15 % here) and says nothing about the controller; the next
-/// attempt waits a little and runs again, at most twice as slow (a larger retry would hide a
-/// real slowdown of the lab). The first attempt already runs at 8: this VM pauses a vCPU for
+/// attempt waits a little and runs again, each twice as slow as the one before: the VM's
+/// pauses of a few hundred microseconds weigh half as much at each doubling, and on 2026-11-28
+/// they voided most runs at the first dilation for minutes on end (a slowdown of the lab itself
+/// shows as the first attempts' void runs in the output). The first attempt already runs at 8: this VM pauses a vCPU for
 /// 0.4-4 ms about every 512 ms whatever runs, and a pause the lab does not see as a stall (the
 /// worker was running, not sleeping, or the frame sat in the kernel) reads to HPCC as an idle
 /// link. At dilation 2 each pause was a third of an RTT: HPCC answered the utilization dip by
 /// speeding up and the one-flow queue p99 reached 11-24 KB in 3 runs of 5; at 8 a pause is a
 /// twelfth of an RTT. (At dilation 1 one such pause cost the incast one window of Jain 0.93.)
-const DILATIONS: [f64; 3] = [8.0, 8.0, 16.0];
+const DILATIONS: [f64; 3] = [8.0, 16.0, 32.0];
 
 /// See [`support::MAX_STEAL`].
 const MAX_STEAL: f64 = support::MAX_STEAL;

@@ -1061,10 +1061,10 @@ fn coalesced_acks_still_acknowledge_the_last_packet() {
     assert_eq!(net.poll(0, s[0].cq).len(), 1);
 }
 
-#[test]
-fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
+/// Three one-packet WRITEs, the second answered 500 us late across a hiccup of `hiccup_ns`;
+/// the QP's mean RTT afterwards.
+fn mean_rtt_with_a_hiccup_over_the_second(hiccup_ns: u64) -> Option<u64> {
     let (mut net, s) = rc_pair(ALL_ACCESS);
-    // The second of three one-packet WRITEs is answered 500 us late, across a hiccup.
     let mut acks = 0;
     net.one_way = Box::new(move |d| {
         if d.opcode() == Some(Opcode::Acknowledge) {
@@ -1084,7 +1084,7 @@ fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
             let now = net.now;
             net.hosts[0].note_hiccup(intlab_runtime::Hiccup {
                 start_ns: now + 100_000,
-                end_ns: now + 200_000,
+                end_ns: now + 100_000 + hiccup_ns,
             });
         }
         net.run_for(1_000_000);
@@ -1092,9 +1092,23 @@ fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
     assert_eq!(net.poll(0, s[0].cq).len(), 3);
     let q = &net.hosts[0].program_qps_now()[0];
     assert_eq!(q.rtt_min_ns, Some(2 * ONE_WAY_NS));
+    q.rtt_mean_ns
+}
+
+#[test]
+fn a_packet_in_flight_while_the_lab_froze_gives_no_rtt_sample() {
     assert_eq!(
-        q.rtt_mean_ns,
+        mean_rtt_with_a_hiccup_over_the_second(100_000),
         Some(2 * ONE_WAY_NS),
-        "the late answer across the hiccup is no sample"
+        "the late answer across a hiccup of a fifth of its flight is no sample"
+    );
+}
+
+#[test]
+fn a_hiccup_of_a_hundredth_of_a_flight_or_less_leaves_its_sample() {
+    let mean = mean_rtt_with_a_hiccup_over_the_second(5_000).expect("samples");
+    assert!(
+        mean > 2 * ONE_WAY_NS + 100_000,
+        "the late answer is a sample: mean {mean} ns"
     );
 }

@@ -609,12 +609,13 @@ pub fn timing_figures(r: &intlab_lab::results::Results) -> String {
 /// Runs every scenario of `set` at each of `dilations` in turn, all at the same dilation,
 /// waiting `pause` before each retry, until the machine keeps up with a run of every scenario
 /// at one dilation (see [`kept_up`]; a run it did not keep up with is made again at the same
-/// dilation, up to [`RUNS_PER_ATTEMPT`] times): such a run measured the machine, not the
-/// controller, and controllers are compared only from runs made under the same conditions.
-/// Every run's figures go to the test output; when no attempt kept up, the test fails with them. Time
-/// constants of the machine (host overhead, burst credit, stall threshold, idle poll) are real
-/// time by nature and do not scale with the dilation (docs/scenarios.md), so keep `dilations`
-/// within a factor of two or so: a larger retry would hide a real slowdown of the lab.
+/// dilation, up to [`RUNS_PER_ATTEMPT`] times the machine itself was late, see [`Tries`]): such
+/// a run measured the machine, not the controller, and controllers are compared only from runs
+/// made under the same conditions. Every run's figures go to the test output; when no attempt
+/// kept up, the test fails with them. Time constants of the machine (host overhead, burst
+/// credit, stall threshold, idle poll) are real time by nature and do not scale with the
+/// dilation (docs/scenarios.md), so keep `dilations` within a factor of four: a slowdown of the
+/// lab shows as the first attempts' void runs in the output.
 pub fn run_all_kept_up(
     tag: &str,
     set: &[intlab_lab::scenario::Scenario],
@@ -649,19 +650,69 @@ const RUNS_PER_ATTEMPT: usize = 3;
 /// mostly meets the same spell.
 const MAX_STEAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How long to wait before the run after `r` that did not count, the last wait having been
-/// `wait`: twice as long (up to [`MAX_STEAL_BACKOFF`]) after a run the hypervisor spoiled (steal
-/// above `max_steal`, or unknown), else `pause`.
-pub fn retry_wait(
-    wait: std::time::Duration,
-    pause: std::time::Duration,
-    r: &intlab_lab::results::Results,
-    max_steal: f64,
-) -> std::time::Duration {
-    if r.summary.cpu_steal.is_none_or(|x| x > max_steal) {
+/// How long one test waits out the hypervisor: until then a run it spoiled (steal above the
+/// bound) is made again without counting as a try. On 2026-11-28 the reference VM gave the lab
+/// 20-48 % steal for minutes at a time whenever both vCPUs were busy (0-1 % when idle), and two
+/// CI runs failed every timing test in such spells; past this, spoiled runs count as tries
+/// again, so a machine that never calms down still fails the test.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Whether the hypervisor spoiled a run that lost `steal` of its CPU time (unknown: spoiled).
+fn spoiled(steal: Option<f64>, max_steal: f64) -> bool {
+    steal.is_none_or(|x| x > max_steal)
+}
+
+/// The wait after `wait` before a retry: doubled after a spoiled run, else `pause`.
+fn backoff(wait: std::time::Duration, pause: std::time::Duration, spoiled: bool) -> std::time::Duration {
+    if spoiled {
         (wait * 2).min(MAX_STEAL_BACKOFF)
     } else {
         pause
+    }
+}
+
+/// The tries of one run until it counts: at most `limit` that the machine itself made late,
+/// while runs the hypervisor spoiled are made again without counting until the test's
+/// [`PATIENCE`] is spent.
+pub struct Tries {
+    /// Tries counted so far.
+    counted: usize,
+    /// Tries allowed.
+    limit: usize,
+    /// When the test stops waiting out the hypervisor.
+    patient_until: std::time::Instant,
+    /// The wait after a run that counted as a try.
+    pause: std::time::Duration,
+    /// The last wait.
+    wait: std::time::Duration,
+}
+
+impl Tries {
+    /// At most `limit` counted tries, `pause` apart, waiting out the hypervisor until
+    /// `patient_until`.
+    pub fn new(limit: usize, pause: std::time::Duration, patient_until: std::time::Instant) -> Tries {
+        Tries {
+            counted: 0,
+            limit,
+            patient_until,
+            pause,
+            wait: pause,
+        }
+    }
+
+    /// A run that did not count lost `steal` of its CPU time: whether to make another (after
+    /// waiting as long as [`backoff`] says).
+    pub fn again(&mut self, steal: Option<f64>, max_steal: f64) -> bool {
+        let spoiled = spoiled(steal, max_steal);
+        if !spoiled || std::time::Instant::now() >= self.patient_until {
+            self.counted += 1;
+        }
+        if self.counted >= self.limit {
+            return false;
+        }
+        self.wait = backoff(self.wait, self.pause, spoiled);
+        std::thread::sleep(self.wait);
+        true
     }
 }
 
@@ -679,6 +730,7 @@ pub fn run_all_counting_in_dirs(
     let mut log = Vec::new();
     let mut counted: std::collections::HashMap<(u64, usize), (PathBuf, intlab_lab::results::Results)> =
         std::collections::HashMap::new();
+    let patient_until = std::time::Instant::now() + PATIENCE;
     for (attempt, &dilation) in dilations.iter().enumerate() {
         if attempt > 0 {
             std::thread::sleep(pause);
@@ -701,8 +753,8 @@ pub fn run_all_counting_in_dirs(
             };
             // A run the machine did not keep up with is made again at the same dilation (the
             // set's conditions stay the same), a few times, before the attempt is given up.
-            let mut wait = pause;
-            for try_ in 0..RUNS_PER_ATTEMPT {
+            let mut tries = Tries::new(RUNS_PER_ATTEMPT, pause, patient_until);
+            for try_ in 0.. {
                 let tag = format!("{tag}{attempt}{k}{try_}");
                 let out = scratch_dir(&tag);
                 let r = run_scenario_in(&out, &tag, &s);
@@ -721,8 +773,9 @@ pub fn run_all_counting_in_dirs(
                     counted.insert((dilation.to_bits(), k), (out, r));
                     break;
                 }
-                wait = retry_wait(wait, pause, &r, max_steal);
-                std::thread::sleep(wait);
+                if !tries.again(r.summary.cpu_steal, max_steal) {
+                    break;
+                }
             }
             complete &= counted.contains_key(&(dilation.to_bits(), k));
         }

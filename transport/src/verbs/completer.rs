@@ -102,12 +102,15 @@ impl Qp {
             0
         };
         let acked: InFlight = self.req.last_acked;
-        // A flight during which the lab froze measured the machine, not the network (a real
-        // network does not freeze): a delay-based controller would answer a 25 us hiccup on
-        // an 11 us RTT with a cut to its minimum rate.
+        // A flight during which the lab froze for a noticeable part of it measured the machine,
+        // not the network (a real network does not freeze): a delay-based controller would
+        // answer a 25 us hiccup on an 11 us RTT with a cut to its minimum rate. A hiccup of a
+        // hundredth of the flight or less leaves the sample standing: dropping those too left
+        // TIMELY without a sample for a whole run at dilation 400 (its rate stuck near the line
+        // rate, the buffer full), where every queued flight of 300 us spans a 0.6 us hiccup.
         let rtt = (newly > 0 && acked.count == 1)
             .then(|| now.saturating_sub(acked.sent_at))
-            .filter(|_| !self.req.hiccup.is_some_and(|h| h.overlaps(acked.sent_at, now)));
+            .filter(|_| !self.req.hiccup.is_some_and(|h| h.distorts(acked.sent_at, now)));
         if let Some(r) = rtt {
             let s = &mut self.req.stats;
             s.rtt_sum += u128::from(r);
