@@ -32,6 +32,16 @@ fn run_kept_up(tag: &str, s: &Scenario) -> Results {
     support::run_kept_up(tag, s, &DILATIONS, MAX_STEAL, std::time::Duration::from_secs(5))
 }
 
+/// Steady windows (see [`SETTLE_RTTS`]) the incast test judges at least.
+const STEADY_WINDOWS: usize = 30;
+
+/// Whether run `r` of the incast left at least [`STEADY_WINDOWS`] steady windows with every flow
+/// in them.
+fn enough_steady_windows(r: &Results) -> bool {
+    windowed(&r.flows, &r.series, 10 * RTT_NS, 50 * RTT_NS, &disturbed(r))
+        .is_some_and(|f| f.windows >= STEADY_WINDOWS && f.empty_windows == 0)
+}
+
 /// Host stalls leave a link idle or hold ACKs back, and the flows take some RTTs to settle
 /// again: the times from each stall to [`SETTLE_RTTS`] RTTs after it are not steady state.
 const SETTLE_RTTS: u64 = 20;
@@ -121,13 +131,19 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
     let native = Scenario::builtin(&Overrides::default()).expect("the default loads");
     let p4_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/p4/incast-4to1.yaml");
     let p4 = Scenario::load(&p4_file, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
-    let runs = support::run_all_kept_up(
+    // A run the machine kept up with can still have stalled hosts often enough that few steady
+    // windows are left (11 of the 30 judged in one suite under 10-47 % steal): it is made again.
+    let runs: Vec<Results> = support::run_all_counting_in_dirs(
         "hi",
         &[native, p4],
         &DILATIONS,
         MAX_STEAL,
         std::time::Duration::from_secs(5),
-    );
+        support::Need::KeptUpWith(enough_steady_windows),
+    )
+    .into_iter()
+    .map(|(_, r)| r)
+    .collect();
     for (r, pipeline) in runs.iter().zip(["built-in", "int_transit.p4"]) {
         for f in &r.flows {
             assert_eq!(f.bytes_received, f.size, "{pipeline}: flow {} intact", f.id);
@@ -137,7 +153,11 @@ fn hpcc_incast_4_to_1_is_fair_with_a_short_queue_with_either_pipeline() {
         let q99 = int_queue_p99(r, 50 * RTT_NS);
         eprintln!("incast, {pipeline}: {fairness:?}, INT queue p99 {q99} B (BDP {BDP} B)");
         assert_eq!(fairness.window_ns, 10 * RTT_NS);
-        assert!(fairness.windows >= 30, "{pipeline}: {} windows", fairness.windows);
+        assert!(
+            fairness.windows >= STEADY_WINDOWS,
+            "{pipeline}: {} windows",
+            fairness.windows
+        );
         assert_eq!(
             fairness.empty_windows, 0,
             "{pipeline}: windows where every flow stalled: no data"

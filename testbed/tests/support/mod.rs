@@ -564,10 +564,14 @@ pub fn kept_up(r: &intlab_lab::results::Results, max_steal: f64) -> bool {
 pub const MAX_STEAL: f64 = 0.03;
 
 /// What a test needs of the machine for a run to count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Need {
     /// Everything on time ([`kept_up`]): what a comparison of controllers needs.
     KeptUp,
+    /// Everything on time, and what the test judges left standing by the machine's stalls (a
+    /// run that kept up can still have stalled often enough to leave a test that judges only
+    /// undisturbed stretches too few of them).
+    KeptUpWith(fn(&intlab_lab::results::Results) -> bool),
     /// No frame overran a PFC headroom because the lab was late, whatever else came late: what
     /// a check that a lossless fabric loses nothing needs. A virtual machine that takes a vCPU
     /// away for milliseconds now and then (0.6-0.8 % of the time, up to 11 ms, measured with
@@ -582,6 +586,7 @@ pub enum Need {
 pub fn counts(r: &intlab_lab::results::Results, max_steal: f64, need: Need) -> bool {
     match need {
         Need::KeptUp => kept_up(r, max_steal),
+        Need::KeptUpWith(enough) => kept_up(r, max_steal) && enough(r),
         Need::PausesInTime => {
             r.summary.pfc.is_none_or(|p| p.overruns == p.overruns_unexplained)
                 && r.summary.cpu_steal.is_some_and(|s| s <= max_steal)
