@@ -1,10 +1,12 @@
 //! A table's entries, kept in the structure its key kinds allow: a hash map for all-exact keys,
 //! one hash map per prefix length (longest first) for one lpm key among exact ones, and a scan
-//! in priority order for ternary, range and optional keys.
+//! in priority order for ternary, range and optional keys. The entries and maps are persistent
+//! (imbl): the control plane is copied for every edit, and a copy shares all but what changed.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use imbl::shared_ptr::DefaultSharedPtr;
 
 use super::meter::MeterCell;
 use crate::ir::{self, Entry, KeySet, MatchKind, mask};
@@ -48,32 +50,54 @@ pub struct StoredEntry {
     pub idle_timeout_ns: u64,
 }
 
-/// Entry index by exact key values. Hashed with foldhash, several times faster than the
-/// standard SipHash on these short keys; the keys come from the control plane, not from
-/// packets, so a flood of crafted keys is not a concern.
-type ExactMap = HashMap<Box<[u128]>, usize, foldhash::fast::RandomState>;
+/// Entry index by exact key values: a persistent map (a hash trie), so that a copy of the
+/// control plane for an edit costs nothing and one write changes O(log n) of it. Hashed with
+/// foldhash, several times faster than the standard SipHash on these short keys; the keys come
+/// from the control plane, not from packets, so a flood of crafted keys is not a concern.
+type ExactMap = imbl::GenericHashMap<Arc<[u128]>, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
+
+/// Positions of entries by handle, persistent as [`ExactMap`].
+type HandleMap = imbl::GenericHashMap<u32, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
 
 #[derive(Debug, Clone)]
 enum Index {
     Exact(ExactMap),
     /// The lpm key's position, then (prefix length, map) longest first.
     Lpm(usize, Vec<(u32, ExactMap)>),
-    /// Entry indices, highest priority first.
+    /// Entry positions, highest priority first (ternary, range and optional keys, looked up by
+    /// a scan; edits cost O(n) here).
     Scan(Vec<usize>),
 }
 
-/// The entries and default action of one table.
+impl Index {
+    /// An empty index of the same kind.
+    fn emptied(&self) -> Index {
+        match self {
+            Index::Exact(_) => Index::Exact(ExactMap::default()),
+            Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
+            Index::Scan(_) => Index::Scan(Vec::new()),
+        }
+    }
+}
+
+/// The entries and default action of one table. Every part is persistent or small, so the
+/// control plane's copy-on-edit (`Datapath::edit`) shares what a write does not touch: an
+/// insert, modify or delete in an exact or lpm table costs O(log n) whatever the table's size.
 #[derive(Debug, Clone)]
 pub struct TableState {
     kinds: Vec<(MatchKind, u16)>,
-    entries: Vec<StoredEntry>,
+    /// Entries in no particular order (a deletion moves the last into the hole), shared so that
+    /// the vector nodes a write copies cost no allocation per entry.
+    entries: imbl::Vector<Arc<StoredEntry>>,
     /// The action run on a miss, and its arguments.
     pub default: (usize, Vec<u128>),
     index: Index,
+    /// Where each handle's entry is in `entries`.
+    handles: HandleMap,
     size: usize,
     /// Handles freed by deletions (reused lowest first, as BMv2 reuses them), and the next
     /// never used.
-    free: std::collections::BTreeSet<u32>,
+    free: imbl::OrdSet<u32>,
     next_handle: u32,
 }
 
@@ -90,11 +114,12 @@ impl TableState {
         };
         let mut s = TableState {
             kinds,
-            entries: Vec::new(),
+            entries: imbl::Vector::new(),
             default: t.default_action.clone(),
             index,
+            handles: HandleMap::default(),
             size: t.size.max(t.entries.as_ref().map_or(0, |e| e.0.len())),
-            free: Default::default(),
+            free: imbl::OrdSet::new(),
             next_handle: 0,
         };
         for e in t.entries.iter().flat_map(|e| &e.0) {
@@ -113,24 +138,21 @@ impl TableState {
 
     /// Removes every entry.
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.free.clear();
+        self.entries = imbl::Vector::new();
+        self.handles = HandleMap::default();
+        self.free = imbl::OrdSet::new();
         self.next_handle = 0;
-        self.index = match &self.index {
-            Index::Exact(_) => Index::Exact(ExactMap::default()),
-            Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
-            Index::Scan(_) => Index::Scan(Vec::new()),
-        };
+        self.index = self.index.emptied();
     }
 
     /// The position of the entry with handle `h`.
     pub fn position(&self, h: u32) -> Option<usize> {
-        self.entries.iter().position(|e| e.handle == h)
+        self.handles.get(&h).copied()
     }
 
     /// The entry with handle `h`.
     pub fn get(&self, h: u32) -> Option<&StoredEntry> {
-        self.entries.iter().find(|e| e.handle == h)
+        self.position(h).map(|at| &*self.entries[at])
     }
 
     /// How many entries it holds.
@@ -151,7 +173,7 @@ impl TableState {
     /// Changes what entry `at` runs, keeping its key, counter and meter; false if there is
     /// none.
     pub fn modify(&mut self, at: usize, action: usize, args: Vec<u128>, via: Via) -> bool {
-        match self.entries.get_mut(at) {
+        match self.entries.get_mut(at).map(Arc::make_mut) {
             Some(e) => {
                 e.entry.action = action;
                 e.entry.args = args;
@@ -165,7 +187,7 @@ impl TableState {
     /// Sets how long entry `at` may go unhit (ns, 0: never ages), counting from `now_ns`; false
     /// if there is none.
     pub fn set_idle_timeout(&mut self, at: usize, timeout_ns: u64, now_ns: u64) -> bool {
-        match self.entries.get_mut(at) {
+        match self.entries.get_mut(at).map(Arc::make_mut) {
             Some(e) => {
                 e.idle_timeout_ns = timeout_ns;
                 e.last_hit.store(now_ns, Ordering::Relaxed);
@@ -175,28 +197,39 @@ impl TableState {
         }
     }
 
-    /// The entries.
-    pub fn entries(&self) -> &[StoredEntry] {
+    /// The entries, in no particular order.
+    pub fn entries(&self) -> &imbl::Vector<Arc<StoredEntry>> {
         &self.entries
     }
 
     /// Adds an entry; returns its handle. Refused (with why) if it does not fit the keys,
     /// repeats a key or the table is full.
     pub fn insert(&mut self, e: Entry, via: Via) -> Result<u32, String> {
-        let at = self.place(e, via)?;
-        let h = match self.free.pop_first() {
+        self.check(&e)?;
+        let at = self.entries.len();
+        self.index_at(&e, at)?;
+        let h = match self.free.remove_min() {
             Some(h) => h,
             None => {
                 self.next_handle += 1;
                 self.next_handle - 1
             }
         };
-        self.entries[at].handle = h;
+        self.handles.insert(h, at);
+        self.entries.push_back(Arc::new(StoredEntry {
+            handle: h,
+            entry: e,
+            via,
+            counter: Arc::new(EntryCounter::default()),
+            meter: Arc::new(Mutex::new(MeterCell::default())),
+            last_hit: Arc::new(AtomicU64::new(0)),
+            idle_timeout_ns: 0,
+        }));
         Ok(h)
     }
 
-    /// Adds an entry to the index and the list (its handle is the caller's to set).
-    fn place(&mut self, e: Entry, via: Via) -> Result<usize, String> {
+    /// Refuses (with why) an entry that does not fit the keys or a full table.
+    fn check(&self, e: &Entry) -> Result<(), String> {
         if e.matches.len() != self.kinds.len() {
             return Err(format!("{} key values for {} keys", e.matches.len(), self.kinds.len()));
         }
@@ -218,20 +251,21 @@ impl TableState {
         if self.entries.len() >= self.size {
             return Err(format!("the table is full ({} entries)", self.size));
         }
-        let at = self.entries.len();
+        Ok(())
+    }
+
+    /// Indexes entry `e` at position `at`; refused if its key (and priority, where lookups
+    /// scan) is taken.
+    fn index_at(&mut self, e: &Entry, at: usize) -> Result<(), String> {
         match &mut self.index {
-            Index::Exact(map) => {
-                let key = exact_key(&e.matches);
-                if map.contains_key(&key) {
-                    return Err("an entry with this key exists".into());
+            Index::Exact(map) => match map.entry(exact_key(&e.matches)) {
+                imbl::hashmap::Entry::Occupied(_) => return Err("an entry with this key exists".into()),
+                imbl::hashmap::Entry::Vacant(v) => {
+                    v.insert(at);
                 }
-                map.insert(key, at);
-            }
+            },
             Index::Lpm(p, groups) => {
-                let len = match e.matches[*p] {
-                    KeySet::Mask(_, m) => m.count_ones(),
-                    _ => 0,
-                };
+                let len = prefix_len(&e.matches[*p]);
                 let key = exact_key(&e.matches);
                 let g = match groups.iter().position(|g| g.0 == len) {
                     Some(g) => g,
@@ -241,10 +275,12 @@ impl TableState {
                         groups.iter().position(|g| g.0 == len).expect("just added")
                     }
                 };
-                if groups[g].1.contains_key(&key) {
-                    return Err("an entry with this key exists".into());
+                match groups[g].1.entry(key) {
+                    imbl::hashmap::Entry::Occupied(_) => return Err("an entry with this key exists".into()),
+                    imbl::hashmap::Entry::Vacant(v) => {
+                        v.insert(at);
+                    }
                 }
-                groups[g].1.insert(key, at);
             }
             Index::Scan(order) => {
                 if self
@@ -258,42 +294,54 @@ impl TableState {
                 order.insert(pos, at);
             }
         }
-        self.entries.push(StoredEntry {
-            handle: 0,
-            entry: e,
-            via,
-            counter: Arc::new(EntryCounter::default()),
-            meter: Arc::new(Mutex::new(MeterCell::default())),
-            last_hit: Arc::new(AtomicU64::new(0)),
-            idle_timeout_ns: 0,
-        });
-        Ok(at)
+        Ok(())
     }
 
-    /// Removes entry `at` (the others keep their handles and counters); false if there is
-    /// none.
+    /// Removes entry `at` (the others keep their handles and counters; the last entry takes
+    /// its place); false if there is none.
     pub fn delete(&mut self, at: usize) -> bool {
-        if at >= self.entries.len() {
+        let Some(last) = self.entries.len().checked_sub(1).filter(|&last| at <= last) else {
             return false;
-        }
-        self.free.insert(self.entries[at].handle);
-        let kept: Vec<StoredEntry> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != at)
-            .map(|(_, e)| e.clone())
-            .collect();
-        self.entries.clear();
-        self.index = match &self.index {
-            Index::Exact(_) => Index::Exact(ExactMap::default()),
-            Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
-            Index::Scan(_) => Index::Scan(Vec::new()),
         };
-        for e in kept {
-            if let Ok(i) = self.place(e.entry.clone(), e.via) {
-                self.entries[i] = e;
+        let tail = self.entries.pop_back().expect("at most `last` entries");
+        let gone = if at == last { tail } else { self.entries.set(at, tail) };
+        self.handles.remove(&gone.handle);
+        self.free.insert(gone.handle);
+        let moved = (at != last).then(|| self.entries[at].clone());
+        match &mut self.index {
+            Index::Exact(map) => {
+                map.remove(&*exact_key(&gone.entry.matches));
+                if let Some(m) = &moved {
+                    map.insert(exact_key(&m.entry.matches), at);
+                }
             }
+            Index::Lpm(p, groups) => {
+                let p = *p;
+                let group = |groups: &mut Vec<(u32, ExactMap)>, e: &Entry| {
+                    let len = prefix_len(&e.matches[p]);
+                    groups.iter().position(|g| g.0 == len)
+                };
+                if let Some(g) = group(groups, &gone.entry) {
+                    groups[g].1.remove(&*exact_key(&gone.entry.matches));
+                    if groups[g].1.is_empty() {
+                        groups.remove(g);
+                    }
+                }
+                if let Some(m) = &moved
+                    && let Some(g) = group(groups, &m.entry)
+                {
+                    groups[g].1.insert(exact_key(&m.entry.matches), at);
+                }
+            }
+            Index::Scan(order) => {
+                order.retain(|&i| i != at);
+                for i in order.iter_mut().filter(|i| **i == last) {
+                    *i = at;
+                }
+            }
+        }
+        if let Some(m) = moved {
+            self.handles.insert(m.handle, at);
         }
         true
     }
@@ -320,7 +368,7 @@ impl TableState {
                     .all(|(m, v)| m.contains(*v))
             })?,
         };
-        Some(&self.entries[i])
+        Some(&*self.entries[i])
     }
 
     /// Counts a hit on entry `e`.
@@ -329,21 +377,28 @@ impl TableState {
         e.counter.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// The entry whose match and priority are `matches` and `priority`.
+    /// The entry whose match and priority are `matches` and `priority` (the priority only
+    /// where lookups scan): through the index, O(log n), for exact and lpm tables.
     pub fn find(&self, matches: &[KeySet], priority: i64) -> Option<usize> {
-        self.entries
-            .iter()
-            .position(|e| e.entry.matches == matches && (e.entry.priority == priority || !self.scans()))
-    }
-
-    /// Whether lookups scan in priority order (a ternary, range or optional key).
-    fn scans(&self) -> bool {
-        matches!(self.index, Index::Scan(_))
+        let same = |at: &usize| self.entries[*at].entry.matches == matches;
+        match &self.index {
+            Index::Exact(map) => map.get(&*exact_key(matches)).copied().filter(same),
+            Index::Lpm(p, groups) => {
+                let len = prefix_len(matches.get(*p)?);
+                let (_, map) = groups.iter().find(|g| g.0 == len)?;
+                map.get(&*exact_key(matches)).copied().filter(same)
+            }
+            Index::Scan(_) => self
+                .entries
+                .iter()
+                .position(|e| e.entry.matches == matches && e.entry.priority == priority),
+        }
     }
 }
 
-/// The exact-match key of an entry (an lpm key by its masked value).
-fn exact_key(matches: &[KeySet]) -> Box<[u128]> {
+/// The exact-match key of an entry (an lpm key by its masked value), shared: a write copies the
+/// map nodes on its path, and a shared key costs that copy no allocation.
+fn exact_key(matches: &[KeySet]) -> Arc<[u128]> {
     matches
         .iter()
         .map(|m| match *m {
@@ -352,6 +407,14 @@ fn exact_key(matches: &[KeySet]) -> Box<[u128]> {
             _ => 0,
         })
         .collect()
+}
+
+/// The prefix length of an lpm key's key set (a wildcard is length 0).
+fn prefix_len(m: &KeySet) -> u32 {
+    match m {
+        KeySet::Mask(_, m) => m.count_ones(),
+        _ => 0,
+    }
 }
 
 /// The mask of a `len`-bit prefix of a `w`-bit key.
