@@ -530,6 +530,84 @@ mod tests {
         );
     }
 
+    /// The entry a linear scan of `entries` picks for `key`: the longest prefix for an lpm
+    /// table, the highest priority (the first inserted among equals) for a scanned one.
+    fn reference<'a>(entries: &'a [(u32, Entry)], kinds: &[MatchKind], key: &[u128]) -> Option<&'a Entry> {
+        let hits = entries
+            .iter()
+            .filter(|(_, e)| e.matches.iter().zip(key).all(|(m, v)| m.contains(*v)));
+        if kinds.contains(&MatchKind::Ternary) {
+            // Highest priority, first inserted (lowest insertion number) among equals.
+            hits.min_by_key(|(n, e)| (std::cmp::Reverse(e.priority), *n))
+                .map(|(_, e)| e)
+        } else {
+            hits.max_by_key(|(_, e)| match e.matches[0] {
+                KeySet::Mask(_, m) => m.count_ones(),
+                _ => 32,
+            })
+            .map(|(_, e)| e)
+        }
+    }
+
+    #[test]
+    fn inserts_and_deletes_in_any_order_keep_every_index_right() {
+        for kinds in [[MatchKind::Exact], [MatchKind::Lpm], [MatchKind::Ternary]] {
+            let mut t = TableState::new(&ir::Table {
+                size: 1 << 12,
+                ..table(&kinds)
+            });
+            let mut model: Vec<(u32, Entry)> = Vec::new();
+            let mut handles: Vec<u32> = Vec::new();
+            let mut rng = 0x2545_f491_u64;
+            let mut next = || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut scratch = Vec::new();
+            for step in 0..4_000u32 {
+                let v = (next() % 64) as u128;
+                let matches = match kinds[0] {
+                    MatchKind::Exact => vec![KeySet::Value(v)],
+                    MatchKind::Lpm => {
+                        let len = (next() % 7) as u32 + 26;
+                        vec![KeySet::Mask(v & prefix_mask(len, 32), prefix_mask(len, 32))]
+                    }
+                    _ => vec![KeySet::Mask(v, 0x3c)],
+                };
+                let priority = (next() % 4) as i64;
+                if next() % 3 == 0 && !model.is_empty() {
+                    let k = (next() as usize) % model.len();
+                    let (_, gone) = model.remove(k);
+                    let h = handles.remove(k);
+                    let at = t.find(&gone.matches, gone.priority).expect("a stored entry is found");
+                    assert_eq!(t.entries()[at].handle, h, "step {step}: found by its key");
+                    assert!(t.delete(at));
+                    assert!(t.find(&gone.matches, gone.priority).is_none(), "step {step}: gone");
+                } else {
+                    let e = entry(matches, priority, step as usize);
+                    match t.insert(e.clone(), Via::Action) {
+                        Ok(h) => {
+                            model.push((step, e));
+                            handles.push(h);
+                        }
+                        Err(m) => assert!(m.contains("exists"), "step {step}: {m}"),
+                    }
+                }
+                assert_eq!(t.len(), model.len());
+                for (h, (_, e)) in handles.iter().zip(&model) {
+                    assert_eq!(t.get(*h).map(|s| &s.entry), Some(e), "step {step}: handle {h}");
+                }
+                for probe in 0..64u128 {
+                    let got = t.lookup(&[probe], &mut scratch).map(|s| &s.entry);
+                    let want = reference(&model, &kinds, &[probe]);
+                    assert_eq!(got, want, "{kinds:?}, step {step}, key {probe}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn exact_tables_refuse_values_wider_than_their_key() {
         let mut t = TableState::new(&table(&[MatchKind::Exact]));
