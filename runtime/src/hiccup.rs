@@ -169,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hiccup_distorts_a_flight_it_is_over_a_tenth_of() {
+    fn a_hiccup_distorts_a_flight_it_is_over_a_hundredth_of() {
         let h = Hiccup {
             start_ns: 100,
             end_ns: 400,
