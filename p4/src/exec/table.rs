@@ -78,6 +78,39 @@ impl Index {
             Index::Scan(_) => Index::Scan(Vec::new()),
         }
     }
+
+    /// The map that holds entries with `matches`: the exact map, or the lpm group of their
+    /// prefix length (None for a scan, or a length no entry has).
+    fn map(&self, matches: &[KeySet]) -> Option<&ExactMap> {
+        match self {
+            Index::Exact(map) => Some(map),
+            Index::Lpm(p, groups) => {
+                let len = prefix_len(matches.get(*p)?);
+                groups.iter().find(|g| g.0 == len).map(|g| &g.1)
+            }
+            Index::Scan(_) => None,
+        }
+    }
+
+    /// [`Index::map`] to change, an lpm group made (in its place, longest first) when none has
+    /// the length.
+    fn map_mut(&mut self, matches: &[KeySet]) -> Option<&mut ExactMap> {
+        match self {
+            Index::Exact(map) => Some(map),
+            Index::Lpm(p, groups) => {
+                let len = prefix_len(matches.get(*p)?);
+                let g = match groups.binary_search_by_key(&std::cmp::Reverse(len), |g| std::cmp::Reverse(g.0)) {
+                    Ok(g) => g,
+                    Err(g) => {
+                        groups.insert(g, (len, ExactMap::default()));
+                        g
+                    }
+                };
+                Some(&mut groups[g].1)
+            }
+            Index::Scan(_) => None,
+        }
+    }
 }
 
 /// The entries and default action of one table. Every part is persistent or small, so the
@@ -257,44 +290,26 @@ impl TableState {
     /// Indexes entry `e` at position `at`; refused if its key (and priority, where lookups
     /// scan) is taken.
     fn index_at(&mut self, e: &Entry, at: usize) -> Result<(), String> {
-        match &mut self.index {
-            Index::Exact(map) => match map.entry(exact_key(&e.matches)) {
-                imbl::hashmap::Entry::Occupied(_) => return Err("an entry with this key exists".into()),
-                imbl::hashmap::Entry::Vacant(v) => {
-                    v.insert(at);
-                }
-            },
-            Index::Lpm(p, groups) => {
-                let len = prefix_len(&e.matches[*p]);
-                let key = exact_key(&e.matches);
-                let g = match groups.iter().position(|g| g.0 == len) {
-                    Some(g) => g,
-                    None => {
-                        groups.push((len, ExactMap::default()));
-                        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
-                        groups.iter().position(|g| g.0 == len).expect("just added")
-                    }
-                };
-                match groups[g].1.entry(key) {
-                    imbl::hashmap::Entry::Occupied(_) => return Err("an entry with this key exists".into()),
-                    imbl::hashmap::Entry::Vacant(v) => {
-                        v.insert(at);
-                    }
-                }
+        if let Index::Scan(order) = &mut self.index {
+            if self
+                .entries
+                .iter()
+                .any(|s| s.entry.matches == e.matches && s.entry.priority == e.priority)
+            {
+                return Err("an entry with this key and priority exists".into());
             }
-            Index::Scan(order) => {
-                if self
-                    .entries
-                    .iter()
-                    .any(|s| s.entry.matches == e.matches && s.entry.priority == e.priority)
-                {
-                    return Err("an entry with this key and priority exists".into());
-                }
-                let pos = order.partition_point(|&i| self.entries[i].entry.priority >= e.priority);
-                order.insert(pos, at);
+            let pos = order.partition_point(|&i| self.entries[i].entry.priority >= e.priority);
+            order.insert(pos, at);
+            return Ok(());
+        }
+        let map = self.index.map_mut(&e.matches).expect("exact and lpm tables have maps");
+        match map.entry(exact_key(&e.matches)) {
+            imbl::hashmap::Entry::Occupied(_) => Err("an entry with this key exists".into()),
+            imbl::hashmap::Entry::Vacant(v) => {
+                v.insert(at);
+                Ok(())
             }
         }
-        Ok(())
     }
 
     /// Removes entry `at` (the others keep their handles and counters; the last entry takes
@@ -308,36 +323,22 @@ impl TableState {
         self.handles.remove(&gone.handle);
         self.free.insert(gone.handle);
         let moved = (at != last).then(|| self.entries[at].clone());
-        match &mut self.index {
-            Index::Exact(map) => {
+        if let Index::Scan(order) = &mut self.index {
+            order.retain(|&i| i != at);
+            for i in order.iter_mut().filter(|i| **i == last) {
+                *i = at;
+            }
+        } else {
+            if let Some(map) = self.index.map_mut(&gone.entry.matches) {
                 map.remove(&*exact_key(&gone.entry.matches));
-                if let Some(m) = &moved {
-                    map.insert(exact_key(&m.entry.matches), at);
-                }
             }
-            Index::Lpm(p, groups) => {
-                let p = *p;
-                let group = |groups: &mut Vec<(u32, ExactMap)>, e: &Entry| {
-                    let len = prefix_len(&e.matches[p]);
-                    groups.iter().position(|g| g.0 == len)
-                };
-                if let Some(g) = group(groups, &gone.entry) {
-                    groups[g].1.remove(&*exact_key(&gone.entry.matches));
-                    if groups[g].1.is_empty() {
-                        groups.remove(g);
-                    }
-                }
-                if let Some(m) = &moved
-                    && let Some(g) = group(groups, &m.entry)
-                {
-                    groups[g].1.insert(exact_key(&m.entry.matches), at);
-                }
+            if let Index::Lpm(_, groups) = &mut self.index {
+                groups.retain(|g| !g.1.is_empty());
             }
-            Index::Scan(order) => {
-                order.retain(|&i| i != at);
-                for i in order.iter_mut().filter(|i| **i == last) {
-                    *i = at;
-                }
+            if let Some(m) = &moved
+                && let Some(map) = self.index.map_mut(&m.entry.matches)
+            {
+                map.insert(exact_key(&m.entry.matches), at);
             }
         }
         if let Some(m) = moved {
@@ -380,18 +381,16 @@ impl TableState {
     /// The entry whose match and priority are `matches` and `priority` (the priority only
     /// where lookups scan): through the index, O(log n), for exact and lpm tables.
     pub fn find(&self, matches: &[KeySet], priority: i64) -> Option<usize> {
-        let same = |at: &usize| self.entries[*at].entry.matches == matches;
         match &self.index {
-            Index::Exact(map) => map.get(&*exact_key(matches)).copied().filter(same),
-            Index::Lpm(p, groups) => {
-                let len = prefix_len(matches.get(*p)?);
-                let (_, map) = groups.iter().find(|g| g.0 == len)?;
-                map.get(&*exact_key(matches)).copied().filter(same)
-            }
             Index::Scan(_) => self
                 .entries
                 .iter()
                 .position(|e| e.entry.matches == matches && e.entry.priority == priority),
+            index => index
+                .map(matches)?
+                .get(&*exact_key(matches))
+                .copied()
+                .filter(|&at| self.entries[at].entry.matches == matches),
         }
     }
 }
