@@ -252,8 +252,11 @@ const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
 /// deterministic bed computes for the same incast (see `bed_agrees`). Measured in five runs on
 /// 2026-11-26: goodput 90.9-91.1 %, FCT p50 14.00-14.05 ms; the simulator, with the T the lab's
 /// hosts ran, 91.1-91.2 %, 13.74-14.03 ms.
-/// The reference carries no INT on the wire; here INT costs 3.2 % of a full packet, most of
-/// the remaining difference. Runs at dilation 50 (what `auto` picks here), retried at 100.
+/// The reference carries no INT on the wire; here INT costs 3.2 % of a full packet, which the
+/// reference's goodput is reduced by before the comparison: judged against the bare 0.93, the
+/// lab's 0.899-0.909 (2026-11-29) spent the whole 3 points on INT and failed on the noise. Runs at dilation 100, doubled at each attempt: at 50 (what `auto`
+/// picks here on a calm machine) the reference VM's wake-ups, 40-55 us late at p99, voided
+/// every run of the last CI (release late p99 10.1-11.8 % of the RTT at 0-2 % steal).
 #[test]
 fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
     support::require_root();
@@ -267,7 +270,7 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
     let r = support::run_kept_up(
         "h41",
         &s,
-        &[50.0, 50.0, 100.0],
+        &[100.0, 200.0, 400.0],
         MAX_STEAL,
         std::time::Duration::from_secs(5),
     );
@@ -276,12 +279,16 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
     }
     let p50 = r.summary.fct_ns.as_ref().expect("FCTs").p50;
     let goodput = r.summary.normalized_goodput;
+    let int = r.summary.int_overhead.expect("HPCC's data carries INT");
+    let reference = REFERENCE_GOODPUT * (1.0 - int);
     eprintln!(
-        "lab: goodput {goodput:.3}, FCT p50 {p50:.0} ns; reference {REFERENCE_GOODPUT}, {REFERENCE_FCT_P50_NS} ns"
+        "lab: goodput {goodput:.3}, FCT p50 {p50:.0} ns; reference {reference:.3} ({REFERENCE_GOODPUT} less INT's {:.1} %), {REFERENCE_FCT_P50_NS} ns",
+        100.0 * int
     );
     assert!(
-        (goodput - REFERENCE_GOODPUT).abs() <= 0.03,
-        "goodput {goodput:.3}, the reference {REFERENCE_GOODPUT}"
+        (goodput - reference).abs() <= 0.03,
+        "goodput {goodput:.3}, the reference {reference:.3} ({REFERENCE_GOODPUT} less INT's {:.1} %)",
+        100.0 * int
     );
     assert!(
         (p50 - REFERENCE_FCT_P50_NS).abs() <= 0.1 * REFERENCE_FCT_P50_NS,
