@@ -1,9 +1,15 @@
-//! Control-plane write rate of a running P4 switch: 10,000 lpm entries written over P4Runtime
-//! (a tonic client, Writes of 100 updates, and of 1) beside the same entries through the
-//! `intlab p4 cli` protocol (one simple_switch_CLI command per request), in one lab, the
-//! three ways taking turns for three rounds (the machine is shared and noisy: only ratios
-//! measured side by side mean anything). Prints entries per second and the median and p99
-//! latency of a batch of 100 entries.
+//! Control-plane write rate of a running P4 switch, in one lab, over P4Runtime (a tonic
+//! client) and the `intlab p4 cli` protocol. The machine is shared and noisy: only ratios
+//! measured side by side mean anything.
+//!
+//! 1. 10,000 /32 lpm entries written in Writes of 100 updates, in Writes of 1, and through the
+//!    CLI protocol (one simple_switch_CLI command per request), the three ways taking turns
+//!    for three rounds: entries per second and the latency of a batch of 100.
+//! 2. At scale: with the table holding 1,000, 100,000 and 1,000,000 entries, 10 Writes of
+//!    1,000 updates, 1,000 Writes of one update one after the other, and 10,000 Writes of one
+//!    update with 32 in flight on the connection (as controllers that write asynchronously
+//!    do), beside 1,000 Capabilities calls (the server does nothing for one): a sequential
+//!    Write cannot take less than that gRPC round trip.
 //!
 //!     sudo cargo bench -p intlab-benches --bench p4runtime
 
@@ -20,6 +26,12 @@ use p4rt::p4_runtime_client::P4RuntimeClient;
 const ENTRIES: u32 = 10_000;
 const BATCH: u32 = 100;
 const ROUNDS: usize = 3;
+/// Table sizes the scale part writes into.
+const SIZES: [u32; 3] = [1_000, 100_000, 1_000_000];
+/// Updates in one Write of the scale part's batches.
+const BIG_BATCH: u32 = 1_000;
+/// Single-update Writes in flight at once in the scale part's concurrent run.
+const IN_FLIGHT: usize = 32;
 /// `MyIngress.ipv4_lpm` in the program below (p4c's id for the tutorials' basic.p4).
 const LPM: u32 = 37375156;
 const FORWARD: u32 = 28792405;
@@ -109,10 +121,115 @@ fn main() {
             q(0.99).as_secs_f64() * 1e3
         );
     }
+    at_scale(&rt, &client, &datapath);
     drop(srv);
     drop(lab);
     if let Err(e) = std::fs::remove_dir_all(&dir) {
         eprintln!("removing {}: {e}", dir.display());
+    }
+}
+
+/// Part 2 (see the top of this file): Writes into a table of each of [`SIZES`].
+fn at_scale(
+    rt: &tokio::runtime::Runtime,
+    client: &P4RuntimeClient<tonic::transport::Channel>,
+    datapath: &intlab_p4::Datapath,
+) {
+    let table = || datapath.control().tables[0].len();
+    let mut c = client.clone();
+    rt.block_on(delete(&mut c, 0..ENTRIES));
+    assert_eq!(table(), 0, "the table emptied");
+    let mut next = 0u32;
+    println!(
+        "at scale (entries/s; a Write of one update against a Capabilities call, which does no work, just before):"
+    );
+    for size in SIZES {
+        while (table() as u32) < size {
+            let n = BIG_BATCH.min(size - table() as u32);
+            rt.block_on(write(&mut c, (next..next + n).map(update).collect()));
+            next += n;
+        }
+        let timed = |f: &mut dyn FnMut()| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        };
+        let batches = timed(&mut || {
+            for _ in 0..10 {
+                rt.block_on(write(&mut c, (next..next + BIG_BATCH).map(update).collect()));
+                next += BIG_BATCH;
+            }
+        });
+        let floor = timed(&mut || {
+            for _ in 0..1_000 {
+                rt.block_on(c.capabilities(p4rt::CapabilitiesRequest::default()))
+                    .expect("the switch answers Capabilities");
+            }
+        }) / 1_000;
+        let one_by_one = timed(&mut || {
+            for _ in 0..1_000 {
+                rt.block_on(write(&mut c, vec![update(next)]));
+                next += 1;
+            }
+        });
+        let concurrent = timed(&mut || {
+            rt.block_on(in_flight(&c, next..next + 10_000));
+            next += 10_000;
+        });
+        assert_eq!(
+            table() as u32,
+            size + 21_000,
+            "every entry written into the {size}-entry table"
+        );
+        let per_write = one_by_one.as_secs_f64() / 1_000.0;
+        println!(
+            "  {size:>9} entries: batches of {BIG_BATCH} {:>8.0}   one update {:>7.0} ({:.0} us each, {:.2}x a Capabilities call's {:.0} us)   one update x{IN_FLIGHT} in flight {:>7.0}",
+            f64::from(10 * BIG_BATCH) / batches.as_secs_f64(),
+            1_000.0 / one_by_one.as_secs_f64(),
+            per_write * 1e6,
+            per_write / floor.as_secs_f64(),
+            floor.as_secs_f64() * 1e6,
+            10_000.0 / concurrent.as_secs_f64(),
+        );
+        // Refill from empty: each size starts from a table filled the same way.
+        rt.block_on(delete(&mut c, 0..next));
+        assert_eq!(table(), 0, "the table emptied");
+        next = 0;
+    }
+}
+
+/// Writes one update for each of `keys`, [`IN_FLIGHT`] Writes at a time on one connection.
+async fn in_flight(client: &P4RuntimeClient<tonic::transport::Channel>, keys: std::ops::Range<u32>) {
+    let mut running = tokio::task::JoinSet::new();
+    for i in keys {
+        if running.len() == IN_FLIGHT {
+            running
+                .join_next()
+                .await
+                .expect("a Write running")
+                .expect("the Write's task");
+        }
+        let mut c = client.clone();
+        running.spawn(async move { write(&mut c, vec![update(i)]).await });
+    }
+    while let Some(done) = running.join_next().await {
+        done.expect("the Write's task");
+    }
+}
+
+/// Deletes the entries of `keys` through P4Runtime, [`BIG_BATCH`] a Write.
+async fn delete(c: &mut P4RuntimeClient<tonic::transport::Channel>, keys: std::ops::Range<u32>) {
+    let mut from = keys.start;
+    while from < keys.end {
+        let to = (from + BIG_BATCH).min(keys.end);
+        let updates = (from..to)
+            .map(|i| p4rt::Update {
+                r#type: p4rt::update::Type::Delete as i32,
+                ..update(i)
+            })
+            .collect();
+        write(c, updates).await;
+        from = to;
     }
 }
 
@@ -213,11 +330,11 @@ async fn connect(
 }
 
 /// A lab of one host and one P4 switch running the P4Runtime tests' program with an lpm
-/// table of 16,384 entries.
+/// table of 1,100,000 entries.
 fn write_scenario(dir: &Path) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let program = std::fs::read_to_string(root.join("p4runtime/tests/programs/forward.p4")).expect("the program");
-    let big = program.replace("size = 1024;", "size = 16384;");
+    let big = program.replace("size = 1024;", "size = 1100000;");
     assert_ne!(big, program, "the program's lpm table has a size to raise");
     std::fs::write(dir.join("forward.p4"), big).expect("written");
     let yaml = "\
