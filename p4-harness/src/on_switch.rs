@@ -160,11 +160,13 @@ impl Rig {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                     Err(e) => return Err(format!("reading port {port}: {e}")),
                 };
-                for (b, m) in bufs.iter().zip(&meta).take(n) {
-                    if m.truncated {
+                for (b, m) in bufs.iter_mut().zip(&meta).take(n) {
+                    // The kernel takes a VLAN tag off into metadata: put it back where it was.
+                    let (len, cut) = socket::restore_vlan(b, m.len, m.vlan);
+                    if m.truncated || cut {
                         return Err(format!("port {port} sent a frame longer than {} bytes", b.len()));
                     }
-                    out.push((*port, b[..m.len].to_vec()));
+                    out.push((*port, b[..len].to_vec()));
                 }
                 got += n;
                 if n < bufs.len() {

@@ -11,8 +11,9 @@ use std::os::fd::RawFd;
 /// Datagrams or frames per system call at most.
 pub const BATCH: usize = 64;
 
-/// Control-message space per message: a timestamp (a timespec) and a TOS byte, with headers.
-const CONTROL: usize = 64;
+/// Control-message space per message: a timestamp (a timespec), a TOS byte and an AF_PACKET
+/// socket's auxiliary data, with headers.
+const CONTROL: usize = 128;
 
 /// What the kernel said of one received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,9 @@ pub struct RecvMeta {
     /// The kernel's receive time, CLOCK_REALTIME ns, when the socket asks for it
     /// (SO_TIMESTAMPNS).
     pub realtime_ns: Option<u128>,
+    /// The VLAN tag (TPID, TCI) the kernel took off an AF_PACKET frame, when the socket asks
+    /// for it (PACKET_AUXDATA): the bytes received no longer hold it.
+    pub vlan: Option<(u16, u16)>,
 }
 
 impl Default for RecvMeta {
@@ -38,6 +42,7 @@ impl Default for RecvMeta {
             from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
             tos: None,
             realtime_ns: None,
+            vlan: None,
         }
     }
 }
@@ -114,21 +119,22 @@ pub fn recv_batch<B: AsMut<[u8]>>(fd: RawFd, bufs: &mut [B], meta: &mut [RecvMet
             ),
             None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         };
-        let (tos, realtime_ns) = control_of(h);
+        let (tos, realtime_ns, vlan) = control_of(h);
         meta[i] = RecvMeta {
             len: (m.msg_len as usize).min(bufs[i].as_mut().len()),
             truncated: h.msg_flags & libc::MSG_TRUNC != 0,
             from,
             tos,
             realtime_ns,
+            vlan,
         };
     }
     Ok(r)
 }
 
-/// The TOS byte and the receive time a message's control data carries.
-fn control_of(h: &libc::msghdr) -> (Option<u8>, Option<u128>) {
-    let (mut tos, mut time) = (None, None);
+/// The TOS byte, the receive time and the stripped VLAN tag a message's control data carries.
+fn control_of(h: &libc::msghdr) -> (Option<u8>, Option<u128>, Option<(u16, u16)>) {
+    let (mut tos, mut time, mut vlan) = (None, None, None);
     // SAFETY: the kernel filled msg_control/msg_controllen; the CMSG_* walk stays inside them,
     // and the payloads are read unaligned.
     unsafe {
@@ -140,12 +146,16 @@ fn control_of(h: &libc::msghdr) -> (Option<u8>, Option<u128>) {
                     time = Some(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128);
                 }
                 (libc::IPPROTO_IP, libc::IP_TOS) => tos = Some(*libc::CMSG_DATA(c)),
+                (libc::SOL_PACKET, libc::PACKET_AUXDATA) => {
+                    let aux: libc::tpacket_auxdata = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    vlan = super::socket::stripped_vlan(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
+                }
                 _ => {}
             }
             c = libc::CMSG_NXTHDR(h, c);
         }
     }
-    (tos, time)
+    (tos, time, vlan)
 }
 
 /// Sends `msgs` (at most [`BATCH`] per system call, in chunks), the i-th to `to[i]` when `to` is

@@ -27,6 +27,8 @@ pub struct RingFrame<'a> {
     pub truncated: bool,
     /// The kernel's receive time (CLOCK_REALTIME, ns).
     pub realtime_ns: u128,
+    /// The VLAN tag (TPID, TCI) the kernel took off it: `data` no longer holds it.
+    pub vlan: Option<(u16, u16)>,
 }
 
 /// An AF_PACKET socket on one interface with mapped receive and transmit rings.
@@ -161,6 +163,7 @@ impl PacketRing {
                     data,
                     truncated: hdr.tp_len > hdr.tp_snaplen,
                     realtime_ns: u128::from(hdr.tp_sec) * 1_000_000_000 + u128::from(hdr.tp_nsec),
+                    vlan: super::socket::stripped_vlan(hdr.tp_status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid),
                 }
             };
             take(frame);

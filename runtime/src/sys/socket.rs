@@ -60,8 +60,39 @@ pub fn packet(device: &str) -> io::Result<OwnedFd> {
     let fd = packet_unbound()?;
     bind_packet(fd.as_raw_fd(), device)?;
     set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    // The kernel takes a frame's VLAN tag off into metadata (veth offloads it): the auxiliary
+    // data gives it back, so that a P4 program sees the frame as it was sent.
+    set_int(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)?;
     large_buffers(fd.as_raw_fd())?;
     Ok(fd)
+}
+
+/// The VLAN tag (TPID, TCI) an AF_PACKET frame's status, TCI and TPID say the kernel took off
+/// it, if any (a TPID the kernel did not give is 802.1Q's).
+pub fn stripped_vlan(status: u32, tci: u16, tpid: u16) -> Option<(u16, u16)> {
+    (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            tpid
+        } else {
+            0x8100
+        };
+        (tpid, tci)
+    })
+}
+
+/// Puts the VLAN tag `vlan` (TPID, TCI) the kernel took off a received frame of `len` bytes in
+/// `buf` back after its MAC addresses, as it was on the wire: the frame's new length, and
+/// whether its end was cut for want of room in `buf`.
+pub fn restore_vlan(buf: &mut [u8], len: usize, vlan: Option<(u16, u16)>) -> (usize, bool) {
+    let Some((tpid, tci)) = vlan else { return (len, false) };
+    if len < 12 || buf.len() < 16 {
+        return (len, false);
+    }
+    let kept = len.min(buf.len() - 4);
+    buf.copy_within(12..kept, 16);
+    buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+    buf[14..16].copy_from_slice(&tci.to_be_bytes());
+    (kept + 4, kept < len)
 }
 
 /// A non-blocking AF_PACKET socket bound to no interface yet, which will not receive its own
@@ -218,5 +249,30 @@ mod tests {
             assert_eq!(got as u64 + dropped, 50, "every frame read or counted");
             assert_eq!(packet_drops(rx.as_raw_fd()).expect("stats"), 0, "counted once");
         });
+    }
+
+    #[test]
+    fn a_stripped_vlan_tag_goes_back_after_the_mac_addresses() {
+        let untagged: Vec<u8> = (0u8..20).collect();
+        let mut buf = untagged.clone();
+        buf.resize(64, 0);
+        let vlan = stripped_vlan(libc::TP_STATUS_VLAN_VALID, 0xa00a, 0);
+        assert_eq!(vlan, Some((0x8100, 0xa00a)), "802.1Q when the kernel gives no TPID");
+        assert_eq!(restore_vlan(&mut buf, 20, vlan), (24, false));
+        assert_eq!(&buf[..12], &untagged[..12]);
+        assert_eq!(&buf[12..16], &[0x81, 0x00, 0xa0, 0x0a]);
+        assert_eq!(&buf[16..24], &untagged[12..20]);
+        // A frame that fills its buffer loses its last 4 bytes to the tag, and says so.
+        let qinq = stripped_vlan(libc::TP_STATUS_VLAN_VALID | libc::TP_STATUS_VLAN_TPID_VALID, 5, 0x88a8);
+        assert_eq!(qinq, Some((0x88a8, 5)), "the TPID the kernel gives");
+        let mut full = untagged.clone();
+        assert_eq!(restore_vlan(&mut full, 20, qinq), (20, true));
+        assert_eq!(&full[12..16], &[0x88, 0xa8, 0x00, 0x05]);
+        assert_eq!(&full[16..20], &untagged[12..16]);
+        // No tag taken off: nothing moves.
+        assert_eq!(stripped_vlan(0, 7, 0x8100), None);
+        let mut same = untagged.clone();
+        assert_eq!(restore_vlan(&mut same, 20, None), (20, false));
+        assert_eq!(same, untagged);
     }
 }

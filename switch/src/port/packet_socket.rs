@@ -62,6 +62,14 @@ fn store(b: &mut FrameBuf, data: &[u8], cut: bool, arrival_ns: Option<u64>) {
     }
 }
 
+/// Puts the VLAN tag the kernel took off frame `b` back (see [`socket::restore_vlan`]).
+fn restore_vlan(b: &mut FrameBuf, vlan: Option<(u16, u16)>) {
+    let len = b.len;
+    let (len, cut) = socket::restore_vlan(b.buffer_mut(), len, vlan);
+    b.len = len;
+    b.truncated |= cut;
+}
+
 impl PacketSocket {
     /// Opens a non-blocking raw socket on `device` (in the calling thread's namespace), for
     /// frames of up to `max_frame` bytes.
@@ -98,6 +106,7 @@ impl PacketSocket {
                 for (b, m) in bufs.iter_mut().zip(meta.iter()).take(n) {
                     b.len = m.len;
                     b.truncated = m.truncated;
+                    restore_vlan(b, m.vlan);
                     if let Some(t) = m.realtime_ns {
                         b.arrival_ns = map.lab_ns(t);
                         b.arrival_known = true;
@@ -109,6 +118,7 @@ impl PacketSocket {
                 let mut n = 0;
                 r.recv(bufs.len(), |f| {
                     store(&mut bufs[n], f.data, f.truncated, Some(map.lab_ns(f.realtime_ns)));
+                    restore_vlan(&mut bufs[n], f.vlan);
                     n += 1;
                 });
                 Ok(n)
