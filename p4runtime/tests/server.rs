@@ -1410,3 +1410,103 @@ async fn tls_with_client_certificates_serves_only_clients_the_authority_signed()
         assert!(ask(c).await.is_err(), "plain gRPC is refused");
     }
 }
+
+/// The direct counter of the entry `entry` names, read back through its table entry (as ONOS
+/// reads them): (packets, bytes).
+async fn direct_counts(c: &mut P4RuntimeClient<Channel>, entry: &p4rt::Entity) -> (i64, i64) {
+    let Some(p4rt::entity::Entity::TableEntry(mut te)) = entry.entity.clone() else {
+        unreachable!()
+    };
+    te.action = None;
+    te.counter_data = Some(p4rt::CounterData::default());
+    let got = read_one(c, p4rt::entity::Entity::TableEntry(te)).await;
+    let [
+        p4rt::Entity {
+            entity: Some(p4rt::entity::Entity::TableEntry(t)),
+        },
+    ] = got.as_slice()
+    else {
+        panic!("one table entry: {got:?}")
+    };
+    let d = t.counter_data.as_ref().expect("its counter data");
+    (d.packet_count, d.byte_count)
+}
+
+/// A direct counter is set and reset over P4Runtime (fabric-tna's tests reset theirs so), and
+/// a negative count is refused with nothing changed.
+#[tokio::test(flavor = "current_thread")]
+async fn direct_counters_are_set_reset_and_refused_negative() {
+    use p4rt::update::Type;
+    let (srv, dp) = lab();
+    let info = p4info(dp.program()).expect("ids").info;
+    let mut c = client(srv.endpoints[0].1).await;
+    let (_tx, _stream, _first) = arbitrate(&mut c, 5).await;
+    // `MyIngress.valid` counts its hits; `ipv4_lpm` has no counter.
+    let valid = id_of(info.tables.iter().map(|t| t.preamble.as_ref()), "MyIngress.valid");
+    let fwd = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::TableEntry(p4rt::TableEntry {
+            table_id: valid,
+            r#match: vec![p4rt::FieldMatch {
+                field_id: 1,
+                field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
+                    value: vec![1],
+                })),
+            }],
+            action: table_action(FORWARD, vec![vec![8, 0, 0, 0, 1, 0x11], vec![1]]),
+            ..Default::default()
+        })),
+    };
+    c.write(write(5, Type::Insert, vec![fwd.clone()]))
+        .await
+        .expect("insert");
+    let Some(p4rt::entity::Entity::TableEntry(mut key)) = fwd.entity.clone() else {
+        unreachable!()
+    };
+    key.action = None;
+    let set = |packets: i64, bytes: i64| p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::DirectCounterEntry(p4rt::DirectCounterEntry {
+            table_entry: Some(key.clone()),
+            data: Some(p4rt::CounterData {
+                packet_count: packets,
+                byte_count: bytes,
+            }),
+        })),
+    };
+    c.write(write(5, Type::Modify, vec![set(7, 700)])).await.expect("set");
+    assert_eq!(direct_counts(&mut c, &fwd).await, (7, 700));
+    let refused = c
+        .write(write(5, Type::Modify, vec![set(-1, 0)]))
+        .await
+        .expect_err("a negative count");
+    let errors = update_errors(&refused);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].0, Code::InvalidArgument as i32, "{errors:?}");
+    assert_eq!(direct_counts(&mut c, &fwd).await, (7, 700), "nothing changed");
+    c.write(write(5, Type::Modify, vec![set(0, 0)])).await.expect("reset");
+    assert_eq!(direct_counts(&mut c, &fwd).await, (0, 0));
+    let inserted = c
+        .write(write(5, Type::Insert, vec![set(1, 1)]))
+        .await
+        .expect_err("counters are only modified");
+    assert_eq!(update_errors(&inserted)[0].0, Code::InvalidArgument as i32);
+    let lpm = lpm_entry([10, 0, 2, 0], 24, FORWARD, vec![vec![8, 0, 0, 0, 1, 0x11], vec![1]]);
+    c.write(write(5, Type::Insert, vec![lpm.clone()]))
+        .await
+        .expect("insert");
+    let Some(p4rt::entity::Entity::TableEntry(mut lpm_key)) = lpm.entity else {
+        unreachable!()
+    };
+    lpm_key.action = None;
+    let uncounted = p4rt::Entity {
+        entity: Some(p4rt::entity::Entity::DirectCounterEntry(p4rt::DirectCounterEntry {
+            table_entry: Some(lpm_key),
+            data: None,
+        })),
+    };
+    let refused = c
+        .write(write(5, Type::Modify, vec![uncounted]))
+        .await
+        .expect_err("a table without a counter");
+    let errors = update_errors(&refused);
+    assert!(errors[0].1.contains("has no direct counter"), "{errors:?}");
+}

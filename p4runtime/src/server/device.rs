@@ -68,6 +68,10 @@ enum AfterEdit {
     Digest(usize, Option<p4rt::digest_entry::Config>),
     /// A meter cell's rates (none: forgotten).
     Meter(MeterTarget, Vec<(f64, u64)>),
+    /// An indexed counter's cell set: counter, cell, packets, bytes.
+    Counter(usize, usize, u64, u64),
+    /// A table entry's direct counter set: packets, bytes.
+    DirectCounter(std::sync::Arc<intlab_p4::exec::table::EntryCounter>, u64, u64),
 }
 
 impl std::fmt::Debug for Device {
@@ -264,6 +268,14 @@ impl Device {
                             }
                         }
                         AfterEdit::Meter(MeterTarget::Entry(cell), rates) => meters::set(&cell, &rates),
+                        AfterEdit::Counter(c, cell, packets, bytes) => {
+                            // In range: checked when the update was read.
+                            self.datapath.counter_write(c, cell, packets, bytes);
+                        }
+                        AfterEdit::DirectCounter(counter, packets, bytes) => {
+                            counter.packets.store(packets, std::sync::atomic::Ordering::Relaxed);
+                            counter.bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
+                        }
                     }
                 }
             }
@@ -325,8 +337,44 @@ impl Device {
                     return Err(UpdateError::invalid("direct meters are only modified"));
                 }
                 let rates = meters::rates(d.config.as_ref())?;
-                let cell = self.direct_meter(cp, d.table_entry.as_ref())?;
+                let cell = self
+                    .direct_entry(cp, d.table_entry.as_ref(), "meter", |t| t.direct_meter.is_some())?
+                    .meter
+                    .clone();
                 after.push(AfterEdit::Meter(MeterTarget::Entry(cell), rates));
+                Ok(())
+            }
+            Some(Entity::CounterEntry(c)) => {
+                if kind != Type::Modify {
+                    return Err(UpdateError::invalid("counters are only modified"));
+                }
+                let counter = self
+                    .ids
+                    .counter(c.counter_id)
+                    .ok_or_else(|| UpdateError::not_found(format!("no counter has id {}", c.counter_id)))?;
+                let def = &self.program().counters[counter];
+                let (packets, bytes) = counts(c.data.as_ref())?;
+                let cells: Vec<usize> = match &c.index {
+                    Some(x) => vec![cell(x.index, def.size, &def.name)?],
+                    None => (0..def.size).collect(),
+                };
+                after.extend(
+                    cells
+                        .into_iter()
+                        .map(|n| AfterEdit::Counter(counter, n, packets, bytes)),
+                );
+                Ok(())
+            }
+            Some(Entity::DirectCounterEntry(d)) => {
+                if kind != Type::Modify {
+                    return Err(UpdateError::invalid("direct counters are only modified"));
+                }
+                let counter = self
+                    .direct_entry(cp, d.table_entry.as_ref(), "counter", |t| t.direct_counter.is_some())?
+                    .counter
+                    .clone();
+                let (packets, bytes) = counts(d.data.as_ref())?;
+                after.push(AfterEdit::DirectCounter(counter, packets, bytes));
                 Ok(())
             }
             Some(_) => Err(UpdateError::unimplemented(
@@ -353,18 +401,21 @@ impl Device {
         })
     }
 
-    /// The direct meter cell of the table entry `e` names, in `cp`.
-    fn direct_meter(
+    /// The stored entry the table entry `e` of a direct `what` names, in `cp`; refused when its
+    /// table has none (`has` says whether it does).
+    fn direct_entry<'c>(
         &self,
-        cp: &intlab_p4::exec::control_plane::ControlPlane,
+        cp: &'c intlab_p4::exec::control_plane::ControlPlane,
         e: Option<&p4rt::TableEntry>,
-    ) -> Result<std::sync::Arc<Mutex<intlab_p4::exec::meter::MeterCell>>, UpdateError> {
-        let e = e.ok_or_else(|| UpdateError::invalid("a direct meter entry names its table entry"))?;
+        what: &str,
+        has: impl Fn(&intlab_p4::ir::Table) -> bool,
+    ) -> Result<&'c intlab_p4::exec::table::StoredEntry, UpdateError> {
+        let e = e.ok_or_else(|| UpdateError::invalid(format!("a direct {what} entry names its table entry")))?;
         let t = self.table(e.table_id)?;
         let program = self.program();
-        if program.tables[t].direct_meter.is_none() {
+        if !has(&program.tables[t]) {
             return Err(UpdateError::invalid(format!(
-                "table `{}` has no direct meter",
+                "table `{}` has no direct {what}",
                 program.tables[t].name
             )));
         }
@@ -372,7 +423,7 @@ impl Device {
         let at = cp.tables[t]
             .find(&entry.matches, entry.priority)
             .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
-        Ok(cp.tables[t].entries()[at].meter.clone())
+        Ok(&cp.tables[t].entries()[at])
     }
 
     fn table(&self, id: u32) -> Result<usize, UpdateError> {
@@ -769,6 +820,18 @@ impl Device {
 fn table_entity(e: p4rt::TableEntry) -> p4rt::Entity {
     p4rt::Entity {
         entity: Some(Entity::TableEntry(e)),
+    }
+}
+
+/// The packets and bytes a counter write sets (none given: 0, as a reset writes them).
+fn counts(d: Option<&p4rt::CounterData>) -> Result<(u64, u64), UpdateError> {
+    let Some(d) = d else { return Ok((0, 0)) };
+    match (u64::try_from(d.packet_count), u64::try_from(d.byte_count)) {
+        (Ok(p), Ok(b)) => Ok((p, b)),
+        _ => Err(UpdateError::invalid(format!(
+            "counter data of {} packets and {} bytes: counts are not negative",
+            d.packet_count, d.byte_count
+        ))),
     }
 }
 
