@@ -391,6 +391,26 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
     .await
     .expect("default set");
     assert_eq!(dp.control().tables[0].default.1, vec![0x0800_0000_0111, 2]);
+    // A MODIFY without an action resets the program's default (P4Runtime 9.1.4), then set again.
+    let mut reset = default(FORWARD, vec![]);
+    if let Some(p4rt::entity::Entity::TableEntry(t)) = reset.entity.as_mut() {
+        t.action = None;
+    }
+    c.write(write(5, Type::Modify, vec![reset]))
+        .await
+        .expect("default reset");
+    assert_eq!(
+        dp.control().tables[0].default,
+        dp.program().tables[0].default_action,
+        "the program's drop()"
+    );
+    c.write(write(
+        5,
+        Type::Modify,
+        vec![default(FORWARD, vec![mac.clone(), vec![2]])],
+    ))
+    .await
+    .expect("default set again");
 
     // A register cell written and read back; an index past the end refused.
     let info = p4info(dp.program()).expect("ids").info;

@@ -450,13 +450,11 @@ impl Device {
                 message: m,
             })?;
             cp.tables[t].default = match kind {
-                Type::Modify => {
-                    let a = e
-                        .action
-                        .as_ref()
-                        .ok_or_else(|| UpdateError::invalid("a default entry needs an action"))?;
-                    entries::action_call(&self.ids, program, t, a, true)?
-                }
+                Type::Modify => match e.action.as_ref() {
+                    Some(a) => entries::action_call(&self.ids, program, t, a, true)?,
+                    // P4Runtime 9.1.4: a MODIFY without an action resets the program's default.
+                    None => program.tables[t].default_action.clone(),
+                },
                 // Deleting the default restores the program's.
                 Type::Delete => program.tables[t].default_action.clone(),
                 _ => return Err(UpdateError::invalid("the default entry is only modified or deleted")),
