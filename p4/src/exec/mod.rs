@@ -757,8 +757,9 @@ impl Datapath {
     }
 
     /// Makes the egress-to-egress clone of a frame whose egress (state `from`, not yet
-    /// deparsed) asked for one: its headers as egress left them, its metadata reset but for the
-    /// field list the clone named, `instance_type` 2. The caller copies the frame's bytes.
+    /// deparsed) asked for one: its headers as egress left them (those inside the user metadata
+    /// too, as BMv2 keeps them), its metadata reset but for the field list the clone named,
+    /// `instance_type` 2. The caller copies the frame's bytes.
     pub fn egress_clone(&self, from: &PacketState, st: &mut PacketState) {
         if self.program.arch == ir::Arch::Psa {
             return self.psa_egress_clone(st);
@@ -779,11 +780,13 @@ impl Datapath {
         st.mark_copy(0, INSTANCE_EGRESS_CLONE);
     }
 
-    /// Marks the slots of the program's parsed headers (the shared `hdr` of the pipeline).
+    /// Marks the slots of the program's headers: the parsed ones (the shared `hdr` of the
+    /// pipeline) and those inside the user metadata.
     fn mark_headers(&self, keep: &mut [bool]) {
-        let (first, n) = self.program.hdr;
-        for k in keep.iter_mut().skip(first as usize).take(n as usize) {
-            *k = true;
+        for &(first, n) in std::iter::once(&self.program.hdr).chain(&self.program.meta_headers) {
+            for k in keep.iter_mut().skip(first as usize).take(n as usize) {
+                *k = true;
+            }
         }
     }
 

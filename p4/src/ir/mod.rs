@@ -61,6 +61,9 @@ pub struct Program {
     /// The slots of the parsed headers the blocks share (first, count): what an
     /// egress-to-egress clone keeps of its original.
     pub hdr: (Slot, u32),
+    /// The slots of each header inside the user metadata (first, count), which an
+    /// egress-to-egress clone keeps too: BMv2 resets metadata fields there, not headers.
+    pub meta_headers: Vec<(Slot, u32)>,
     /// Serializable enums (`enum bit<8> Reason_t { ... }`), in declaration order: controllers
     /// read their members' values from the P4Info.
     pub serializable_enums: Vec<SerializableEnum>,

@@ -47,6 +47,12 @@ impl<'a> Lowerer<'a> {
             let mut lists = Vec::new();
             self.field_lists(mt, *base, &mut lists);
             self.out.field_lists.extend(lists);
+            let mut heads = Vec::new();
+            self.types.headers_in(mt, *base, &self.out.headers, &mut heads);
+            self.out.meta_headers = heads
+                .into_iter()
+                .map(|(slot, h)| (slot, self.size(&Ty::Header(h))))
+                .collect();
         }
         let kinds = [
             BlockKind::Parser,
