@@ -41,9 +41,10 @@ const BORROW_AFTER_IDLE_NS: u64 = 1_000_000;
 const RX_BATCHES_PER_RUN: usize = 4;
 /// Rounds of taking back what borrowed shards answered, per run.
 const BORROWED_ANSWER_ROUNDS: usize = 4;
-/// Passes in a row a PSA frame may make through `PSA_PORT_RECIRCULATE` before it is dropped
-/// (as the in-memory switch bounds recirculation).
-const MAX_PSA_RECIRCULATIONS: u32 = 64;
+/// Passes in a row a frame may make through a port with no interface (PSA's
+/// `PSA_PORT_RECIRCULATE`, fabric-tna's recirculation port 510) before it is dropped (as the
+/// in-memory switch bounds recirculation).
+const MAX_PORTLESS_RECIRCULATIONS: u32 = 64;
 
 /// How far from the lab clock a tunnel frame's time may be, beyond its link's delay, before it
 /// is dropped (lab ns): far more than any machines' network takes, far less than an hour.
@@ -178,8 +179,8 @@ pub struct Shard {
     /// What the port engine left after a port's frames were queued or started (kept for its
     /// buffers).
     started: Started,
-    /// Passes in a row the PSA frame in hand has made through the recirculation port.
-    psa_passes: u32,
+    /// Passes in a row the frame in hand has made through a port with no interface.
+    portless_passes: u32,
     /// A reused list for refreshed pauses.
     refreshed: Vec<PfcSignal>,
     next_publish: u64,
@@ -238,7 +239,7 @@ impl Shard {
             replicas: Vec::new(),
             spawned: Vec::new(),
             started: Started::default(),
-            psa_passes: 0,
+            portless_passes: 0,
             pfc_due: Vec::new(),
             pfc_switches,
             refreshed: Vec::new(),
@@ -514,8 +515,7 @@ impl Shard {
             }
             P4Verdict::Multicast(g) => self.multicast(s, sw, g, frame, intlab_p4::INSTANCE_REPLICATION),
             P4Verdict::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
-            P4Verdict::NoPort(intlab_p4::PSA_RECIRCULATE_PORT) => self.psa_recirculate(s, sw, frame, carry.is_some()),
-            P4Verdict::NoPort(_) => self.drop_at(s, frame, DropReason::P4NoPort, false),
+            P4Verdict::NoPort(p) => self.portless(s, sw, p, frame, carry.is_some()),
         }
     }
 
@@ -609,28 +609,35 @@ impl Shard {
         self.rearm(s, before);
     }
 
-    /// A PSA frame sent to `PSA_PORT_RECIRCULATE`: its egress pass at once, then back into
-    /// ingress; a frame that keeps coming back is dropped after [`MAX_PSA_RECIRCULATIONS`]
-    /// passes in a row (`again`: this pass came from one).
-    fn psa_recirculate(&mut self, s: usize, sw: usize, mut frame: FrameBuf, again: bool) {
-        self.psa_passes = if again { self.psa_passes + 1 } else { 1 };
-        if self.psa_passes > MAX_PSA_RECIRCULATIONS {
+    /// A frame sent to P4 port `port`, which no interface has: as simple_switch, egress runs on
+    /// it (at once: no queue, no wire), and it is lost unless egress recirculates it (PSA's
+    /// `PSA_PORT_RECIRCULATE`, or a v1model program's recirculation port); a frame that keeps
+    /// coming back is dropped after [`MAX_PORTLESS_RECIRCULATIONS`] passes in a row (`again`:
+    /// this pass came from one).
+    fn portless(&mut self, s: usize, sw: usize, port: u16, mut frame: FrameBuf, again: bool) {
+        self.portless_passes = if again { self.portless_passes + 1 } else { 1 };
+        if self.portless_passes > MAX_PORTLESS_RECIRCULATIONS {
             return self.drop_at(s, frame, DropReason::P4Drop, false);
         }
         let p4 = self.fabric.switches[sw].p4.as_ref().expect("a P4 switch");
         let work = self.p4_scratch[sw].as_mut().expect("a P4 switch's scratch");
         let mut clone = None;
         let frames = &mut self.frames;
-        let carry = p4.recirculation_pass(&mut frame, work, &mut || frames.get(), &mut clone);
+        let egress = p4.portless_pass(&mut frame, port, work, &mut || frames.get(), &mut clone);
         if let Some((session, copy)) = clone {
             self.spawned.push(Spawned::Clone(sw, session, copy));
         }
-        match carry {
-            Some(carry) => {
+        match egress {
+            P4Egress::Recirculate(carry) => {
                 self.slots[s].counters.totals.p4_recirculated += 1;
                 self.spawned.push(Spawned::Recirculate(s, carry, frame));
             }
-            None => self.drop_at(s, frame, DropReason::P4Drop, false),
+            P4Egress::Drop => self.drop_at(s, frame, DropReason::P4Drop, false),
+            // PSA_PORT_RECIRCULATE is where egress sends a frame to recirculate: none other.
+            P4Egress::Send if port == intlab_p4::PSA_RECIRCULATE_PORT => {
+                self.drop_at(s, frame, DropReason::P4Drop, false)
+            }
+            P4Egress::Send => self.drop_at(s, frame, DropReason::P4NoPort, false),
         }
     }
 

@@ -214,28 +214,27 @@ impl P4Pipeline {
         }
     }
 
-    /// Runs egress and the deparser on a PSA frame sent to `PSA_PORT_RECIRCULATE` (a port
-    /// of no link: no queue, no wire time) and returns what its ingress pass keeps, or None
-    /// when egress dropped it; an egress clone it asked for goes into `clone`.
-    pub fn recirculation_pass(
+    /// Runs egress and the deparser on a frame sent to P4 port `port`, which no interface has
+    /// (PSA's `PSA_PORT_RECIRCULATE`, or any number simple_switch would queue for a port it
+    /// lacks): no queue, no wire time. What egress decided; an egress clone it asked for goes
+    /// into `clone`.
+    pub fn portless_pass(
         &self,
         frame: &mut FrameBuf,
+        port: u16,
         work: &mut P4Scratch,
         spare: &mut dyn FnMut() -> FrameBuf,
         clone: &mut Option<(Session, FrameBuf)>,
-    ) -> Option<Carry> {
+    ) -> P4Egress {
         let d = Departure {
-            port: intlab_p4::PSA_RECIRCULATE_PORT,
+            port,
             arrival_ns: frame.arrival_ns,
             enqueued_ns: frame.arrival_ns,
             departure_ns: frame.arrival_ns,
             qid: frame.p4_priority.unwrap_or(0),
             ..Departure::default()
         };
-        match self.egress_frame(frame, d, work, spare, clone) {
-            P4Egress::Recirculate(carry) => Some(carry),
-            P4Egress::Send | P4Egress::Drop => None,
-        }
+        self.egress_frame(frame, d, work, spare, clone)
     }
 
     /// The P4 port number of the switch's port `index`.
