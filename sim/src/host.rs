@@ -152,6 +152,7 @@ impl BedHost {
                     from: SocketAddrV4::new(ip.src_addr(), from),
                     tos: Some((ip.dscp() << 2) | ip.ecn().bits()),
                     realtime_ns: None,
+                    vlan: None,
                 };
                 self.stack.datagram(payload, meta, to == int_port, now);
             }

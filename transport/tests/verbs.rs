@@ -230,6 +230,7 @@ impl Net {
                     from: d.from,
                     tos: Some(d.tos),
                     realtime_ns: None,
+                    vlan: None,
                 };
                 let via_int = d.to.port() != ROCEV2_PORT;
                 self.hosts[to].datagram(&d.payload, meta, via_int, self.now);

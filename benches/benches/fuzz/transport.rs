@@ -276,6 +276,7 @@ pub fn transport_case(
             from: std::net::SocketAddrV4::new(a.src, a.src_port),
             tos: Some(if d.ce { 3 } else { 2 }),
             realtime_ns: None,
+            vlan: None,
         };
         // The receiver hears the sender's packets; the sender hears the receiver's answers.
         receiver.datagram(&bytes, meta, d.via_int, now);
