@@ -174,32 +174,74 @@ fn doctor_measures_the_machine_and_suggests_a_dilation() {
     assert!(suggested >= 10.0, "{out}");
 }
 
+/// Whether any run in the `point-*` folders of `out` was late for the machine (the lab's timing
+/// warning), and the largest share of CPU time the hypervisor took in any (unknown if any run
+/// did not measure it).
+fn points_machine(out: &Path) -> (bool, Option<f64>) {
+    let mut late = false;
+    let mut steal = Some(0.0_f64);
+    let mut points_read = 0;
+    let points = std::fs::read_dir(out).expect("the results folder");
+    for p in points.map(|e| e.expect("an entry").path()) {
+        if !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("point-")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(p.join("summary.json")).expect("a point's summary");
+        let s: serde_json::Value = serde_json::from_str(&text).expect("a point's summary is JSON");
+        late |= s["timing_warning"].as_bool().expect("timing_warning");
+        steal = steal.zip(s["cpu_steal"].as_f64()).map(|(a, b)| a.max(b));
+        points_read += 1;
+    }
+    assert!(points_read >= 2, "{points_read} points in {}", out.display());
+    (late, steal)
+}
+
 #[test]
 fn sensitivity_fits_runtime_against_message_time() {
     support::require_root();
     let _serial = support::serial();
-    let out = support::scratch_dir("sensitivity");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
-        .arg("sensitivity")
-        .arg(shipped("two-apps-dc.yaml"))
-        .args([
-            "--app",
-            "sensitive",
-            "--congestion",
-            "workload.applications.1.message=1MB,8MB",
-        ])
-        .args([
-            "--set",
-            "controller={name: dcqcn}",
-            "--set",
-            "workload.applications.0.iterations=4",
-        ])
-        .args(["--set", "workload.applications.1.iterations=2", "--out"])
-        .arg(&out)
-        .output()
-        .expect("intlab runs");
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Each level of congestion is a run of its own; one the machine did not keep up with
+    // measured the machine (c_a 2.13 under 22-35 % steal once): the whole estimate is made again.
+    let mut tries = support::Tries::new(
+        3,
+        std::time::Duration::from_secs(5),
+        std::time::Instant::now() + support::PATIENCE,
+    );
+    let mut attempt = 0;
+    let (out, text) = loop {
+        let out = support::scratch_dir(&format!("sensitivity{attempt}"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_intlab"))
+            .arg("sensitivity")
+            .arg(shipped("two-apps-dc.yaml"))
+            .args([
+                "--app",
+                "sensitive",
+                "--congestion",
+                "workload.applications.1.message=1MB,8MB",
+            ])
+            .args([
+                "--set",
+                "controller={name: dcqcn}",
+                "--set",
+                "workload.applications.0.iterations=4",
+            ])
+            .args(["--set", "workload.applications.1.iterations=2", "--out"])
+            .arg(&out)
+            .output()
+            .expect("intlab runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (late, steal) = points_machine(&out);
+        if !late && steal.is_some_and(|x| x <= support::MAX_STEAL) {
+            break (out, text);
+        }
+        eprintln!("attempt {attempt}: a point was late ({late}) or lost {steal:?} to steal (void)\n{text}");
+        assert!(
+            tries.again(steal, support::MAX_STEAL),
+            "the machine did not keep up with any estimate"
+        );
+        attempt += 1;
+    };
     let c_a: f64 = text
         .lines()
         .find_map(|l| l.split("delay sensitivity c_a = ").nth(1))

@@ -46,10 +46,19 @@ fn enough_steady_windows(r: &Results) -> bool {
 /// again: the times from each stall to [`SETTLE_RTTS`] RTTs after it are not steady state.
 const SETTLE_RTTS: u64 = 20;
 
-/// The intervals disturbed by host stalls (see [`SETTLE_RTTS`]).
+/// The shortest stall, in the lab's time, that disturbs the flows: a tenth of an RTT, the
+/// lateness the lab itself tolerates before it calls a run not kept up. The VM's pauses come
+/// at a rate in wall-clock time (several a second here, each 0.3-1.5 ms): counting every one
+/// for [`SETTLE_RTTS`] RTTs left no steady window at dilation 8 (92 stalls over a 1.4 s run in
+/// one CI run), and more of them per emulated second at each higher dilation, whereas each
+/// weighs less in the lab's time the slower the lab runs.
+const DISTURBING_STALL_NS: u64 = RTT_NS / 10;
+
+/// The intervals disturbed by host stalls (see [`SETTLE_RTTS`] and [`DISTURBING_STALL_NS`]).
 fn disturbed(r: &Results) -> Vec<(u64, u64)> {
     r.stalls
         .iter()
+        .filter(|s| s.late_ns >= DISTURBING_STALL_NS)
         .map(|s| (s.at_ns, s.at_ns + s.late_ns + SETTLE_RTTS * RTT_NS))
         .collect()
 }
@@ -247,6 +256,21 @@ fn bed_agrees(r: &Results, star: &intlab_sim::star::Star) -> Result<(), String> 
 const REFERENCE_GOODPUT: f64 = 0.93;
 const REFERENCE_FCT_P50_NS: f64 = 13.7e6;
 
+/// The longest a host or worker may have stalled, in RTTs of the path, for a run to be the
+/// simulator's incast: the VM pauses for up to a few milliseconds, tens of microseconds of this
+/// lab's time at dilation 100, and HPCC then takes many RTTs to fill the link again. On
+/// 2026-11-29, 54 runs at dilation 100 and 200: those where a host or a worker stalled 4.5-15
+/// RTTs carried 0.897-0.901, the others 0.901-0.910; two such runs (0.888, 0.891, a host
+/// stalled 4 RTTs) fell past the bed's 2 points. Such a run is made again (at twice the
+/// dilation, a pause weighs half as much).
+const MAX_STALL_RTTS: u64 = 3;
+
+/// Whether no host or worker of run `r` stalled longer than [`MAX_STALL_RTTS`].
+fn no_long_stall(r: &Results) -> bool {
+    let longest = r.stalls.iter().map(|s| s.late_ns).max().unwrap_or(0);
+    longest <= MAX_STALL_RTTS * r.summary.path_rtt_min_ns
+}
+
 /// The shipped 4-to-1 under `--cc hpcc` (the file's HPCC parameters, the reference's): goodput
 /// within 3 points and FCT p50 within 10 % of the reference (issue 34), and what the
 /// deterministic bed computes for the same incast (see `bed_agrees`). Measured in five runs on
@@ -267,13 +291,16 @@ fn the_shipped_4_to_1_incast_under_hpcc_matches_the_reference_and_the_bed() {
         ..Overrides::default()
     };
     let s = Scenario::load(&file, &overrides).unwrap_or_else(|e| panic!("{e}"));
-    let r = support::run_kept_up(
+    let (_, r) = support::run_all_counting_in_dirs(
         "h41",
-        &s,
+        std::slice::from_ref(&s),
         &[100.0, 200.0, 400.0],
         MAX_STEAL,
         std::time::Duration::from_secs(5),
-    );
+        support::Need::KeptUpWith(no_long_stall),
+    )
+    .pop()
+    .expect("one run");
     for f in &r.flows {
         assert_eq!(f.bytes_received, f.size, "flow {} intact", f.id);
     }

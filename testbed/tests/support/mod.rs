@@ -599,12 +599,13 @@ pub fn timing_figures(r: &intlab_lab::results::Results) -> String {
     let s = &r.summary;
     let share = |ns: u64| ns as f64 / s.path_rtt_min_ns.max(1) as f64 * 100.0;
     format!(
-        "{} at dilation {}: release late p99 {:.1} % of the RTT, senders late p99 {:.1} %, stalled {:.2} % of the time, PFC overruns {}, steal {}",
+        "{} at dilation {}: release late p99 {:.1} % of the RTT, senders late p99 {:.1} %, stalled {:.2} % of the time (the longest stall of a host or worker {:.1} % of the RTT), PFC overruns {}, steal {}",
         s.controller,
         s.dilation,
         share(s.release_late_p99_ns),
         share(s.host_wake_late_p99_ns),
         s.host_stall_fraction * 100.0,
+        share(r.stalls.iter().map(|x| x.late_ns).max().unwrap_or(0)),
         s.pfc.map_or("-".to_owned(), |p| p.overruns.to_string()),
         s.cpu_steal
             .map_or("unknown".to_owned(), |x| format!("{:.1} %", x * 100.0))
