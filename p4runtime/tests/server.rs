@@ -313,7 +313,7 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
         "params come back canonical: {:?}",
         read[0].action
     );
-    assert_eq!(dp.control().tables[0].entries().len(), 1, "the datapath has it");
+    assert_eq!(dp.control().tables[0].len(), 1, "the datapath has it");
 
     // Modify, then delete.
     let modified = lpm_entry([10, 0, 1, 0], 24, DROP, vec![]);
@@ -1184,7 +1184,14 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
         .iter()
         .position(|t| t.name == "MyIngress.seen")
         .expect("table");
-    let stored_rates = dp.control().tables[t].entries()[0].meter.lock().expect("lock").rates();
+    let stored_rates = dp.control().tables[t]
+        .entries()
+        .next()
+        .expect("an entry")
+        .meter
+        .lock()
+        .expect("lock")
+        .rates();
     assert_eq!(stored_rates, [(0.005, 10), (0.006, 20)]);
     let back = read_one(
         &mut c,

@@ -8,6 +8,7 @@ mod carried;
 mod code;
 pub mod control_plane;
 pub mod hash;
+mod key_map;
 mod layout;
 pub mod meter;
 mod psa;

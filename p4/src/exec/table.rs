@@ -6,8 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use imbl::shared_ptr::DefaultSharedPtr;
-
+use super::key_map::KeyMap;
 use super::meter::MeterCell;
 use crate::ir::{self, Entry, KeySet, MatchKind, mask};
 
@@ -50,21 +49,12 @@ pub struct StoredEntry {
     pub idle_timeout_ns: u64,
 }
 
-/// Entry index by exact key values: a persistent map (a hash trie), so that a copy of the
-/// control plane for an edit costs nothing and one write changes O(log n) of it. Hashed with
-/// foldhash, several times faster than the standard SipHash on these short keys; the keys come
-/// from the control plane, not from packets, so a flood of crafted keys is not a concern.
-type ExactMap = imbl::GenericHashMap<Arc<[u128]>, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
-
-/// Positions of entries by handle, persistent as [`ExactMap`].
-type HandleMap = imbl::GenericHashMap<u32, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
-
 #[derive(Debug, Clone)]
 enum Index {
-    Exact(ExactMap),
+    Exact(KeyMap),
     /// The lpm key's position, then (prefix length, map) longest first.
-    Lpm(usize, Vec<(u32, ExactMap)>),
-    /// Entry positions, highest priority first (ternary, range and optional keys, looked up by
+    Lpm(usize, Vec<(u32, KeyMap)>),
+    /// Entry handles, highest priority first (ternary, range and optional keys, looked up by
     /// a scan; edits cost O(n) here).
     Scan(Vec<usize>),
 }
@@ -73,7 +63,7 @@ impl Index {
     /// An empty index of the same kind.
     fn emptied(&self) -> Index {
         match self {
-            Index::Exact(_) => Index::Exact(ExactMap::default()),
+            Index::Exact(map) => Index::Exact(map.emptied()),
             Index::Lpm(p, _) => Index::Lpm(*p, Vec::new()),
             Index::Scan(_) => Index::Scan(Vec::new()),
         }
@@ -81,7 +71,7 @@ impl Index {
 
     /// The map that holds entries with `matches`: the exact map, or the lpm group of their
     /// prefix length (None for a scan, or a length no entry has).
-    fn map(&self, matches: &[KeySet]) -> Option<&ExactMap> {
+    fn map(&self, matches: &[KeySet]) -> Option<&KeyMap> {
         match self {
             Index::Exact(map) => Some(map),
             Index::Lpm(p, groups) => {
@@ -92,9 +82,9 @@ impl Index {
         }
     }
 
-    /// [`Index::map`] to change, an lpm group made (in its place, longest first) when none has
-    /// the length.
-    fn map_mut(&mut self, matches: &[KeySet]) -> Option<&mut ExactMap> {
+    /// [`Index::map`] to change, an lpm group made (in its place, longest first, for keys of
+    /// `widths`) when none has the length.
+    fn map_mut(&mut self, matches: &[KeySet], widths: &[u16]) -> Option<&mut KeyMap> {
         match self {
             Index::Exact(map) => Some(map),
             Index::Lpm(p, groups) => {
@@ -102,7 +92,7 @@ impl Index {
                 let g = match groups.binary_search_by_key(&std::cmp::Reverse(len), |g| std::cmp::Reverse(g.0)) {
                     Ok(g) => g,
                     Err(g) => {
-                        groups.insert(g, (len, ExactMap::default()));
+                        groups.insert(g, (len, KeyMap::new(widths)));
                         g
                     }
                 };
@@ -116,22 +106,28 @@ impl Index {
 /// The entries and default action of one table. Every part is persistent or small, so the
 /// control plane's copy-on-edit (`Datapath::edit`) shares what a write does not touch: an
 /// insert, modify or delete in an exact or lpm table costs O(log n) whatever the table's size.
+///
+/// An entry's handle is its slot in `entries`, so that nothing moves when one is deleted: with
+/// entries packed and a handle-to-position map beside them, a delete also moved the last entry
+/// and changed both maps for it, and that map was as costly to copy as the key index (the two
+/// took half of a write's time at 100,000 entries).
 #[derive(Debug, Clone)]
 pub struct TableState {
     kinds: Vec<(MatchKind, u16)>,
-    /// Entries in no particular order (a deletion moves the last into the hole), shared so that
-    /// the vector nodes a write copies cost no allocation per entry.
-    entries: imbl::Vector<Arc<StoredEntry>>,
+    /// The keys' widths, for the index.
+    widths: Vec<u16>,
+    /// Entries by handle (None: a free handle), shared so that the vector nodes a write copies
+    /// cost no allocation per entry.
+    entries: imbl::Vector<Option<Arc<StoredEntry>>>,
+    /// How many slots of `entries` hold one.
+    count: usize,
     /// The action run on a miss, and its arguments.
     pub default: (usize, Vec<u128>),
     index: Index,
-    /// Where each handle's entry is in `entries`.
-    handles: HandleMap,
     size: usize,
-    /// Handles freed by deletions (reused lowest first, as BMv2 reuses them), and the next
-    /// never used.
+    /// Handles below `entries.len()` freed by deletions (reused lowest first, as BMv2 reuses
+    /// them).
     free: imbl::OrdSet<u32>,
-    next_handle: u32,
 }
 
 impl TableState {
@@ -139,21 +135,22 @@ impl TableState {
     pub fn new(t: &ir::Table) -> TableState {
         let kinds: Vec<(MatchKind, u16)> = t.keys.iter().map(|k| (k.kind, k.width)).collect();
         let lpm = kinds.iter().position(|k| k.0 == MatchKind::Lpm);
+        let widths: Vec<u16> = kinds.iter().map(|k| k.1).collect();
         let all_exact_but_lpm = kinds.iter().all(|k| matches!(k.0, MatchKind::Exact | MatchKind::Lpm));
         let index = match lpm {
-            None if all_exact_but_lpm => Index::Exact(ExactMap::default()),
+            None if all_exact_but_lpm => Index::Exact(KeyMap::new(&widths)),
             Some(p) if all_exact_but_lpm => Index::Lpm(p, Vec::new()),
             _ => Index::Scan(Vec::new()),
         };
         let mut s = TableState {
             kinds,
+            widths,
             entries: imbl::Vector::new(),
+            count: 0,
             default: t.default_action.clone(),
             index,
-            handles: HandleMap::default(),
             size: t.size.max(t.entries.as_ref().map_or(0, |e| e.0.len())),
             free: imbl::OrdSet::new(),
-            next_handle: 0,
         };
         for e in t.entries.iter().flat_map(|e| &e.0) {
             // Entries in the source were checked against the keys at load.
@@ -172,30 +169,36 @@ impl TableState {
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.entries = imbl::Vector::new();
-        self.handles = HandleMap::default();
+        self.count = 0;
         self.free = imbl::OrdSet::new();
-        self.next_handle = 0;
         self.index = self.index.emptied();
     }
 
-    /// The position of the entry with handle `h`.
+    /// The position of the entry with handle `h` (the place [`TableState::modify`] and
+    /// [`TableState::delete`] take).
     pub fn position(&self, h: u32) -> Option<usize> {
-        self.handles.get(&h).copied()
+        let at = h as usize;
+        self.entries.get(at)?.as_ref().map(|_| at)
     }
 
     /// The entry with handle `h`.
     pub fn get(&self, h: u32) -> Option<&StoredEntry> {
-        self.position(h).map(|at| &*self.entries[at])
+        self.entries.get(h as usize)?.as_deref()
+    }
+
+    /// The entry at position `at`, shared.
+    pub fn stored(&self, at: usize) -> Option<&Arc<StoredEntry>> {
+        self.entries.get(at)?.as_ref()
     }
 
     /// How many entries it holds.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.count
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.count == 0
     }
 
     /// The most entries it holds.
@@ -206,7 +209,7 @@ impl TableState {
     /// Changes what entry `at` runs, keeping its key, counter and meter; false if there is
     /// none.
     pub fn modify(&mut self, at: usize, action: usize, args: Vec<u128>, via: Via) -> bool {
-        match self.entries.get_mut(at).map(Arc::make_mut) {
+        match self.entries.get_mut(at).and_then(Option::as_mut).map(Arc::make_mut) {
             Some(e) => {
                 e.entry.action = action;
                 e.entry.args = args;
@@ -220,7 +223,7 @@ impl TableState {
     /// Sets how long entry `at` may go unhit (ns, 0: never ages), counting from `now_ns`; false
     /// if there is none.
     pub fn set_idle_timeout(&mut self, at: usize, timeout_ns: u64, now_ns: u64) -> bool {
-        match self.entries.get_mut(at).map(Arc::make_mut) {
+        match self.entries.get_mut(at).and_then(Option::as_mut).map(Arc::make_mut) {
             Some(e) => {
                 e.idle_timeout_ns = timeout_ns;
                 e.last_hit.store(now_ns, Ordering::Relaxed);
@@ -230,26 +233,19 @@ impl TableState {
         }
     }
 
-    /// The entries, in no particular order.
-    pub fn entries(&self) -> &imbl::Vector<Arc<StoredEntry>> {
-        &self.entries
+    /// The entries, by handle.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<StoredEntry>> + '_ {
+        self.entries.iter().flatten()
     }
 
     /// Adds an entry; returns its handle. Refused (with why) if it does not fit the keys,
     /// repeats a key or the table is full.
     pub fn insert(&mut self, e: Entry, via: Via) -> Result<u32, String> {
         self.check(&e)?;
-        let at = self.entries.len();
-        self.index_at(&e, at)?;
-        let h = match self.free.remove_min() {
-            Some(h) => h,
-            None => {
-                self.next_handle += 1;
-                self.next_handle - 1
-            }
-        };
-        self.handles.insert(h, at);
-        self.entries.push_back(Arc::new(StoredEntry {
+        let reused = self.free.get_min().copied();
+        let h = reused.unwrap_or_else(|| u32::try_from(self.entries.len()).unwrap_or(u32::MAX));
+        self.index_at(&e, h as usize)?;
+        let stored = Some(Arc::new(StoredEntry {
             handle: h,
             entry: e,
             via,
@@ -258,6 +254,13 @@ impl TableState {
             last_hit: Arc::new(AtomicU64::new(0)),
             idle_timeout_ns: 0,
         }));
+        if reused.is_some() {
+            self.free.remove(&h);
+            self.entries.set(h as usize, stored);
+        } else {
+            self.entries.push_back(stored);
+        }
+        self.count += 1;
         Ok(h)
     }
 
@@ -281,7 +284,7 @@ impl TableState {
                 return Err(format!("key {i} is {kind:?} of {w} bits; {m:?} does not fit it"));
             }
         }
-        if self.entries.len() >= self.size {
+        if self.count >= self.size {
             return Err(format!("the table is full ({} entries)", self.size));
         }
         Ok(())
@@ -294,55 +297,56 @@ impl TableState {
             if self
                 .entries
                 .iter()
+                .flatten()
                 .any(|s| s.entry.matches == e.matches && s.entry.priority == e.priority)
             {
                 return Err("an entry with this key and priority exists".into());
             }
-            let pos = order.partition_point(|&i| self.entries[i].entry.priority >= e.priority);
+            let entries = &self.entries;
+            let pos = order.partition_point(|&i| entries[i].as_ref().is_some_and(|s| s.entry.priority >= e.priority));
             order.insert(pos, at);
             return Ok(());
         }
-        let map = self.index.map_mut(&e.matches).expect("exact and lpm tables have maps");
-        match map.entry(exact_key(&e.matches)) {
-            imbl::hashmap::Entry::Occupied(_) => Err("an entry with this key exists".into()),
-            imbl::hashmap::Entry::Vacant(v) => {
-                v.insert(at);
-                Ok(())
-            }
+        let map = self
+            .index
+            .map_mut(&e.matches, &self.widths)
+            .expect("exact and lpm tables have maps");
+        if map.insert_new(&self.widths, exact_key(&e.matches), at) {
+            Ok(())
+        } else {
+            Err("an entry with this key exists".into())
         }
     }
 
-    /// Removes entry `at` (the others keep their handles and counters; the last entry takes
-    /// its place); false if there is none.
+    /// Removes entry `at` (the others keep their handles, places and counters); false if there
+    /// is none.
     pub fn delete(&mut self, at: usize) -> bool {
-        let Some(last) = self.entries.len().checked_sub(1).filter(|&last| at <= last) else {
+        let Some(gone) = self.entries.get(at).cloned().flatten() else {
             return false;
         };
-        let tail = self.entries.pop_back().expect("at most `last` entries");
-        let gone = if at == last { tail } else { self.entries.set(at, tail) };
-        self.handles.remove(&gone.handle);
-        self.free.insert(gone.handle);
-        let moved = (at != last).then(|| self.entries[at].clone());
         if let Index::Scan(order) = &mut self.index {
             order.retain(|&i| i != at);
-            for i in order.iter_mut().filter(|i| **i == last) {
-                *i = at;
-            }
         } else {
-            if let Some(map) = self.index.map_mut(&gone.entry.matches) {
-                map.remove(&*exact_key(&gone.entry.matches));
+            if let Some(map) = self.index.map_mut(&gone.entry.matches, &self.widths) {
+                map.remove(&self.widths, exact_key(&gone.entry.matches));
             }
             if let Index::Lpm(_, groups) = &mut self.index {
                 groups.retain(|g| !g.1.is_empty());
             }
-            if let Some(m) = &moved
-                && let Some(map) = self.index.map_mut(&m.entry.matches)
-            {
-                map.insert(exact_key(&m.entry.matches), at);
-            }
         }
-        if let Some(m) = moved {
-            self.handles.insert(m.handle, at);
+        self.count -= 1;
+        if at + 1 == self.entries.len() {
+            // Free handles at the end go with the slot, so that a table emptied by deletions
+            // holds no slots.
+            self.entries.pop_back();
+            while let Some(None) = self.entries.last() {
+                self.entries.pop_back();
+                let last = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+                self.free.remove(&last);
+            }
+        } else {
+            self.entries.set(at, None);
+            self.free.insert(u32::try_from(at).unwrap_or(u32::MAX));
         }
         true
     }
@@ -350,26 +354,23 @@ impl TableState {
     /// The entry `key` hits, if any; `scratch` is reused for masked keys.
     pub fn lookup(&self, key: &[u128], scratch: &mut Vec<u128>) -> Option<&StoredEntry> {
         let i = match &self.index {
-            Index::Exact(map) => *map.get(key)?,
+            Index::Exact(map) => map.get(&self.widths, key)?,
             Index::Lpm(p, groups) => {
                 scratch.clear();
                 scratch.extend_from_slice(key);
                 let w = self.kinds[*p].1;
                 groups.iter().find_map(|(len, map)| {
                     scratch[*p] = key[*p] & prefix_mask(*len, w);
-                    map.get(scratch.as_slice()).copied()
+                    map.get(&self.widths, scratch)
                 })?
             }
             Index::Scan(order) => *order.iter().find(|&&i| {
                 self.entries[i]
-                    .entry
-                    .matches
-                    .iter()
-                    .zip(key)
-                    .all(|(m, v)| m.contains(*v))
+                    .as_ref()
+                    .is_some_and(|s| s.entry.matches.iter().zip(key).all(|(m, v)| m.contains(*v)))
             })?,
         };
-        Some(&*self.entries[i])
+        self.entries.get(i)?.as_deref()
     }
 
     /// Counts a hit on entry `e`.
@@ -382,30 +383,25 @@ impl TableState {
     /// where lookups scan): through the index, O(log n), for exact and lpm tables.
     pub fn find(&self, matches: &[KeySet], priority: i64) -> Option<usize> {
         match &self.index {
-            Index::Scan(_) => self
-                .entries
-                .iter()
-                .position(|e| e.entry.matches == matches && e.entry.priority == priority),
+            Index::Scan(_) => self.entries.iter().position(|e| {
+                e.as_ref()
+                    .is_some_and(|e| e.entry.matches == matches && e.entry.priority == priority)
+            }),
             index => index
                 .map(matches)?
-                .get(&*exact_key(matches))
-                .copied()
-                .filter(|&at| self.entries[at].entry.matches == matches),
+                .get_fields(&self.widths, exact_key(matches))
+                .filter(|&at| self.entries[at].as_ref().is_some_and(|e| e.entry.matches == matches)),
         }
     }
 }
 
-/// The exact-match key of an entry (an lpm key by its masked value), shared: a write copies the
-/// map nodes on its path, and a shared key costs that copy no allocation.
-fn exact_key(matches: &[KeySet]) -> Arc<[u128]> {
-    matches
-        .iter()
-        .map(|m| match *m {
-            KeySet::Value(v) => v,
-            KeySet::Mask(v, m) => v & m,
-            _ => 0,
-        })
-        .collect()
+/// The exact-match key of an entry (an lpm key by its masked value).
+fn exact_key(matches: &[KeySet]) -> impl Iterator<Item = u128> + '_ {
+    matches.iter().map(|m| match *m {
+        KeySet::Value(v) => v,
+        KeySet::Mask(v, m) => v & m,
+        _ => 0,
+    })
 }
 
 /// The prefix length of an lpm key's key set (a wildcard is length 0).
@@ -581,7 +577,7 @@ mod tests {
                     let (_, gone) = model.remove(k);
                     let h = handles.remove(k);
                     let at = t.find(&gone.matches, gone.priority).expect("a stored entry is found");
-                    assert_eq!(t.entries()[at].handle, h, "step {step}: found by its key");
+                    assert_eq!(t.stored(at).map(|s| s.handle), Some(h), "step {step}: found by its key");
                     assert!(t.delete(at));
                     assert!(t.find(&gone.matches, gone.priority).is_none(), "step {step}: gone");
                 } else {

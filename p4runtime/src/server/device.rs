@@ -420,10 +420,11 @@ impl Device {
             )));
         }
         let (entry, _) = entries::from_p4rt(&self.ids, program, t, e)?;
-        let at = cp.tables[t]
+        cp.tables[t]
             .find(&entry.matches, entry.priority)
-            .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
-        Ok(&cp.tables[t].entries()[at])
+            .and_then(|at| cp.tables[t].stored(at))
+            .map(|s| &**s)
+            .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))
     }
 
     fn table(&self, id: u32) -> Result<usize, UpdateError> {

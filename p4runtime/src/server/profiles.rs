@@ -42,7 +42,7 @@ fn used_by_entries(cp: &ControlPlane, program: &ir::Program, p: usize, via: Via)
         .iter()
         .enumerate()
         .filter(|(_, t)| t.profile == Some(p))
-        .any(|(t, _)| cp.tables[t].entries().iter().any(|e| e.via == via))
+        .any(|(t, _)| cp.tables[t].entries().any(|e| e.via == via))
 }
 
 /// A member inserted, modified or deleted.

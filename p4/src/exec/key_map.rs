@@ -1,0 +1,155 @@
+//! The index of a table's entries by exact key values (an lpm key by its masked value): a
+//! persistent map (a hash trie), so that a copy of the control plane for an edit costs nothing
+//! and one write changes O(log n) of it.
+//!
+//! A key whose fields fit in 128 bits together (nearly every table's) is packed into one number,
+//! so that the map nodes a write copies and the old version's nodes it frees hold their keys:
+//! with every key behind a pointer of its own, copying a node reached into 32 other places in
+//! memory to count references, and at 100,000 entries that took a third of a write's time.
+//! Wider keys are shared (`Arc<[u128]>`).
+//!
+//! Hashed with foldhash, several times faster than the standard SipHash on these short keys; the
+//! keys come from the control plane, not from packets, so a flood of crafted keys is not a
+//! concern.
+
+use std::sync::Arc;
+
+use imbl::shared_ptr::DefaultSharedPtr;
+
+/// Keys packed into one number.
+type PackedMap = imbl::GenericHashMap<u128, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
+
+/// Keys wider than 128 bits.
+type WideMap = imbl::GenericHashMap<Arc<[u128]>, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
+
+/// Entry positions by exact key values.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyMap {
+    /// Keys whose fields' widths add up to 128 bits or fewer.
+    Packed(PackedMap),
+    /// Wider keys.
+    Wide(WideMap),
+}
+
+impl KeyMap {
+    /// An empty map for keys of fields `widths` wide.
+    pub(crate) fn new(widths: &[u16]) -> KeyMap {
+        if widths.iter().map(|&w| u32::from(w)).sum::<u32>() <= 128 {
+            KeyMap::Packed(PackedMap::default())
+        } else {
+            KeyMap::Wide(WideMap::default())
+        }
+    }
+
+    /// An empty map of the same kind.
+    pub(crate) fn emptied(&self) -> KeyMap {
+        match self {
+            KeyMap::Packed(_) => KeyMap::Packed(PackedMap::default()),
+            KeyMap::Wide(_) => KeyMap::Wide(WideMap::default()),
+        }
+    }
+
+    /// Whether it holds no key.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            KeyMap::Packed(m) => m.is_empty(),
+            KeyMap::Wide(m) => m.is_empty(),
+        }
+    }
+
+    /// The position stored under `key` (one value per field, each within its width).
+    pub(crate) fn get(&self, widths: &[u16], key: &[u128]) -> Option<usize> {
+        match self {
+            KeyMap::Packed(m) => m.get(&pack(widths, key.iter().copied())).copied(),
+            KeyMap::Wide(m) => m.get(key).copied(),
+        }
+    }
+
+    /// [`KeyMap::get`] for a key given field by field.
+    pub(crate) fn get_fields(&self, widths: &[u16], key: impl Iterator<Item = u128>) -> Option<usize> {
+        match self {
+            KeyMap::Packed(m) => m.get(&pack(widths, key)).copied(),
+            KeyMap::Wide(m) => m.get(key.collect::<Vec<u128>>().as_slice()).copied(),
+        }
+    }
+
+    /// Stores `at` under `key`; false (and nothing stored) if the key is taken.
+    pub(crate) fn insert_new(&mut self, widths: &[u16], key: impl Iterator<Item = u128>, at: usize) -> bool {
+        let vacant = match self {
+            KeyMap::Packed(m) => m.entry(pack(widths, key)).or_insert(usize::MAX),
+            KeyMap::Wide(m) => m.entry(key.collect()).or_insert(usize::MAX),
+        };
+        if *vacant != usize::MAX {
+            return false;
+        }
+        *vacant = at;
+        true
+    }
+
+    /// Removes `key`.
+    pub(crate) fn remove(&mut self, widths: &[u16], key: impl Iterator<Item = u128>) {
+        match self {
+            KeyMap::Packed(m) => {
+                m.remove(&pack(widths, key));
+            }
+            KeyMap::Wide(m) => {
+                let key: Vec<u128> = key.collect();
+                m.remove(key.as_slice());
+            }
+        }
+    }
+}
+
+/// The fields of `key` side by side, the first in the highest bits: distinct keys give distinct
+/// numbers when the widths add up to 128 or fewer and each value fits its width.
+fn pack(widths: &[u16], key: impl Iterator<Item = u128>) -> u128 {
+    key.zip(widths)
+        .fold(0, |acc, (v, &w)| acc.checked_shl(u32::from(w)).unwrap_or(0) | v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_keys_of_different_fields_never_collide() {
+        let widths = [48, 16, 64];
+        let mut m = KeyMap::new(&widths);
+        assert!(matches!(m, KeyMap::Packed(_)));
+        let keys = [
+            [1u128, 0, 0],
+            [0, 1, 0],
+            [0, 0, 1],
+            [(1 << 48) - 1, 0xffff, u128::from(u64::MAX)],
+        ];
+        for (at, k) in keys.iter().enumerate() {
+            assert!(m.insert_new(&widths, k.iter().copied(), at));
+        }
+        for (at, k) in keys.iter().enumerate() {
+            assert_eq!(m.get(&widths, k), Some(at));
+            assert!(!m.insert_new(&widths, k.iter().copied(), 9), "taken");
+        }
+        m.remove(&widths, keys[1].iter().copied());
+        assert_eq!(m.get(&widths, &keys[1]), None);
+        assert_eq!(m.get(&widths, &keys[2]), Some(2));
+    }
+
+    #[test]
+    fn keys_wider_than_128_bits_are_kept_whole() {
+        let widths = [128, 1];
+        let mut m = KeyMap::new(&widths);
+        assert!(matches!(m, KeyMap::Wide(_)));
+        assert!(m.insert_new(&widths, [u128::MAX, 0].into_iter(), 0));
+        assert!(m.insert_new(&widths, [u128::MAX, 1].into_iter(), 1));
+        assert_eq!(m.get(&widths, &[u128::MAX, 1]), Some(1));
+        m.remove(&widths, [u128::MAX, 0].into_iter());
+        assert!(!m.is_empty());
+        assert_eq!(m.get(&widths, &[u128::MAX, 0]), None);
+    }
+
+    #[test]
+    fn one_field_of_128_bits_is_packed_as_itself() {
+        assert_eq!(pack(&[128], [u128::MAX].into_iter()), u128::MAX);
+        assert_eq!(pack(&[0, 128], [0, 5].into_iter()), 5);
+    }
+}
