@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use imbl::shared_ptr::DefaultSharedPtr;
 
+use crate::ir::mask;
+
 /// Keys packed into one number.
 type PackedMap = imbl::GenericHashMap<u128, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
 
@@ -101,10 +103,12 @@ impl KeyMap {
 }
 
 /// The fields of `key` side by side, the first in the highest bits: distinct keys give distinct
-/// numbers when the widths add up to 128 or fewer and each value fits its width.
+/// numbers when the widths add up to 128 or fewer. Each value is cut to its width, as a value of
+/// a field that wide is, so that a wider one cannot spill into its neighbour.
 fn pack(widths: &[u16], key: impl Iterator<Item = u128>) -> u128 {
-    key.zip(widths)
-        .fold(0, |acc, (v, &w)| acc.checked_shl(u32::from(w)).unwrap_or(0) | v)
+    key.zip(widths).fold(0, |acc, (v, &w)| {
+        acc.checked_shl(u32::from(w)).unwrap_or(0) | (v & mask(w))
+    })
 }
 
 #[cfg(test)]
@@ -145,6 +149,11 @@ mod tests {
         m.remove(&widths, [u128::MAX, 0].into_iter());
         assert!(!m.is_empty());
         assert_eq!(m.get(&widths, &[u128::MAX, 0]), None);
+    }
+
+    #[test]
+    fn a_value_wider_than_its_field_does_not_reach_the_next() {
+        assert_eq!(pack(&[8, 8], [0x1ff, 0x01].into_iter()), 0xff01);
     }
 
     #[test]
