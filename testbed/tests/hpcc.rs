@@ -267,8 +267,7 @@ const MAX_STALL_RTTS: u64 = 3;
 
 /// Whether no host or worker of run `r` stalled longer than [`MAX_STALL_RTTS`].
 fn no_long_stall(r: &Results) -> bool {
-    let longest = r.stalls.iter().map(|s| s.late_ns).max().unwrap_or(0);
-    longest <= MAX_STALL_RTTS * r.summary.path_rtt_min_ns
+    support::longest_stall_ns(r) <= MAX_STALL_RTTS * r.summary.path_rtt_min_ns
 }
 
 /// The shipped 4-to-1 under `--cc hpcc` (the file's HPCC parameters, the reference's): goodput

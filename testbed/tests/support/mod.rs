@@ -594,6 +594,11 @@ pub fn counts(r: &intlab_lab::results::Results, max_steal: f64, need: Need) -> b
     }
 }
 
+/// The longest any host or worker of run `r` stalled (ns of the scenario; 0 if none did).
+pub fn longest_stall_ns(r: &intlab_lab::results::Results) -> u64 {
+    r.stalls.iter().map(|s| s.late_ns).max().unwrap_or(0)
+}
+
 /// What a run says of the machine, for the test's output.
 pub fn timing_figures(r: &intlab_lab::results::Results) -> String {
     let s = &r.summary;
@@ -605,7 +610,7 @@ pub fn timing_figures(r: &intlab_lab::results::Results) -> String {
         share(s.release_late_p99_ns),
         share(s.host_wake_late_p99_ns),
         s.host_stall_fraction * 100.0,
-        share(r.stalls.iter().map(|x| x.late_ns).max().unwrap_or(0)),
+        share(longest_stall_ns(r)),
         s.pfc.map_or("-".to_owned(), |p| p.overruns.to_string()),
         s.cpu_steal
             .map_or("unknown".to_owned(), |x| format!("{:.1} %", x * 100.0))
