@@ -127,7 +127,7 @@ impl BedHost {
                 let pause = pfc
                     .quanta(usize::from(cfg.priority))
                     .map(|quanta| Pause::of(now, quanta, cfg.line_rate_bps));
-                self.stack.pauses(1, pause);
+                self.stack.pauses(1, pause, now);
             }
             ethertype::IPV4 => {
                 let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {

@@ -218,6 +218,9 @@ pub struct PortCounters {
     overruns_at: Vec<u64>,
     /// The PFC frames received, up to [`PFC_KEPT`]: (ns, whether one paused a priority).
     pfc_received: Vec<(u64, bool)>,
+    /// The XOFFs this port released, up to [`PFC_KEPT`]: (when asked for, when due at the far
+    /// end; ns).
+    xoffs_sent: Vec<(u64, u64)>,
 }
 
 /// PFC frames a port keeps the times of (the count goes on).
@@ -240,6 +243,7 @@ impl Default for PortCounters {
             xoff_since: [None; PRIORITIES],
             overruns_at: Vec::new(),
             pfc_received: Vec::new(),
+            xoffs_sent: Vec::new(),
         }
     }
 }
@@ -263,6 +267,19 @@ impl PortCounters {
     pub fn pfc_received(&mut self, at_ns: u64, pause: bool) {
         if self.pfc_received.len() < PFC_KEPT {
             self.pfc_received.push((at_ns, pause));
+        }
+    }
+
+    /// Notes the release of `frame`, due at the far end at `due_ns`, if it is an XOFF that the
+    /// switch's buffer asked for at `asked_ns`: the lab compares that due time with when the
+    /// upstream obeyed.
+    pub fn released_mac_control(&mut self, frame: &[u8], asked_ns: u64, due_ns: u64) {
+        let Ok(pfc) = int_format::pfc::PfcFrame::new_checked(frame) else {
+            return;
+        };
+        let pauses = (0..PRIORITIES).any(|p| pfc.quanta(p).is_some_and(|q| q > 0));
+        if pauses && self.xoffs_sent.len() < PFC_KEPT {
+            self.xoffs_sent.push((asked_ns, due_ns));
         }
     }
 
@@ -371,6 +388,11 @@ impl PortCounters {
             } else {
                 Vec::new()
             },
+            xoffs_sent: if with_trace {
+                self.xoffs_sent.clone()
+            } else {
+                Vec::new()
+            },
         }
     }
 }
@@ -419,6 +441,10 @@ pub struct PortSnapshot {
     /// [`PFC_KEPT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pfc_received: Vec<(u64, bool)>,
+    /// The XOFFs it released (when its buffer asked for one, when it was due at the far end;
+    /// ns), in the final counters: the first [`PFC_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xoffs_sent: Vec<(u64, u64)>,
 }
 
 impl PortSnapshot {

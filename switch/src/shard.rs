@@ -863,6 +863,11 @@ impl Shard {
                 slot.counters.record_lateness(now.saturating_sub(r.due_ns));
             }
             let mut frame = r.frame;
+            if is_mac_control(&frame) {
+                // A switch's own PFC frame carries the time its buffer asked for it.
+                slot.counters
+                    .released_mac_control(frame.bytes(), frame.arrival_ns, r.release_ns);
+            }
             // On an in-process link the frame arrives at the far end exactly now; over a
             // tunnel, at the time it carries.
             frame.arrival_ns = r.release_ns;

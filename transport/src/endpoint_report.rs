@@ -86,6 +86,10 @@ pub struct EndpointReport {
     /// The PFC words its NIC heeded: (arrival, lab ns; whether it paused), the last of each
     /// batch of PFC frames read.
     pub pfc_received: Vec<(u64, bool)>,
+    /// The XOFFs on its data priority: (arrival, read) lab ns; a read after the arrival let
+    /// frames out past the pause.
+    #[serde(default)]
+    pub xoffs_read: Vec<(u64, u64)>,
     /// The QPs programs made on its NIC, those destroyed first.
     pub program_qps: Vec<crate::program_qp::ProgramQp>,
 }

@@ -6,6 +6,7 @@
 mod applications;
 mod fairness;
 mod files;
+mod late_pauses;
 mod ns3;
 mod plots;
 pub mod program_figures;
@@ -187,6 +188,9 @@ pub struct HostCounters {
     /// The PFC words its NIC heeded: (when, scenario ns from the start; whether it paused).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pfc_received: Vec<(u64, bool)>,
+    /// The XOFFs its NIC obeyed: (arrived, read), scenario ns from the start.
+    #[serde(skip)]
+    pub xoffs_read: Vec<(u64, u64)>,
 }
 
 /// A host's endpoint thread woke up late (see [`intlab_transport::endpoint::Stall`]).
@@ -288,10 +292,13 @@ pub struct PfcSummary {
     /// Frames that reached a lossless ingress past its headroom (kept while the buffer has
     /// room): their senders went on longer after a pause than the headroom allows.
     pub overruns: u64,
-    /// Of those, the ones no lateness of the lab explains: no host stall or worker hiccup ran
-    /// into the time before them that the headroom covers. Nothing but a fault of the lab's
-    /// MMU or PFC path makes these; the others are a timing failure (raise `dilation`).
+    /// Of those, the ones no lateness of the lab explains: no host stall, worker hiccup or late
+    /// pause ran into the time before them that the headroom covers. Nothing but a fault of
+    /// the lab's MMU or PFC path makes these; the others are a timing failure (raise `dilation`).
     pub overruns_unexplained: u64,
+    /// XOFFs a host obeyed later after their due time than the headroom allows for: the
+    /// switch released them late or the host read them late.
+    pub late_pauses: u64,
 }
 
 /// The numbers of the summary table.
@@ -689,6 +696,7 @@ impl Results {
                 host: h.name,
                 counters: h.counters,
                 pfc_received: h.pfc_received.iter().map(|&(t, p)| (time.at(t), p)).collect(),
+                xoffs_read: h.xoffs_read.iter().map(|&(a, r)| (time.at(a), time.at(r))).collect(),
             });
         }
         let paths: Vec<Vec<usize>> = plan
@@ -740,6 +748,9 @@ impl Results {
                 for (t, _) in &mut p.pfc_received {
                     *t = time.at(*t);
                 }
+                for (asked, due) in &mut p.xoffs_sent {
+                    (*asked, *due) = (time.at(*asked), time.at(*due));
+                }
                 let trace = std::mem::take(&mut p.queue_trace);
                 if p.totals.tx_frames > 0 {
                     queues.push(QueueSeries {
@@ -767,7 +778,9 @@ impl Results {
                     })
             })
             .collect();
+        let late_pauses = late_pauses::late_pauses(t, &switches, &hosts, time.span(crate::lab::HOST_PFC_LATENESS_NS));
         let measured = Measured {
+            late_pauses: &late_pauses,
             program_rtt_min_ns: program_qps.iter().filter_map(|(_, q)| q.rtt_min_ns).min(),
             flows: &flows,
             series: &series,
@@ -826,6 +839,8 @@ struct Measured<'a> {
     stalls: &'a [HostStall],
     /// The workers' hiccups, in the same form.
     hiccups: &'a [HostStall],
+    /// The XOFFs hosts obeyed later than the headroom allows, in the same form.
+    late_pauses: &'a [HostStall],
     switches: &'a [SwitchSnapshot],
     hosts: &'a [HostCounters],
     content_errors: u64,
@@ -921,7 +936,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
     // Overruns past the kept times count as explained only if the kept ones all were.
     let unexplained_kept = unexplained_overruns(
         &overruns_at,
-        m.stalls.iter().chain(m.hiccups),
+        m.stalls.iter().chain(m.hiccups).chain(m.late_pauses),
         rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
     );
     let overruns_unexplained = if unexplained_kept == 0 {
@@ -978,6 +993,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
                 .sum(),
             overruns: pfc_overruns,
             overruns_unexplained,
+            late_pauses: m.late_pauses.len() as u64,
         }),
         ecn_marks: all_ports().map(|p| p.totals.ecn_marks).sum(),
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
@@ -1075,6 +1091,7 @@ mod tests {
                 host: format!("h{h}"),
                 counters: EndpointCounters::default(),
                 pfc_received: Vec::new(),
+                xoffs_read: Vec::new(),
             })
             .collect();
         let stall = |at_ns, late_ns| HostStall {
@@ -1090,6 +1107,7 @@ mod tests {
             series: &[],
             stalls: &stalls,
             hiccups: &[],
+            late_pauses: &[],
             switches: &[],
             hosts: &hosts,
             content_errors: 0,
@@ -1128,6 +1146,7 @@ mod tests {
             series: &[],
             stalls: &[],
             hiccups: &[],
+            late_pauses: &[],
             switches: &[],
             hosts: &[],
             content_errors: 0,

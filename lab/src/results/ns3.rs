@@ -177,6 +177,7 @@ mod tests {
             host: "h1".into(),
             counters: Default::default(),
             pfc_received: vec![(7_000, true)],
+            xoffs_read: Vec::new(),
         }];
         // ns-3's `%lu %u %u %u %u`: time, node, node type, device, pause (1) or resume (0).
         assert_eq!(pfc(&switches, &hosts), "5000 3 1 1 1\n7000 0 0 1 1\n9000 3 1 1 0\n");

@@ -194,7 +194,9 @@ pub fn summary_table(s: &Summary) -> String {
             let _ = writeln!(
                 out,
                 "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): a host stall or \
-                 worker hiccup kept their senders from hearing the pause in time (stalls.csv)"
+                 worker hiccup (stalls.csv), or a pause released or read late ({} XOFFs), kept their senders \
+                 from hearing the pause in time",
+                p.late_pauses
             );
         }
         if p.overruns_unexplained > 0 {

@@ -123,6 +123,7 @@ mod tests {
                 ..EndpointCounters::default()
             },
             pfc_received: Vec::new(),
+            xoffs_read: Vec::new(),
         };
         let hosts = vec![host("h1", 2_000, 1), host("h2", 6_000, 2), host("h3", 1_000, 0)];
         let hw: HashMap<String, usize> = [("h1", 0), ("h2", 1), ("h3", 1)].map(|(h, w)| (h.to_owned(), w)).into();

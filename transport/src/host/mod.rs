@@ -112,7 +112,7 @@ impl Host {
             return;
         };
         match listener.read(priority, rate, self.clock) {
-            Ok((frames, last)) => self.stack.pauses(frames, last),
+            Ok((frames, last)) => self.stack.pauses(frames, last, self.clock.now_ns()),
             Err(e) => self
                 .stack
                 .fail(io::Error::new(e.kind(), format!("reading PFC frames: {e}"))),

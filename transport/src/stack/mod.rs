@@ -131,6 +131,8 @@ pub struct HostStack<W> {
     /// The PFC words its NIC heeded: (arrival ns, whether it paused), the last of each batch
     /// read, the first [`PFC_KEPT`].
     pfc_received: Vec<(u64, bool)>,
+    /// The XOFFs on its data priority: (arrival, read) lab ns, the first [`PFC_KEPT`].
+    xoffs_read: Vec<(u64, u64)>,
     /// The next program QP number to try.
     next_qpn: u32,
     /// The program behind each program context.
@@ -185,6 +187,7 @@ impl<W: Wire> HostStack<W> {
             hiccup: None,
             time_ns: 0,
             pfc_received: Vec::new(),
+            xoffs_read: Vec::new(),
             next_qpn: 0,
             owners: HashMap::new(),
             closed_qps: std::collections::VecDeque::new(),
@@ -469,14 +472,20 @@ impl<W: Wire> HostStack<W> {
         });
     }
 
-    /// `frames` PFC frames arrived; `last` is the last word on the host's data priority among
-    /// them, which pauses (or resumes) its NIC from when it arrived.
-    pub fn pauses(&mut self, frames: usize, last: Option<Pause>) {
+    /// `frames` PFC frames arrived and were read at `read_ns`; `last` is the last word on the
+    /// host's data priority among them, which pauses (or resumes) its NIC from when it arrived.
+    /// What the host sent between an XOFF's arrival and its reading went out past the pause:
+    /// the read time is kept so that the lab can tell such overruns from faults.
+    pub fn pauses(&mut self, frames: usize, last: Option<Pause>, read_ns: u64) {
         self.counters.pfc_rx += frames as u64;
         if let Some(p) = last {
             self.nic.pause(p.at_ns, p.until_ns);
+            let xoff = p.until_ns > p.at_ns;
             if self.pfc_received.len() < PFC_KEPT {
-                self.pfc_received.push((p.at_ns, p.until_ns > p.at_ns));
+                self.pfc_received.push((p.at_ns, xoff));
+            }
+            if xoff && self.xoffs_read.len() < PFC_KEPT {
+                self.xoffs_read.push((p.at_ns, read_ns.max(p.at_ns)));
             }
         }
     }
@@ -994,6 +1003,7 @@ impl<W: Wire> HostStack<W> {
             stalls: std::mem::take(&mut self.stalls),
             controllers: std::mem::take(&mut self.controllers),
             pfc_received: std::mem::take(&mut self.pfc_received),
+            xoffs_read: std::mem::take(&mut self.xoffs_read),
             program_qps: self.program_qps_now(),
         }
     }
