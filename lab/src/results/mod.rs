@@ -741,26 +741,8 @@ impl Results {
             })
             .collect();
         let content_errors = received.values().map(|x| x.content_errors).sum();
-        let mut queues = Vec::new();
         let mut switches = report.switches;
-        for sw in &mut switches {
-            for p in &mut sw.ports {
-                for (t, _) in &mut p.pfc_received {
-                    *t = time.at(*t);
-                }
-                for (asked, due) in &mut p.xoffs_sent {
-                    (*asked, *due) = (time.at(*asked), time.at(*due));
-                }
-                let trace = std::mem::take(&mut p.queue_trace);
-                if p.totals.tx_frames > 0 {
-                    queues.push(QueueSeries {
-                        switch: sw.switch.clone(),
-                        port: p.name.clone(),
-                        points: trace.iter().map(|q| (time.at(q.t_ns), q.max_bytes)).collect(),
-                    });
-                }
-            }
-        }
+        let queues = in_scenario_time(&mut switches, time);
         // A worker's hiccup held up every host and port it owns, whether or not a host had a
         // wake-up due then: listed with the hosts' stalls, so whoever reads the run can leave
         // those moments out. The summary's stall figures stay the hosts' own.
@@ -830,6 +812,32 @@ impl Results {
             summary,
         }
     }
+}
+
+/// Puts the times the switches' counters keep (PFC frames received, XOFFs sent) in scenario
+/// time from the start, and takes out their queue traces: the queue series of the ports that
+/// sent anything.
+fn in_scenario_time(switches: &mut [SwitchSnapshot], time: Timebase) -> Vec<QueueSeries> {
+    let mut queues = Vec::new();
+    for sw in switches {
+        for p in &mut sw.ports {
+            for (t, _) in &mut p.pfc_received {
+                *t = time.at(*t);
+            }
+            for (asked, due) in &mut p.xoffs_sent {
+                (*asked, *due) = (time.at(*asked), time.at(*due));
+            }
+            let trace = std::mem::take(&mut p.queue_trace);
+            if p.totals.tx_frames > 0 {
+                queues.push(QueueSeries {
+                    switch: sw.switch.clone(),
+                    port: p.name.clone(),
+                    points: trace.iter().map(|q| (time.at(q.t_ns), q.max_bytes)).collect(),
+                });
+            }
+        }
+    }
+    queues
 }
 
 /// What the summary is computed from.
