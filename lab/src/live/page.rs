@@ -40,6 +40,9 @@ struct PortState<'a> {
     name: String,
     switch: &'a str,
     port: &'a str,
+    /// Lab clock when its switch's counters were taken (ns): rates are measured over these
+    /// times, not over the page's, which also waits for the hosts' answers.
+    time_ns: u64,
     tx_bytes: u64,
     rx_bytes: u64,
     queue_bytes: u64,
@@ -114,6 +117,7 @@ pub fn state_json(now: &LabNow) -> String {
                 name: format!("{}:{}", s.switch, p.name),
                 switch: &s.switch,
                 port: &p.name,
+                time_ns: s.time_ns,
                 tx_bytes: p.totals.tx_bytes,
                 rx_bytes: p.totals.rx_bytes,
                 queue_bytes: p.queue_now,
