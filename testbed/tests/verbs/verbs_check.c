@@ -203,6 +203,16 @@ static void post_recv(struct end *e, uint64_t id)
 		die("ibv_post_recv");
 }
 
+/* Both ends are in RTS before either sends: a request reaching a responder still in RTR would
+ * be answered there, and a responder that found it invalid moves to ERR, where its own move to
+ * RTS then fails (perftest syncs the same way after connecting). */
+static void sync_ready(int fd)
+{
+	char c = 'r';
+	if (write(fd, &c, 1) != 1 || read(fd, &c, 1) != 1)
+		die("syncing with the other end");
+}
+
 /* Waits for the other end to say it is done (or to be gone). */
 static void wait_done(int fd)
 {
@@ -227,6 +237,7 @@ static int two_ends(const char *role, const char *kase, const char *peer_ip)
 			post_recv(&e, 1000 + i);
 	int fd = exchange(server ? NULL : peer_ip, &e, &p);
 	connect_end(&e, &p);
+	sync_ready(fd);
 	struct ibv_wc wc;
 	if (server) {
 		if (strcmp(kase, "victim") == 0) {
