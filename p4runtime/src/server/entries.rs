@@ -1,6 +1,8 @@
 //! Table entries between P4Runtime's form (ids, byte strings, one `FieldMatch` per key that
 //! is not a wildcard) and the executor's (indices, values, one `KeySet` per key).
 
+use std::fmt;
+
 use intlab_p4::exec::table::{StoredEntry, Via};
 use intlab_p4::ir::{self, KeySet, MatchKind, mask};
 
@@ -11,7 +13,9 @@ use p4rt::field_match::FieldMatchType;
 
 /// A byte string as a value of `width` bits: any length, most significant byte first, but no
 /// bit above the width may be set (P4Runtime's canonical form and the padded one both pass).
-pub fn value(bytes: &[u8], width: u16, what: &str) -> Result<u128, UpdateError> {
+/// `what` names it in errors; it is only formatted for one (a Write of many entries would
+/// otherwise make a string per field).
+pub fn value(bytes: &[u8], width: u16, what: &dyn fmt::Display) -> Result<u128, UpdateError> {
     let significant: &[u8] = {
         let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len());
         &bytes[first..]
@@ -58,8 +62,12 @@ pub fn from_p4rt(
             return Err(UpdateError::invalid(format!("match field {} given twice", m.field_id)));
         }
         let key = &table.keys[k];
-        let what = format!("match field {} ({})", m.field_id, key.name);
-        matches[k] = key_set(key.kind, key.width, m, &what)?;
+        matches[k] = key_set(
+            key.kind,
+            key.width,
+            m,
+            &format_args!("match field {} ({})", m.field_id, key.name),
+        )?;
     }
     for (k, key) in table.keys.iter().enumerate() {
         if key.kind == MatchKind::Exact && !seen[k] {
@@ -204,7 +212,7 @@ pub fn action(
         args[i] = value(
             &p.value,
             param.width,
-            &format!("parameter {} ({})", p.param_id, param.name),
+            &format_args!("parameter {} ({})", p.param_id, param.name),
         )?;
     }
     Ok((index, args))
@@ -212,7 +220,7 @@ pub fn action(
 
 /// The key set a P4Runtime field match gives a key of `kind` and `w` bits (`what` names it in
 /// errors).
-pub fn key_set(kind: MatchKind, w: u16, m: &p4rt::FieldMatch, what: &str) -> Result<KeySet, UpdateError> {
+pub fn key_set(kind: MatchKind, w: u16, m: &p4rt::FieldMatch, what: &dyn fmt::Display) -> Result<KeySet, UpdateError> {
     Ok(match (kind, &m.field_match_type) {
         (MatchKind::Exact, Some(FieldMatchType::Exact(x))) => KeySet::Value(value(&x.value, w, what)?),
         (MatchKind::Optional, Some(FieldMatchType::Optional(x))) => KeySet::Value(value(&x.value, w, what)?),

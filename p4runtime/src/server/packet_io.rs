@@ -78,7 +78,7 @@ impl ControllerHeader {
                 )));
             };
             let width = self.fields[field].1;
-            let v = value(&m.value, width, &format!("packet_out metadata {}", m.metadata_id))?;
+            let v = value(&m.value, width, &format_args!("packet_out metadata {}", m.metadata_id))?;
             let at: usize = self.fields[..field].iter().map(|&(_, w)| usize::from(w)).sum();
             write_bits(&mut frame, at, width, v);
         }

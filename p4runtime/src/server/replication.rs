@@ -84,7 +84,7 @@ fn port_and_instance(r: &p4rt::Replica) -> Result<(u16, u16), UpdateError> {
     // `egress_port`.
     #[allow(deprecated)]
     let port = match &r.port_kind {
-        Some(p4rt::replica::PortKind::Port(bytes)) => value(bytes, 16, "replica port")? as u16,
+        Some(p4rt::replica::PortKind::Port(bytes)) => value(bytes, 16, &"replica port")? as u16,
         Some(p4rt::replica::PortKind::EgressPort(p)) => {
             u16::try_from(*p).map_err(|_| UpdateError::invalid(format!("replica port {p}")))?
         }

@@ -48,8 +48,12 @@ pub fn update(
                 .checked_sub(1)
                 .filter(|&f| f < set.widths.len())
                 .ok_or_else(|| UpdateError::invalid(format!("member {n}: no match field {}", fm.field_id)))?;
-            let what = format!("member {n}, match field {}", fm.field_id);
-            keys[f] = key_set(kind(set, f), set.widths[f], fm, &what)?;
+            keys[f] = key_set(
+                kind(set, f),
+                set.widths[f],
+                fm,
+                &format_args!("member {n}, match field {}", fm.field_id),
+            )?;
         }
         if let Some(f) = (0..keys.len()).find(|&f| kind(set, f) == MatchKind::Exact && keys[f] == KeySet::Any) {
             return Err(UpdateError::invalid(format!(
