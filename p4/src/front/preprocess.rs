@@ -1,6 +1,7 @@
 //! The C preprocessor as p4c runs it: `#include`, object-like and function-like `#define`
 //! (variadic, `#` and `##`), `#undef`, `#if` with integer expressions and `defined`, `#ifdef`,
-//! `#ifndef`, `#elif`, `#else`, `#endif`, `#error`, `__FILE__` and `__LINE__`, and p4c's `-I`,
+//! `#ifndef`, `#elif`, `#else`, `#endif`, `#error`, `#line` (and cpp's line markers, `# 12
+//! "file"`), `__FILE__` and `__LINE__`, and p4c's `-I`,
 //! `-D` and `-U` ([`Options`]). An include in quotes is looked for beside the file that names
 //! it, then in the `-I` folders in order, then among the built-ins (`core.p4`, `v1model.p4`,
 //! `psa.p4`, `intlab.p4`); one in angle brackets in the `-I` folders, then the built-ins.
@@ -153,6 +154,23 @@ impl Conditional {
     }
 }
 
+/// Where `#line` put the lines after it: the line that follows the directive (physical line
+/// `after`) is line `line` of the file the map knows as `file`.
+#[derive(Debug, Clone, Copy)]
+struct Presumed {
+    after: u32,
+    line: u32,
+    file: u32,
+}
+
+impl Presumed {
+    /// `pos`, a physical position after the directive, as the directive presumes it.
+    fn relocate(&self, pos: &mut super::source::Pos) {
+        pos.line = self.line.saturating_add(pos.line.saturating_sub(self.after));
+        pos.file = self.file;
+    }
+}
+
 /// A token with the macros that may no longer expand in it (C's "hide set").
 #[derive(Clone)]
 struct Painted {
@@ -167,7 +185,13 @@ impl Preprocessor<'_> {
         let active = |stack: &[Conditional]| stack.last().is_none_or(|c| c.active);
         // Tokens waiting for expansion: a function-like macro's arguments may span lines.
         let mut pending: Vec<Token> = Vec::new();
-        for t in tokens {
+        // Set by `#line`: errors, `__LINE__` and `__FILE__` then speak of the presumed place.
+        let mut presumed: Option<Presumed> = None;
+        for mut t in tokens {
+            let physical_line = t.pos.line;
+            if let Some(p) = &presumed {
+                p.relocate(&mut t.pos);
+            }
             let TokenKind::Directive(text) = &t.kind else {
                 if active(&stack) {
                     pending.push(t);
@@ -234,7 +258,12 @@ impl Preprocessor<'_> {
                 "include" => self.include(rest.trim(), &t, id, depth)?,
                 "error" => return err(format!("#error {}", rest.trim())),
                 "warning" => tracing::warn!("{}: #warning {}", self.map.at(t.pos), rest.trim()),
-                "pragma" | "line" | "" => {}
+                "line" => presumed = Some(self.line_directive(rest, &t, physical_line, presumed, id)?),
+                // A line marker as cpp writes them into its output: `# 12 "file" 2`.
+                marker if marker.bytes().all(|b| b.is_ascii_digit()) && !marker.is_empty() => {
+                    presumed = Some(self.line_directive(text, &t, physical_line, presumed, id)?);
+                }
+                "pragma" | "" => {}
                 other => return err(format!("unknown directive `#{other}`")),
             }
         }
@@ -247,6 +276,45 @@ impl Preprocessor<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// `#line N` or `#line N "name"` (`spec`, after the word) at physical line `physical` of
+    /// file `id`: from the next line on, lines count from N, in a file of that name if one is
+    /// given (else the one `current` presumes, else `id`). Flags after the name (cpp's line
+    /// markers carry some) are skipped.
+    fn line_directive(
+        &mut self,
+        spec: &str,
+        at: &Token,
+        physical: u32,
+        current: Option<Presumed>,
+        id: u32,
+    ) -> Result<Presumed> {
+        let err = |m: String| Err(P4Error::new(self.map, at.pos, m));
+        let (number, rest) = split_word(spec);
+        let line = match number.parse::<u32>() {
+            Ok(n) if n > 0 && number.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => return err(format!("#line needs a line number from 1, found `{}`", spec.trim())),
+        };
+        let rest = rest.trim();
+        let file = if rest.is_empty() {
+            current.map_or(id, |p| p.file)
+        } else {
+            let Some(name) = quoted(rest) else {
+                return err(format!("#line {line}: a file name in quotes expected, found `{rest}`"));
+            };
+            let path = self.map.file(id).path.clone();
+            self.map.add(SourceFile {
+                name,
+                path,
+                text: String::new(),
+            })
+        };
+        Ok(Presumed {
+            after: physical + 1,
+            line,
+            file,
+        })
     }
 
     /// Expands the waiting tokens into the output.
@@ -804,6 +872,20 @@ impl CondExpr<'_> {
     }
 }
 
+/// The text of the string literal `s` starts with (`\\` and `\"` unescaped), if it starts
+/// with one; what follows it is not looked at.
+fn quoted(s: &str) -> Option<String> {
+    let mut chars = s.strip_prefix('"')?.chars();
+    let mut out = String::new();
+    loop {
+        match chars.next()? {
+            '"' => return Some(out),
+            '\\' => out.push(chars.next()?),
+            c => out.push(c),
+        }
+    }
+}
+
 fn split_word(s: &str) -> (&str, &str) {
     let s = s.trim_start();
     let end = s
@@ -897,6 +979,35 @@ mod tests {
         );
         let e = words("#define P(a, b) a ## b\nP(+, /)\n").unwrap_err();
         assert!(e.message.contains("pasting `+` and `/`"), "{e}");
+    }
+
+    #[test]
+    fn line_directives_and_line_markers_move_the_lines_after_them() {
+        assert_eq!(
+            words("#line 100\nx __LINE__\ny __LINE__\n").unwrap(),
+            ["x", "100", "y", "101"]
+        );
+        assert_eq!(
+            words("a __FILE__\n#line 7 \"gen/out.p4\"\n__FILE__ __LINE__\n").unwrap(),
+            ["a", "\"t.p4\"", "\"gen/out.p4\"", "7"]
+        );
+        // cpp's own output: `# N "file" flags`; a later directive without a name keeps it.
+        assert_eq!(
+            words("# 20 \"a.p4\" 1\n__LINE__\n#line 3\n__FILE__ __LINE__\n").unwrap(),
+            ["20", "\"a.p4\"", "3"]
+        );
+        // Errors name the presumed place; a skipped block's #line does nothing.
+        let e = words("#if 0\n#line 5 \"no.p4\"\n#endif\n#line 40 \"gen.p4\"\n\n#error stop\n").unwrap_err();
+        assert_eq!(e.at, "gen.p4:41:1", "{e}");
+        let e = words("#line x\n").unwrap_err();
+        assert!(e.message.contains("#line needs a line number from 1, found `x`"), "{e}");
+        let e = words("#line 0\n").unwrap_err();
+        assert!(e.message.contains("from 1"), "{e}");
+        let e = words("#line 4 gen.p4\n").unwrap_err();
+        assert!(
+            e.message.contains("a file name in quotes expected, found `gen.p4`"),
+            "{e}"
+        );
     }
 
     #[test]
