@@ -72,17 +72,9 @@ pub fn host_overhead_ns(t: &Topology, links: &[usize], probe_rtt_min_ns: u64) ->
 mod tests {
     use super::*;
 
-    fn two_links() -> Topology {
-        crate::topology::load_str(
-            "name: x\nnodes:\n  s: { kind: switch }\n  a: { kind: host }\n  b: { kind: host }\nlinks:\n  - { endpoints: [\"s:1\", \"a:0\"], rate: 1Gbps, delay: 10us }\n  - { endpoints: [\"s:2\", \"b:0\"], rate: 1Gbps, delay: 10us }\n",
-            std::path::Path::new("x.yaml"),
-        )
-        .unwrap()
-    }
-
     #[test]
     fn a_data_round_trip_is_propagation_plus_both_frames_at_every_link() {
-        let t = two_links();
+        let t = crate::topology::two_hosts_on_a_switch();
         // 1024 B + 42 + 12 + 4 = 1082 B there (8656 ns at 1 Gb/s), 62 B back (496 ns), twice.
         assert_eq!(data_rtt_ns(&t, &[0, 1], 1024, None), 2 * (20_000 + 8_656 + 496));
         // INT adds 12 + 24 B each way with one switch.
@@ -94,7 +86,7 @@ mod tests {
 
     #[test]
     fn the_overhead_is_what_the_probe_took_beyond_its_path() {
-        let t = two_links();
+        let t = crate::topology::two_hosts_on_a_switch();
         let ideal = probe_rtt_ns(&t, &[0, 1]);
         // Probe 42 + 16 + 48 = 106 B, answer 110 B.
         assert_eq!(ideal, 2 * (20_000 + 106 * 8 + 110 * 8));

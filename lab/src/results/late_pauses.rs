@@ -70,14 +70,6 @@ mod tests {
     use super::*;
     use intlab_switch::counters::PortSnapshot;
 
-    fn lab() -> Topology {
-        crate::topology::load_str(
-            "name: x\nnodes:\n  s: { kind: switch }\n  a: { kind: host }\n  b: { kind: host }\nlinks:\n  - { endpoints: [\"s:1\", \"a:0\"], rate: 1Gbps, delay: 10us }\n  - { endpoints: [\"s:2\", \"b:0\"], rate: 1Gbps, delay: 10us }\n",
-            std::path::Path::new("x.yaml"),
-        )
-        .unwrap()
-    }
-
     fn switch(port: &str, xoffs_sent: Vec<(u64, u64)>) -> SwitchSnapshot {
         SwitchSnapshot {
             switch: "s".into(),
@@ -101,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_pause_read_later_than_the_allowance_after_its_due_time_is_late() {
-        let t = lab();
+        let t = crate::topology::two_hosts_on_a_switch();
         let port = &t.links[0].ends[0].interface;
         // Asked at 1,000, due at the host at 11,000; read 11,500 (on time), 40,000 (late by
         // 29,000) and one never read.
@@ -122,7 +114,7 @@ mod tests {
 
     #[test]
     fn a_reading_is_not_paired_with_an_earlier_pause_it_arrived_after_the_next() {
-        let t = lab();
+        let t = crate::topology::two_hosts_on_a_switch();
         let port = &t.links[0].ends[0].interface;
         // The first XOFF never reached the host; the reading belongs to the second.
         let sw = [switch(port, vec![(1_000, 11_000), (20_000, 30_000)])];

@@ -1075,11 +1075,7 @@ mod tests {
 
     #[test]
     fn ideal_fct_of_one_packet_over_two_links() {
-        let t = crate::topology::load_str(
-            "name: x\nnodes:\n  s: { kind: switch }\n  a: { kind: host }\n  b: { kind: host }\nlinks:\n  - { endpoints: [\"s:1\", \"a:0\"], rate: 1Gbps, delay: 10us }\n  - { endpoints: [\"s:2\", \"b:0\"], rate: 1Gbps, delay: 10us }\n",
-            std::path::Path::new("x.yaml"),
-        )
-        .unwrap();
+        let t = crate::topology::two_hosts_on_a_switch();
         // 1000 B WRITE ONLY without INT: 1000 + 42 + 12 + 4 + 16 = 1074 B = 8592 ns at 1 Gb/s,
         // twice (store and forward), plus 2 × 20 us of propagation.
         assert_eq!(ideal_fct_ns(&t, &[0, 1], 1000, 1024, None), 8592 * 2 + 40_000);

@@ -256,3 +256,14 @@ impl Topology {
             .filter_map(move |(i, l)| l.ends.iter().position(|e| e.node == n).map(|end| (i, end)))
     }
 }
+
+/// For tests: switch `s` with hosts `a` (port `1`) and `b` (port `2`) on links of 1 Gb/s and
+/// 10 us.
+#[cfg(test)]
+pub(crate) fn two_hosts_on_a_switch() -> Topology {
+    load_str(
+        "name: x\nnodes:\n  s: { kind: switch }\n  a: { kind: host }\n  b: { kind: host }\nlinks:\n  - { endpoints: [\"s:1\", \"a:0\"], rate: 1Gbps, delay: 10us }\n  - { endpoints: [\"s:2\", \"b:0\"], rate: 1Gbps, delay: 10us }\n",
+        std::path::Path::new("x.yaml"),
+    )
+    .expect("the test topology loads")
+}
