@@ -24,10 +24,7 @@ pub(super) fn late_pauses(
     for sw in switches {
         let Some(node) = t.node(&sw.switch) else { continue };
         for port in sw.ports.iter().filter(|p| !p.xoffs_sent.is_empty()) {
-            let Some((l, end)) = t
-                .links_of(node)
-                .find(|&(l, end)| t.links[l].ends[end].interface == port.name)
-            else {
+            let Some((l, end)) = t.link_at(node, &port.name) else {
                 continue;
             };
             let peer = &t.nodes[t.links[l].ends[1 - end].node];

@@ -974,10 +974,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         bottleneck: busiest.map(|(sw, p)| format!("{}:{}", sw.switch, p.name)),
         bottleneck_rate_bps: busiest.and_then(|(sw, p)| {
             let node = t.node(&sw.switch)?;
-            let link = t
-                .links_of(node)
-                .find(|&(l, end)| t.links[l].ends[end].interface == p.name)?
-                .0;
+            let (link, _) = t.link_at(node, &p.name)?;
             let span = last.saturating_sub(first);
             let carried =
                 (span > 0).then(|| (u128::from(p.totals.tx_bytes) * 8 * 1_000_000_000 / u128::from(span)) as u64)?;

@@ -255,6 +255,12 @@ impl Topology {
             .enumerate()
             .filter_map(move |(i, l)| l.ends.iter().position(|e| e.node == n).map(|end| (i, end)))
     }
+
+    /// The link at interface `interface` of node `n`: (link index, which end is `n`).
+    pub fn link_at(&self, n: usize, interface: &str) -> Option<(usize, usize)> {
+        self.links_of(n)
+            .find(|&(l, end)| self.links[l].ends[end].interface == interface)
+    }
 }
 
 /// For tests: switch `s` with hosts `a` (port `1`) and `b` (port `2`) on links of 1 Gb/s and

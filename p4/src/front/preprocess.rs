@@ -293,7 +293,7 @@ impl Preprocessor<'_> {
         let err = |m: String| Err(P4Error::new(self.map, at.pos, m));
         let (number, rest) = split_word(spec);
         let line = match number.parse::<u32>() {
-            Ok(n) if n > 0 && number.bytes().all(|b| b.is_ascii_digit()) => n,
+            Ok(n) if n > 0 => n,
             _ => return err(format!("#line needs a line number from 1, found `{}`", spec.trim())),
         };
         let rest = rest.trim();
