@@ -1,8 +1,8 @@
 //! What the control plane writes while packets flow: table entries and defaults, action
 //! profile members and groups, multicast groups, clone sessions and parser value sets.
-//! Packet threads read one snapshot per frame without locking; an edit copies the snapshot,
-//! changes the copy and swaps it in whole, so a frame sees either every change of a command
-//! (or of a whole file) or none.
+//! Packet threads read one snapshot per frame without locking; an edit changes a copy packets
+//! do not read and swaps it in whole (see [`super::plane_copies`]), so a frame sees either every
+//! change of a command (or of a whole file) or none.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use arc_swap::cache::Cache;
 
-use super::table::TableState;
+use super::table::{Journal, TableState};
 use crate::ir::KeySet;
 
 /// Where a clone session sends its copies.
@@ -127,6 +127,21 @@ impl ControlPlane {
             }
         }
         self.rebuild_groups();
+    }
+
+    /// Makes this copy what `live` is, where their tables differ in no slot but `journals`'
+    /// (one a table; see [`super::plane_copies`]). The rest is small and copied whole.
+    pub(crate) fn follow(&mut self, live: &ControlPlane, journals: &[Journal]) {
+        for ((mine, theirs), journal) in self.tables.iter_mut().zip(&live.tables).zip(journals) {
+            mine.follow(theirs, journal);
+        }
+        self.groups.clone_from(&live.groups);
+        self.mc_groups.clone_from(&live.mc_groups);
+        self.mc_nodes.clone_from(&live.mc_nodes);
+        self.sessions.clone_from(&live.sessions);
+        self.profiles.clone_from(&live.profiles);
+        self.value_sets.clone_from(&live.value_sets);
+        self.queues.clone_from(&live.queues);
     }
 
     /// Makes `groups` (what packets read) again from the groups' nodes.

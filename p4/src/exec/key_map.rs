@@ -1,28 +1,21 @@
-//! The index of a table's entries by exact key values (an lpm key by its masked value): a
-//! persistent map (a hash trie), so that a copy of the control plane for an edit costs nothing
-//! and one write changes O(log n) of it.
+//! The index of a table's entries by exact key values (an lpm key by its masked value).
 //!
 //! A key whose fields fit in 128 bits together (nearly every table's) is packed into one number,
-//! so that the map nodes a write copies and the old version's nodes it frees hold their keys:
-//! with every key behind a pointer of its own, copying a node reached into 32 other places in
-//! memory to count references, and at 100,000 entries that took a third of a write's time.
-//! Wider keys are shared (`Arc<[u128]>`).
+//! so that the map holds its keys inline and a lookup hashes one number. Wider keys are boxed.
 //!
 //! Hashed with foldhash, several times faster than the standard SipHash on these short keys; the
 //! keys come from the control plane, not from packets, so a flood of crafted keys is not a
 //! concern.
 
-use std::sync::Arc;
-
-use imbl::shared_ptr::DefaultSharedPtr;
+use std::collections::HashMap;
 
 use crate::ir::mask;
 
 /// Keys packed into one number.
-type PackedMap = imbl::GenericHashMap<u128, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
+type PackedMap = HashMap<u128, usize, foldhash::fast::RandomState>;
 
 /// Keys wider than 128 bits.
-type WideMap = imbl::GenericHashMap<Arc<[u128]>, usize, foldhash::fast::RandomState, DefaultSharedPtr>;
+type WideMap = HashMap<Box<[u128]>, usize, foldhash::fast::RandomState>;
 
 /// Entry positions by exact key values.
 #[derive(Debug, Clone)]

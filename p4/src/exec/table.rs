@@ -1,8 +1,12 @@
 //! A table's entries, kept in the structure its key kinds allow: a hash map for all-exact keys,
 //! one hash map per prefix length (longest first) for one lpm key among exact ones, and a scan
-//! in priority order for ternary, range and optional keys. The entries and maps are persistent
-//! (imbl): the control plane is copied for every edit, and a copy shares all but what changed.
+//! in priority order for ternary, range and optional keys.
+//!
+//! The control plane is kept twice (see `Datapath::edit`): an edit changes the copy packets do
+//! not read, after bringing it up to date with the handles the other copy's last edit touched
+//! ([`TableState::catch_up`]), so that a write costs the same whatever the table's size.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -103,22 +107,19 @@ impl Index {
     }
 }
 
-/// The entries and default action of one table. Every part is persistent or small, so the
-/// control plane's copy-on-edit (`Datapath::edit`) shares what a write does not touch: an
-/// insert, modify or delete in an exact or lpm table costs O(log n) whatever the table's size.
+/// The entries and default action of one table. An insert, modify or delete in an exact or lpm
+/// table costs O(1) whatever the table's size (in a scanned table, O(n)).
 ///
-/// An entry's handle is its slot in `entries`, so that nothing moves when one is deleted: with
-/// entries packed and a handle-to-position map beside them, a delete also moved the last entry
-/// and changed both maps for it, and that map was as costly to copy as the key index (the two
-/// took half of a write's time at 100,000 entries).
+/// An entry's handle is its slot in `entries`, so that nothing moves when one is deleted and
+/// two copies of a table agree slot by slot: bringing one up to date with the other is copying
+/// the slots the other's last edit touched.
 #[derive(Debug, Clone)]
 pub struct TableState {
     kinds: Vec<(MatchKind, u16)>,
     /// The keys' widths, for the index.
     widths: Vec<u16>,
-    /// Entries by handle (None: a free handle), shared so that the vector nodes a write copies
-    /// cost no allocation per entry.
-    entries: imbl::Vector<Option<Arc<StoredEntry>>>,
+    /// Entries by handle (None: a free handle), shared with the other copy of the table.
+    entries: Vec<Option<Arc<StoredEntry>>>,
     /// How many slots of `entries` hold one.
     count: usize,
     /// The action run on a miss, and its arguments.
@@ -127,7 +128,33 @@ pub struct TableState {
     size: usize,
     /// Handles below `entries.len()` freed by deletions (reused lowest first, as BMv2 reuses
     /// them).
-    free: imbl::OrdSet<u32>,
+    free: BTreeSet<u32>,
+    /// What the edit that made this copy changed, for the other copy to follow.
+    journal: Journal,
+}
+
+/// The slots one or more edits of a table changed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Journal {
+    /// Handles whose slot changed (in any order, repeats allowed).
+    touched: Vec<u32>,
+    /// The table was emptied: another copy takes it whole.
+    whole: bool,
+}
+
+impl Journal {
+    /// Adds what `later` changed.
+    pub(crate) fn merge(&mut self, later: &Journal) {
+        self.whole |= later.whole;
+        if !self.whole {
+            self.touched.extend_from_slice(&later.touched);
+        }
+    }
+
+    /// How many slots it names (more than a table holds: copying the table whole is cheaper).
+    pub(crate) fn len(&self) -> usize {
+        self.touched.len()
+    }
 }
 
 impl TableState {
@@ -145,12 +172,13 @@ impl TableState {
         let mut s = TableState {
             kinds,
             widths,
-            entries: imbl::Vector::new(),
+            entries: Vec::new(),
             count: 0,
             default: t.default_action.clone(),
             index,
             size: t.size.max(t.entries.as_ref().map_or(0, |e| e.0.len())),
-            free: imbl::OrdSet::new(),
+            free: BTreeSet::new(),
+            journal: Journal::default(),
         };
         for e in t.entries.iter().flat_map(|e| &e.0) {
             // Entries in the source were checked against the keys at load.
@@ -168,10 +196,101 @@ impl TableState {
 
     /// Removes every entry.
     pub fn clear(&mut self) {
-        self.entries = imbl::Vector::new();
+        self.entries = Vec::new();
         self.count = 0;
-        self.free = imbl::OrdSet::new();
+        self.free = BTreeSet::new();
         self.index = self.index.emptied();
+        self.journal.whole = true;
+    }
+
+    /// Starts an edit of this copy: its journal records the edit from here.
+    pub(crate) fn begin_edit(&mut self) {
+        self.journal = Journal::default();
+    }
+
+    /// The slots this copy's last edit changed.
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Makes this copy what `live` is, where the two differ in no slot but `journal`'s (the
+    /// edits `live` had since this copy was like it, or this copy's own unfinished edit).
+    pub(crate) fn follow(&mut self, live: &TableState, journal: &Journal) {
+        self.default.clone_from(&live.default);
+        if journal.whole || journal.len() > live.size.max(live.entries.len()) {
+            let own = std::mem::take(&mut self.journal);
+            self.clone_from(live);
+            self.journal = own;
+            return;
+        }
+        let mut touched = journal.touched.clone();
+        touched.sort_unstable();
+        touched.dedup();
+        let slot = |t: &TableState, h: u32| t.entries.get(h as usize).cloned().flatten();
+        let same = |a: &Option<Arc<StoredEntry>>, b: &Option<Arc<StoredEntry>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        // Keys leave the index before any arrives: within one edit a key may move from one
+        // handle to another.
+        let mut changed = touched.clone();
+        changed.retain(|&h| !same(&slot(self, h), &slot(live, h)));
+        let scan = matches!(self.index, Index::Scan(_));
+        for &h in &changed {
+            if let Some(gone) = slot(self, h) {
+                if !scan {
+                    self.unindex(&gone, h as usize);
+                }
+                self.entries[h as usize] = None;
+                self.count -= 1;
+            }
+        }
+        for &h in &changed {
+            if let Some(came) = slot(live, h) {
+                let at = h as usize;
+                if self.entries.len() <= at {
+                    self.entries.resize(at + 1, None);
+                }
+                if !scan {
+                    // Unique in `live`, so free here once the slots that held it were emptied.
+                    let taken = self.index_at(&came.entry, at).is_err();
+                    debug_assert!(!taken, "a key both copies hold at different handles");
+                }
+                self.entries[at] = Some(came);
+                self.count += 1;
+            }
+        }
+        self.entries.truncate(live.entries.len());
+        self.entries.resize(live.entries.len(), None);
+        for &h in &touched {
+            if live.free.contains(&h) {
+                self.free.insert(h);
+            } else {
+                self.free.remove(&h);
+            }
+        }
+        // A delete at the end gives back the free handles before it; a scanned table's order
+        // is copied whole (its edits cost O(n) anyway).
+        self.free
+            .split_off(&u32::try_from(self.entries.len()).unwrap_or(u32::MAX));
+        if let (Index::Scan(mine), Index::Scan(theirs)) = (&mut self.index, &live.index) {
+            mine.clone_from(theirs);
+        }
+        debug_assert_eq!(self.count, live.count);
+    }
+
+    /// Takes entry `gone`, at position `at`, out of the index.
+    fn unindex(&mut self, gone: &StoredEntry, at: usize) {
+        if let Index::Scan(order) = &mut self.index {
+            order.retain(|&i| i != at);
+            return;
+        }
+        if let Some(map) = self.index.map_mut(&gone.entry.matches, &self.widths) {
+            map.remove(&self.widths, exact_key(&gone.entry.matches));
+        }
+        if let Index::Lpm(_, groups) = &mut self.index {
+            groups.retain(|g| !g.1.is_empty());
+        }
     }
 
     /// The position of the entry with handle `h` (the place [`TableState::modify`] and
@@ -209,6 +328,7 @@ impl TableState {
     /// Changes what entry `at` runs, keeping its key, counter and meter; false if there is
     /// none.
     pub fn modify(&mut self, at: usize, action: usize, args: Vec<u128>, via: Via) -> bool {
+        self.journal.touched.push(u32::try_from(at).unwrap_or(u32::MAX));
         match self.entries.get_mut(at).and_then(Option::as_mut).map(Arc::make_mut) {
             Some(e) => {
                 e.entry.action = action;
@@ -223,6 +343,7 @@ impl TableState {
     /// Sets how long entry `at` may go unhit (ns, 0: never ages), counting from `now_ns`; false
     /// if there is none.
     pub fn set_idle_timeout(&mut self, at: usize, timeout_ns: u64, now_ns: u64) -> bool {
+        self.journal.touched.push(u32::try_from(at).unwrap_or(u32::MAX));
         match self.entries.get_mut(at).and_then(Option::as_mut).map(Arc::make_mut) {
             Some(e) => {
                 e.idle_timeout_ns = timeout_ns;
@@ -242,7 +363,7 @@ impl TableState {
     /// repeats a key or the table is full.
     pub fn insert(&mut self, e: Entry, via: Via) -> Result<u32, String> {
         self.check(&e)?;
-        let reused = self.free.get_min().copied();
+        let reused = self.free.first().copied();
         let h = reused.unwrap_or_else(|| u32::try_from(self.entries.len()).unwrap_or(u32::MAX));
         self.index_at(&e, h as usize)?;
         let stored = Some(Arc::new(StoredEntry {
@@ -256,11 +377,12 @@ impl TableState {
         }));
         if reused.is_some() {
             self.free.remove(&h);
-            self.entries.set(h as usize, stored);
+            self.entries[h as usize] = stored;
         } else {
-            self.entries.push_back(stored);
+            self.entries.push(stored);
         }
         self.count += 1;
+        self.journal.touched.push(h);
         Ok(h)
     }
 
@@ -324,28 +446,21 @@ impl TableState {
         let Some(gone) = self.entries.get(at).cloned().flatten() else {
             return false;
         };
-        if let Index::Scan(order) = &mut self.index {
-            order.retain(|&i| i != at);
-        } else {
-            if let Some(map) = self.index.map_mut(&gone.entry.matches, &self.widths) {
-                map.remove(&self.widths, exact_key(&gone.entry.matches));
-            }
-            if let Index::Lpm(_, groups) = &mut self.index {
-                groups.retain(|g| !g.1.is_empty());
-            }
-        }
+        self.unindex(&gone, at);
         self.count -= 1;
+        self.journal.touched.push(u32::try_from(at).unwrap_or(u32::MAX));
         if at + 1 == self.entries.len() {
             // Free handles at the end go with the slot, so that a table emptied by deletions
             // holds no slots.
-            self.entries.pop_back();
+            self.entries.pop();
             while let Some(None) = self.entries.last() {
-                self.entries.pop_back();
+                self.entries.pop();
                 let last = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
                 self.free.remove(&last);
+                self.journal.touched.push(last);
             }
         } else {
-            self.entries.set(at, None);
+            self.entries[at] = None;
             self.free.insert(u32::try_from(at).unwrap_or(u32::MAX));
         }
         true
@@ -380,7 +495,7 @@ impl TableState {
     }
 
     /// The entry whose match and priority are `matches` and `priority` (the priority only
-    /// where lookups scan): through the index, O(log n), for exact and lpm tables.
+    /// where lookups scan): through the index, O(1), for exact and lpm tables.
     pub fn find(&self, matches: &[KeySet], priority: i64) -> Option<usize> {
         match &self.index {
             Index::Scan(_) => self.entries.iter().position(|e| {
