@@ -1,7 +1,7 @@
 //! What the control plane writes while packets flow: table entries and defaults, action
 //! profile members and groups, multicast groups, clone sessions and parser value sets.
 //! Packet threads read one snapshot per frame without locking; an edit changes a copy packets
-//! do not read and swaps it in whole (see [`super::plane_copies`]), so a frame sees either every
+//! do not read and swaps it in whole (see `Datapath::edit`), so a frame sees either every
 //! change of a command (or of a whole file) or none.
 
 use std::collections::{BTreeMap, HashMap};
@@ -130,7 +130,7 @@ impl ControlPlane {
     }
 
     /// Makes this copy what `live` is, where their tables differ in no slot but `journals`'
-    /// (one a table; see [`super::plane_copies`]). The rest is small and copied whole.
+    /// (one a table, from the copies `Datapath::edit` keeps). The rest is small and copied whole.
     pub(crate) fn follow(&mut self, live: &ControlPlane, journals: &[Journal]) {
         for ((mine, theirs), journal) in self.tables.iter_mut().zip(&live.tables).zip(journals) {
             mine.follow(theirs, journal);
