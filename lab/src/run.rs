@@ -12,6 +12,7 @@ use intlab_transport::flow::{FlowEvent, FlowPath, FlowSpec, Stuck};
 use crate::base_rtt;
 use crate::datapath::{self, DataPathError, ProbeTarget};
 use crate::dilation::Dilation;
+use crate::host_programs::{HostPrograms, RunLabRecord};
 use crate::lab::{self, Lab, LabConfig, LabError};
 use crate::results::{self, Ending, Results, RunRecord, Timebase, WriteError};
 use crate::scenario::Scenario;
@@ -305,26 +306,7 @@ fn run_once(
     let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
     let mut iterations = Iterations::new(apps, &plan, d);
     let deadline = t0 + d.lab_ns(s.duration.0);
-    // Programs reach the run's other hosts through the lab's record (MPI's launcher does).
-    let record = match s.programs.is_empty() {
-        true => None,
-        false => Some(
-            crate::host_programs::RunLabRecord::write(&lab, &topology, &s.file, &cfg.prefix, &opts.tag)
-                .map_err(RunError::ProgramsRecord)?,
-        ),
-    };
-    let env = record.as_ref().map_or_else(Vec::new, |r| r.environment(&opts.out));
-    let mut programs = crate::host_programs::HostPrograms::new(
-        &s.programs,
-        |n| topology.nodes[n].name.clone(),
-        &opts.out,
-        &s.dir,
-        env,
-    )
-    .map_err(|cause| WriteError {
-        file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
-        cause,
-    })?;
+    let (record, mut programs) = host_programs(s, &lab, &topology, &cfg, opts)?;
     let cpu_before = cpu_steal_and_total();
     if !s.programs.is_empty() {
         progress.step(&format!(
@@ -342,19 +324,9 @@ fn run_once(
         });
         // Completions release later iterations as soon as they arrive; the rest is polled.
         if let Ok(e) = lab.events().recv_timeout(wait) {
-            for e in std::iter::once(e).chain(lab.events().try_iter()) {
-                match e {
-                    FlowEvent::Completed(c) => {
-                        if let Some(r) = iterations.complete(c.id, c.end_ns) {
-                            for &k in &r.flows {
-                                send(k, r.start_ns).map_err(|e| host_failed(plan[k].src, e))?;
-                            }
-                        }
-                    }
-                    FlowEvent::Stuck(x) => {
-                        stuck.get_or_insert(x);
-                    }
-                }
+            let events = std::iter::once(e).chain(lab.events().try_iter());
+            for (k, start_ns) in released(events, &mut iterations, &mut stuck) {
+                send(k, start_ns).map_err(|e| host_failed(plan[k].src, e))?;
             }
         }
         let finished = lab.finished();
@@ -412,6 +384,54 @@ fn run_once(
         return Err(RunError::Host { host, error });
     }
     Ok(results)
+}
+
+/// The flows (plan index, start in lab ns) that `events` release: later iterations of an
+/// application whose iteration completed. The first flow reported stuck is kept in `stuck`.
+fn released(
+    events: impl Iterator<Item = FlowEvent>,
+    iterations: &mut Iterations,
+    stuck: &mut Option<Stuck>,
+) -> Vec<(usize, u64)> {
+    let mut flows = Vec::new();
+    for e in events {
+        match e {
+            FlowEvent::Completed(c) => {
+                if let Some(r) = iterations.complete(c.id, c.end_ns) {
+                    flows.extend(r.flows.iter().map(|&k| (k, r.start_ns)));
+                }
+            }
+            FlowEvent::Stuck(x) => {
+                stuck.get_or_insert(x);
+            }
+        }
+    }
+    flows
+}
+
+/// The run's programs, ready to start, and the lab's record they reach the run's other hosts
+/// through (MPI's launcher does); no record when the scenario runs no program.
+fn host_programs(
+    s: &Scenario,
+    lab: &Lab,
+    topology: &crate::topology::Topology,
+    cfg: &LabConfig,
+    opts: &RunOptions,
+) -> Result<(Option<RunLabRecord>, HostPrograms), RunError> {
+    let record = match s.programs.is_empty() {
+        true => None,
+        false => Some(
+            RunLabRecord::write(lab, topology, &s.file, &cfg.prefix, &opts.tag).map_err(RunError::ProgramsRecord)?,
+        ),
+    };
+    let env = record.as_ref().map_or_else(Vec::new, |r| r.environment(&opts.out));
+    let programs = HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out, &s.dir, env).map_err(
+        |cause| WriteError {
+            file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
+            cause,
+        },
+    )?;
+    Ok((record, programs))
 }
 
 /// The folder the run's captures go to, made, when the scenario or the options ask for them.

@@ -31,9 +31,11 @@ pub use write_error::at as write_error_at;
 use std::collections::HashMap;
 
 use int_format::roce::{Bth, Reth};
+use intlab_runtime::WorkerStats;
 use intlab_switch::{PortSnapshot, SwitchSnapshot};
 use intlab_transport::endpoint::EndpointCounters;
-use intlab_transport::flow::FlowPath;
+use intlab_transport::endpoint::EndpointReport;
+use intlab_transport::flow::{FlowPath, FlowRecord, ReceiveRecord};
 use intlab_transport::packet::WIRE_OVERHEAD;
 use intlab_transport::program_qp::ProgramQp;
 use serde::Serialize;
@@ -640,12 +642,6 @@ impl Results {
         let t = &s.topology;
         let r = routes(t);
         let hop_bytes = int_hop_bytes(s);
-        let mut sent = HashMap::new();
-        let mut received = HashMap::new();
-        let mut series = Vec::new();
-        let mut hosts = Vec::new();
-        let mut stalls = Vec::new();
-        let mut program_qps = Vec::new();
         // The first flow's controller as its host ran it, for the summary.
         let ran = report
             .hosts
@@ -653,113 +649,26 @@ impl Results {
             .flat_map(|h| h.controllers.iter())
             .min_by_key(|(id, _)| *id)
             .map(|(_, c)| time.dilation.scenario_controller(c));
-        for h in report.hosts {
-            stalls.extend(h.stalls.iter().map(|s| HostStall {
-                host: h.name.clone(),
-                at_ns: time.at(s.at_ns),
-                late_ns: time.span(s.late_ns),
-            }));
-            for f in h.sent {
-                sent.insert(f.id, f);
-            }
-            for f in h.received {
-                received.insert(f.id, f);
-            }
-            for (flow, samples) in h.series {
-                series.extend(samples.iter().map(|x| SeriesPoint {
-                    flow,
-                    t_ns: time.at(x.t_ns),
-                    rate_bps: time.rate(x.rate_bps),
-                    acked_bytes: x.acked_bytes,
-                    window_bytes: x.window_bytes,
-                    utilization: x.utilization,
-                    int_qlen_bytes: x.qlen_bytes,
-                    rtt_ns: x.rtt_ns.map(|n| time.span(n)),
-                    target_delay_ns: x.target_delay_ns.map(|n| time.span(n)),
-                }));
-            }
-            program_qps.extend(h.program_qps.into_iter().map(|q| {
-                let at = |t: Option<u64>| t.map(|t| time.at(t));
-                let q = ProgramQp {
-                    rate_bps: time.rate(q.rate_bps),
-                    rtt_min_ns: q.rtt_min_ns.map(|n| time.span(n)),
-                    rtt_mean_ns: q.rtt_mean_ns.map(|n| time.span(n)),
-                    first_sent_ns: at(q.first_sent_ns),
-                    last_progress_ns: at(q.last_progress_ns),
-                    first_received_ns: at(q.first_received_ns),
-                    last_received_ns: at(q.last_received_ns),
-                    ..q
-                };
-                (h.name.clone(), q)
-            }));
-            hosts.push(HostCounters {
-                host: h.name,
-                counters: h.counters,
-                pfc_received: h.pfc_received.iter().map(|&(t, p)| (time.at(t), p)).collect(),
-                xoffs_read: h.xoffs_read.iter().map(|&(a, r)| (time.at(a), time.at(r))).collect(),
-            });
-        }
+        let HostParts {
+            sent,
+            received,
+            series,
+            hosts,
+            mut stalls,
+            program_qps,
+        } = HostParts::of(report.hosts, time);
         let paths: Vec<Vec<usize>> = plan
             .iter()
             .map(|p| r.path(t, p.src, p.dst).unwrap_or_default())
             .collect();
-        let src_ports = crate::workload::source_ports(plan);
-        let address = |n: usize| t.nodes[n].address.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
-        let flows: Vec<FlowResult> = plan
-            .iter()
-            .zip(&paths)
-            .enumerate()
-            .map(|(k, (p, path))| {
-                let ideal = ideal_fct_ns(t, path, p.size, s.transport.mtu, hop_bytes);
-                let rec = sent.get(&p.id);
-                let fct = rec.and_then(|f| f.fct_ns()).map(|n| time.span(n));
-                FlowResult {
-                    id: p.id,
-                    src: t.nodes[p.src].name.clone(),
-                    dst: t.nodes[p.dst].name.clone(),
-                    src_ip: address(p.src),
-                    dst_ip: address(p.dst),
-                    src_port: src_ports[k],
-                    size: p.size,
-                    // Later iterations start when released, not when planned.
-                    start_ns: rec.map_or(p.start_ns, |f| time.at(f.start_ns)),
-                    fct_ns: fct,
-                    ideal_fct_ns: ideal,
-                    slowdown: fct.map(|f| f as f64 / ideal.max(1) as f64),
-                    path_rtt_ns: 2 * path.iter().map(|&l| t.links[l].props.delay.0).sum::<u64>(),
-                    base_rtt_ns: measured_paths.paths.get(k).map(|f| time.span(f.base_rtt_ns)),
-                    bytes_received: received.get(&p.id).map_or(0, |x| x.bytes_ok),
-                    packets_sent: rec.map_or(0, |f| f.packets_sent),
-                    retransmissions: rec.map_or(0, |f| f.retransmissions),
-                    timeouts: rec.map_or(0, |f| f.timeouts),
-                    naks: rec.map_or(0, |f| f.naks),
-                    cnps: rec.map_or(0, |f| f.cnps),
-                    rtt_min_ns: rec.and_then(|f| f.rtt_min_ns).map(|n| time.span(n)),
-                    rtt_mean_ns: rec.and_then(|f| f.rtt_mean_ns).map(|n| time.span(n)),
-                    step: p.step,
-                }
-            })
-            .collect();
+        let flows = flow_results(s, plan, &paths, &sent, &received, time, measured_paths);
         let content_errors = received.values().map(|x| x.content_errors).sum();
         let mut switches = report.switches;
         let queues = in_scenario_time(&mut switches, time);
         // A worker's hiccup held up every host and port it owns, whether or not a host had a
         // wake-up due then: listed with the hosts' stalls, so whoever reads the run can leave
         // those moments out. The summary's stall figures stay the hosts' own.
-        let hiccups: Vec<HostStall> = report
-            .workers
-            .iter()
-            .flat_map(|w| {
-                w.hiccups
-                    .iter()
-                    .filter(|&&(at, _)| at >= time.t0_ns)
-                    .map(move |&(at, late)| HostStall {
-                        host: format!("worker{}", w.worker),
-                        at_ns: time.at(at),
-                        late_ns: time.span(late),
-                    })
-            })
-            .collect();
+        let hiccups = worker_hiccups(&report.workers, time);
         let late_pauses = late_pauses::late_pauses(t, &switches, &hosts, time.span(crate::lab::HOST_PFC_LATENESS_NS));
         let measured = Measured {
             late_pauses: &late_pauses,
@@ -814,6 +723,148 @@ impl Results {
     }
 }
 
+/// What the hosts reported, in scenario time.
+struct HostParts {
+    /// Flows sent, by id.
+    sent: HashMap<u32, FlowRecord>,
+    /// Flows received, by id.
+    received: HashMap<u32, ReceiveRecord>,
+    series: Vec<SeriesPoint>,
+    hosts: Vec<HostCounters>,
+    stalls: Vec<HostStall>,
+    /// Programs' QPs, with their hosts.
+    program_qps: Vec<(String, ProgramQp)>,
+}
+
+impl HostParts {
+    /// The parts of `reports`, their times in the scenario's.
+    fn of(reports: Vec<EndpointReport>, time: Timebase) -> HostParts {
+        let mut parts = HostParts {
+            sent: HashMap::new(),
+            received: HashMap::new(),
+            series: Vec::new(),
+            hosts: Vec::new(),
+            stalls: Vec::new(),
+            program_qps: Vec::new(),
+        };
+        for h in reports {
+            parts.stalls.extend(h.stalls.iter().map(|s| HostStall {
+                host: h.name.clone(),
+                at_ns: time.at(s.at_ns),
+                late_ns: time.span(s.late_ns),
+            }));
+            for f in h.sent {
+                parts.sent.insert(f.id, f);
+            }
+            for f in h.received {
+                parts.received.insert(f.id, f);
+            }
+            for (flow, samples) in h.series {
+                parts.series.extend(samples.iter().map(|x| SeriesPoint {
+                    flow,
+                    t_ns: time.at(x.t_ns),
+                    rate_bps: time.rate(x.rate_bps),
+                    acked_bytes: x.acked_bytes,
+                    window_bytes: x.window_bytes,
+                    utilization: x.utilization,
+                    int_qlen_bytes: x.qlen_bytes,
+                    rtt_ns: x.rtt_ns.map(|n| time.span(n)),
+                    target_delay_ns: x.target_delay_ns.map(|n| time.span(n)),
+                }));
+            }
+            parts.program_qps.extend(h.program_qps.into_iter().map(|q| {
+                let at = |t: Option<u64>| t.map(|t| time.at(t));
+                let q = ProgramQp {
+                    rate_bps: time.rate(q.rate_bps),
+                    rtt_min_ns: q.rtt_min_ns.map(|n| time.span(n)),
+                    rtt_mean_ns: q.rtt_mean_ns.map(|n| time.span(n)),
+                    first_sent_ns: at(q.first_sent_ns),
+                    last_progress_ns: at(q.last_progress_ns),
+                    first_received_ns: at(q.first_received_ns),
+                    last_received_ns: at(q.last_received_ns),
+                    ..q
+                };
+                (h.name.clone(), q)
+            }));
+            parts.hosts.push(HostCounters {
+                host: h.name,
+                counters: h.counters,
+                pfc_received: h.pfc_received.iter().map(|&(t, p)| (time.at(t), p)).collect(),
+                xoffs_read: h.xoffs_read.iter().map(|&(a, r)| (time.at(a), time.at(r))).collect(),
+            });
+        }
+        parts
+    }
+}
+
+/// Each planned flow's result (`paths`: their links), from what the hosts sent and received.
+fn flow_results(
+    s: &Scenario,
+    plan: &[PlannedFlow],
+    paths: &[Vec<usize>],
+    sent: &HashMap<u32, FlowRecord>,
+    received: &HashMap<u32, ReceiveRecord>,
+    time: Timebase,
+    measured_paths: &Measurements<'_>,
+) -> Vec<FlowResult> {
+    let t = &s.topology;
+    let hop_bytes = int_hop_bytes(s);
+    let src_ports = crate::workload::source_ports(plan);
+    let address = |n: usize| t.nodes[n].address.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+    plan.iter()
+        .zip(paths)
+        .enumerate()
+        .map(|(k, (p, path))| {
+            let ideal = ideal_fct_ns(t, path, p.size, s.transport.mtu, hop_bytes);
+            let rec = sent.get(&p.id);
+            let fct = rec.and_then(|f| f.fct_ns()).map(|n| time.span(n));
+            FlowResult {
+                id: p.id,
+                src: t.nodes[p.src].name.clone(),
+                dst: t.nodes[p.dst].name.clone(),
+                src_ip: address(p.src),
+                dst_ip: address(p.dst),
+                src_port: src_ports[k],
+                size: p.size,
+                // Later iterations start when released, not when planned.
+                start_ns: rec.map_or(p.start_ns, |f| time.at(f.start_ns)),
+                fct_ns: fct,
+                ideal_fct_ns: ideal,
+                slowdown: fct.map(|f| f as f64 / ideal.max(1) as f64),
+                path_rtt_ns: 2 * path.iter().map(|&l| t.links[l].props.delay.0).sum::<u64>(),
+                base_rtt_ns: measured_paths.paths.get(k).map(|f| time.span(f.base_rtt_ns)),
+                bytes_received: received.get(&p.id).map_or(0, |x| x.bytes_ok),
+                packets_sent: rec.map_or(0, |f| f.packets_sent),
+                retransmissions: rec.map_or(0, |f| f.retransmissions),
+                timeouts: rec.map_or(0, |f| f.timeouts),
+                naks: rec.map_or(0, |f| f.naks),
+                cnps: rec.map_or(0, |f| f.cnps),
+                rtt_min_ns: rec.and_then(|f| f.rtt_min_ns).map(|n| time.span(n)),
+                rtt_mean_ns: rec.and_then(|f| f.rtt_mean_ns).map(|n| time.span(n)),
+                step: p.step,
+            }
+        })
+        .collect()
+}
+
+/// The workers' hiccups from the run's start, as stalls: a hiccup held up every host and port
+/// its worker owns, whether or not a host had a wake-up due then.
+fn worker_hiccups(workers: &[WorkerStats], time: Timebase) -> Vec<HostStall> {
+    workers
+        .iter()
+        .flat_map(|w| {
+            w.hiccups
+                .iter()
+                .filter(|&&(at, _)| at >= time.t0_ns)
+                .map(move |&(at, late)| HostStall {
+                    host: format!("worker{}", w.worker),
+                    at_ns: time.at(at),
+                    late_ns: time.span(late),
+                })
+        })
+        .collect()
+}
+
 /// Puts the times the switches' counters keep (PFC frames received, XOFFs sent) in scenario
 /// time from the start, and takes out their queue traces: the queue series of the ports that
 /// sent anything.
@@ -866,34 +917,8 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
     let done: Vec<&FlowResult> = flows.iter().filter(|f| f.fct_ns.is_some()).collect();
     let fct = Quantiles::of(done.iter().filter_map(|f| f.fct_ns).map(|n| n as f64).collect());
     let slowdown = Quantiles::of(done.iter().filter_map(|f| f.slowdown).collect());
-    let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
-    // The bytes delivered count over the time they took: to the last completion when every
-    // flow completed, else to the run's end (unfinished flows were still delivering).
-    let last_completion = done
-        .iter()
-        .filter_map(|f| f.fct_ns.map(|n| f.start_ns + n))
-        .max()
-        .unwrap_or(first);
-    let last = if done.len() == flows.len() {
-        last_completion
-    } else {
-        last_completion.max(time.at(time.end_ns))
-    };
-    let delivered: u64 = flows.iter().map(|f| f.bytes_received).sum();
-    let goodput_bps = if last > first {
-        delivered as f64 * 8.0 / ((last - first) as f64 * 1e-9)
-    } else {
-        0.0
-    };
-    let mut receivers: Vec<&str> = flows.iter().map(|f| f.dst.as_str()).collect();
-    receivers.sort_unstable();
-    receivers.dedup();
-    let capacity: u64 = receivers
-        .iter()
-        .filter_map(|r| t.node(r))
-        .filter_map(|n| t.links_of(n).next())
-        .map(|(l, _)| t.links[l].props.rate.bps())
-        .sum();
+    let (first, last, goodput_bps) = delivery(flows, time);
+    let capacity = receivers_capacity(t, flows);
     let busiest = switches
         .iter()
         .flat_map(|sw| sw.ports.iter().map(move |p| (sw, p)))
@@ -937,21 +962,7 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         (with_int - wire_bytes(mtu, mtu, None, 0)) as f64 / with_int as f64
     });
     let rtt = flows.iter().map(|f| f.path_rtt_ns).max().unwrap_or(0);
-    let pfc_overruns: u64 = all_ports().map(|p| p.totals.pfc_overruns).sum();
-    let overruns_at: Vec<u64> = all_ports()
-        .flat_map(|p| p.overruns_at.iter().map(|&t| time.at(t)))
-        .collect();
-    // Overruns past the kept times count as explained only if the kept ones all were.
-    let unexplained_kept = unexplained_overruns(
-        &overruns_at,
-        m.stalls.iter().chain(m.hiccups).chain(m.late_pauses),
-        rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
-    );
-    let overruns_unexplained = if unexplained_kept == 0 {
-        0
-    } else {
-        unexplained_kept + pfc_overruns.saturating_sub(overruns_at.len() as u64)
-    };
+    let pfc = t.any_pfc().then(|| pfc_summary(m, time, rtt));
     Summary {
         scenario: t.name.clone(),
         controller: s.controller.name().to_owned(),
@@ -987,19 +998,10 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         }),
         drops: all_ports().map(|p| p.lab_drops()).sum(),
         foreign_frames: all_ports().map(|p| p.foreign_frames()).sum(),
-        pfc: t.any_pfc().then(|| PfcSummary {
-            frames: all_ports().map(|p| p.totals.pfc_tx).sum(),
-            xoff_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
-            host_paused_ns: time.span(hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
-            switch_paused_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
-            watchdog_trips: all_ports().map(|p| p.totals.pfc_watchdog_trips).sum(),
-            watchdog_drops: all_ports()
-                .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
-                .sum(),
-            overruns: pfc_overruns,
-            overruns_unexplained,
-            late_pauses: m.late_pauses.len() as u64,
-        }),
+        timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
+            || host_stall_fraction > STALL_FRACTION_LIMIT
+            || pfc.as_ref().is_some_and(|p| p.overruns > p.overruns_unexplained),
+        pfc,
         ecn_marks: all_ports().map(|p| p.totals.ecn_marks).sum(),
         retransmissions: flows.iter().map(|f| f.retransmissions).sum(),
         timeouts: flows.iter().map(|f| f.timeouts).sum(),
@@ -1030,9 +1032,6 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         host_stall_max_ns: time.span(hosts.iter().map(|h| h.counters.stall_max_ns).max().unwrap_or(0)),
         host_stall_fraction,
         cpu_steal: None,
-        timing_warning: release_late_p99_ns.max(host_wake_late_p99_ns) * 10 > path_rtt_min_ns
-            || host_stall_fraction > STALL_FRACTION_LIMIT
-            || pfc_overruns > overruns_unexplained,
         applications: outcomes(s.workload.applications(), flows),
         controller_params: serde_json::Value::Null,
         host_overhead_ns: None,
@@ -1041,6 +1040,74 @@ fn summarize(s: &Scenario, m: &Measured<'_>, time: Timebase, ending: Ending) -> 
         sites: None,
         programs: Vec::new(),
         program_qps: None,
+    }
+}
+
+/// When the flows' bytes were delivered and the goodput over that time: from the first start
+/// to the last completion when every flow completed, else to the run's end (unfinished flows
+/// were still delivering).
+fn delivery(flows: &[FlowResult], time: Timebase) -> (u64, u64, f64) {
+    let first = flows.iter().map(|f| f.start_ns).min().unwrap_or(0);
+    let completions = || flows.iter().filter_map(|f| f.fct_ns.map(|n| f.start_ns + n));
+    let last_completion = completions().max().unwrap_or(first);
+    let last = if completions().count() == flows.len() {
+        last_completion
+    } else {
+        last_completion.max(time.at(time.end_ns))
+    };
+    let delivered: u64 = flows.iter().map(|f| f.bytes_received).sum();
+    let goodput_bps = if last > first {
+        delivered as f64 * 8.0 / ((last - first) as f64 * 1e-9)
+    } else {
+        0.0
+    };
+    (first, last, goodput_bps)
+}
+
+/// The line rates of the links into the hosts that receive flows, added up.
+fn receivers_capacity(t: &Topology, flows: &[FlowResult]) -> u64 {
+    let mut receivers: Vec<&str> = flows.iter().map(|f| f.dst.as_str()).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    receivers
+        .iter()
+        .filter_map(|r| t.node(r))
+        .filter_map(|n| t.links_of(n).next())
+        .map(|(l, _)| t.links[l].props.rate.bps())
+        .sum()
+}
+
+/// The pause frames of a run and the overruns past headroom, with those nothing late explains
+/// (`rtt`: the longest path's round trip, scenario ns).
+fn pfc_summary(m: &Measured<'_>, time: Timebase, rtt: u64) -> PfcSummary {
+    let all_ports = || m.switches.iter().flat_map(|sw| &sw.ports);
+    let overruns: u64 = all_ports().map(|p| p.totals.pfc_overruns).sum();
+    let overruns_at: Vec<u64> = all_ports()
+        .flat_map(|p| p.overruns_at.iter().map(|&t| time.at(t)))
+        .collect();
+    // Overruns past the kept times count as explained only if the kept ones all were.
+    let unexplained_kept = unexplained_overruns(
+        &overruns_at,
+        m.stalls.iter().chain(m.hiccups).chain(m.late_pauses),
+        rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
+    );
+    let overruns_unexplained = if unexplained_kept == 0 {
+        0
+    } else {
+        unexplained_kept + overruns.saturating_sub(overruns_at.len() as u64)
+    };
+    PfcSummary {
+        frames: all_ports().map(|p| p.totals.pfc_tx).sum(),
+        xoff_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_xoff_ns).sum()),
+        host_paused_ns: time.span(m.hosts.iter().map(|h| h.counters.pfc_paused_ns).sum()),
+        switch_paused_ns: time.span(all_ports().flat_map(|p| p.totals.pfc_paused_ns).sum()),
+        watchdog_trips: all_ports().map(|p| p.totals.pfc_watchdog_trips).sum(),
+        watchdog_drops: all_ports()
+            .map(|p| p.drops_for(intlab_switch::DropReason::PfcWatchdog))
+            .sum(),
+        overruns,
+        overruns_unexplained,
+        late_pauses: m.late_pauses.len() as u64,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Ending, Quantiles, Summary};
+use super::{Ending, PfcSummary, Quantiles, Summary};
 
 fn time(ns: f64) -> String {
     match ns {
@@ -143,6 +143,37 @@ pub fn summary_table(s: &Summary) -> String {
             let _ = writeln!(out, "  fairness: no window with data{stalled}");
         }
     }
+    workload_lines(&mut out, s);
+    losses(&mut out, s);
+    if let Some(p) = &s.pfc {
+        pfc_lines(&mut out, p);
+    }
+    if s.content_errors + s.bad_icrc > 0 {
+        let _ = writeln!(
+            out,
+            "  INTEGRITY: {} corrupted bytes, {} bad ICRCs",
+            s.content_errors, s.bad_icrc
+        );
+    }
+    timing_lines(&mut out, s);
+    if let Some(sites) = &s.sites {
+        out.push_str(&sites.report());
+    }
+    if s.timing_warning {
+        let _ = writeln!(
+            out,
+            "  WARNING: the machine did not keep up (switches released frames or senders woke more \
+             than a tenth of an RTT late at p99, hosts stalled over {:.0} % of the time, or PFC pauses came too late \
+             for the headroom); results are less faithful: raise `dilation` (now {}).",
+            super::STALL_FRACTION_LIMIT * 100.0,
+            s.dilation
+        );
+    }
+    out
+}
+
+/// The summary's lines of the applications' and programs' own figures.
+fn workload_lines(out: &mut String, s: &Summary) {
     for a in &s.applications {
         let runtime = a.runtime_ns.map_or_else(
             || format!("unfinished ({}/{} iterations)", a.completed_iterations, a.iterations),
@@ -179,49 +210,47 @@ pub fn summary_table(s: &Summary) -> String {
             rate(q.goodput_bps)
         );
     }
-    losses(&mut out, s);
-    if let Some(p) = &s.pfc {
+}
+
+/// The summary's lines of pause frames, and of frames past a paused ingress's headroom.
+fn pfc_lines(out: &mut String, p: &PfcSummary) {
+    let _ = writeln!(
+        out,
+        "  PFC: {} pause frames; upstream held in XOFF {} in all; paused: hosts {}, switch ports {}",
+        p.frames,
+        time(p.xoff_ns as f64),
+        time(p.host_paused_ns as f64),
+        time(p.switch_paused_ns as f64)
+    );
+    let late = p.overruns - p.overruns_unexplained;
+    if late > 0 {
         let _ = writeln!(
             out,
-            "  PFC: {} pause frames; upstream held in XOFF {} in all; paused: hosts {}, switch ports {}",
-            p.frames,
-            time(p.xoff_ns as f64),
-            time(p.host_paused_ns as f64),
-            time(p.switch_paused_ns as f64)
+            "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): a host stall or \
+             worker hiccup (stalls.csv), or a pause released or read late ({} XOFFs), kept their senders \
+             from hearing the pause in time",
+            p.late_pauses
         );
-        let late = p.overruns - p.overruns_unexplained;
-        if late > 0 {
-            let _ = writeln!(
-                out,
-                "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): a host stall or \
-                 worker hiccup (stalls.csv), or a pause released or read late ({} XOFFs), kept their senders \
-                 from hearing the pause in time",
-                p.late_pauses
-            );
-        }
-        if p.overruns_unexplained > 0 {
-            let _ = writeln!(
-                out,
-                "  PFC FAULT: {} frames reached a paused ingress past its headroom with nothing late in the lab \
-                 to explain it: a fault of intlab's MMU or PFC path, please report it",
-                p.overruns_unexplained
-            );
-        }
-        if p.watchdog_trips > 0 {
-            let _ = writeln!(
-                out,
-                "  PFC WATCHDOG: {} pause storms declared, {} frames dropped",
-                p.watchdog_trips, p.watchdog_drops
-            );
-        }
     }
-    if s.content_errors + s.bad_icrc > 0 {
+    if p.overruns_unexplained > 0 {
         let _ = writeln!(
             out,
-            "  INTEGRITY: {} corrupted bytes, {} bad ICRCs",
-            s.content_errors, s.bad_icrc
+            "  PFC FAULT: {} frames reached a paused ingress past its headroom with nothing late in the lab \
+             to explain it: a fault of intlab's MMU or PFC path, please report it",
+            p.overruns_unexplained
         );
     }
+    if p.watchdog_trips > 0 {
+        let _ = writeln!(
+            out,
+            "  PFC WATCHDOG: {} pause storms declared, {} frames dropped",
+            p.watchdog_trips, p.watchdog_drops
+        );
+    }
+}
+
+/// The summary's lines of how late the lab ran against its schedule.
+fn timing_lines(out: &mut String, s: &Summary) {
     let rtt = s.path_rtt_min_ns.max(1) as f64;
     let share = |ns: u64| format!("{} ({:.1} %)", time(ns as f64), ns as f64 / rtt * 100.0);
     let _ = writeln!(
@@ -271,20 +300,6 @@ pub fn summary_table(s: &Summary) -> String {
             steal * 100.0
         );
     }
-    if let Some(sites) = &s.sites {
-        out.push_str(&sites.report());
-    }
-    if s.timing_warning {
-        let _ = writeln!(
-            out,
-            "  WARNING: the machine did not keep up (switches released frames or senders woke more \
-             than a tenth of an RTT late at p99, hosts stalled over {:.0} % of the time, or PFC pauses came too late \
-             for the headroom); results are less faithful: raise `dilation` (now {}).",
-            super::STALL_FRACTION_LIMIT * 100.0,
-            s.dilation
-        );
-    }
-    out
 }
 
 /// The summary's line of losses and marks, and the frames not forwarded for not being the lab's.

@@ -196,14 +196,57 @@ pub fn load_str(text: &str, file: &Path) -> Result<Topology, LoadError> {
 /// Reads a whole scenario file's topology, checked (its run keys are the scenario's).
 pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadError> {
     let raw: RawTopology = parse_yaml(text, file)?;
-    let err = |at: &serde_saphyr::Location, message: String| LoadError {
-        file: file.to_owned(),
-        line: at.line() as usize,
-        column: at.column() as usize,
-        message,
+    let err = |at: &serde_saphyr::Location, message: String| located(file, at, message);
+    if let Err(m) = plain_name(&raw.name.value, MAX_NAME) {
+        return Err(err(&raw.name.referenced, format!("name: {m}")));
+    }
+    let nodes = load_nodes(&raw, file)?;
+    let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let links = load_links(&raw, &nodes, &index, file)?;
+    for (i, n) in nodes.iter().enumerate() {
+        if n.kind == NodeKind::Host && links.iter().filter(|l| l.ends.iter().any(|e| e.node == i)).count() != 1 {
+            let at = &raw.nodes[&n.name].referenced;
+            return Err(err(at, format!("host `{}` must have exactly one link", n.name)));
+        }
+    }
+    let routes = load_routes(&raw, &nodes, &index, &links, file)?;
+    let partial = Topology {
+        name: String::new(),
+        nodes: nodes.clone(),
+        links: links.clone(),
+        routes: routes.clone(),
+        mmu: None,
+        pfc: None,
+        priorities: Default::default(),
     };
+    if let Some((k, cycle)) = super::routing::first_loop(&partial) {
+        let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].name.as_str()).collect();
+        return Err(err(
+            &raw.routes[k].referenced,
+            format!(
+                "routes[{k}]: a forwarding loop towards `{}`: {} (frames would circle until their TTL ran out)",
+                raw.routes[k].value.to.value,
+                names.join(" -> ")
+            ),
+        ));
+    }
+    let tm = fabric_keys("", &raw.mmu, &raw.pfc, &raw.priorities).map_err(|(at, m)| err(at, m))?;
+    let topology = Topology {
+        name: raw.name.value,
+        nodes,
+        links,
+        routes,
+        mmu: tm.mmu,
+        pfc: tm.pfc.flatten(),
+        priorities: tm.priorities.unwrap_or_default(),
+    };
+    Ok(topology)
+}
 
-    // Nodes in file order (the map is sorted by name; spans give the order).
+/// The nodes, in file order (the map is sorted by name; spans give the order), with their
+/// addresses and interfaces given or assigned.
+fn load_nodes(raw: &RawTopology, file: &Path) -> Result<Vec<Node>, LoadError> {
+    let err = |at: &serde_saphyr::Location, message: String| located(file, at, message);
     let mut raw_nodes: Vec<(&String, &Spanned<RawNode>)> = raw.nodes.iter().collect();
     raw_nodes.sort_by_key(|(_, n)| (n.referenced.line(), n.referenced.column()));
     let mut nodes = Vec::new();
@@ -211,9 +254,6 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
     let mut next_host = 1u32;
     let mut hosts_seen = 0usize;
     let mut macs: HashMap<MacAddress, String> = HashMap::new();
-    if let Err(m) = plain_name(&raw.name.value, MAX_NAME) {
-        return Err(err(&raw.name.referenced, format!("name: {m}")));
-    }
     for (name, n) in &raw_nodes {
         if let Err(m) = plain_name(name, MAX_NAME) {
             return Err(err(&n.referenced, format!("node name: {m}")));
@@ -268,42 +308,7 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
                 format!("node `{name}`: duplicate address {ip} (also `{other}`)"),
             ));
         }
-        let p4 = match &n.value.p4 {
-            None => None,
-            Some(p) if kind == NodeKind::Host => {
-                return Err(err(
-                    &p.referenced,
-                    format!("node `{name}`: only a switch runs a P4 program"),
-                ));
-            }
-            Some(p) => {
-                let spec = p.value.spec(file);
-                if let Some(cpu) = &p.value.cpu_port {
-                    let taken: Vec<(&str, u16)> = p.value.ports.iter().map(|(i, n)| (i.as_str(), *n)).collect();
-                    if let Err(e) = intlab_switch::config::check_cpu_port(cpu.value, &taken) {
-                        return Err(err(&cpu.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
-                    }
-                }
-                if let Err(e) = spec.p4runtime.resolve(0) {
-                    return Err(err(&p.referenced, format!("node `{name}`: p4.p4runtime: {e}")));
-                }
-                // Loaded once here so that a broken program or runtime file stops the scenario
-                // before anything is built; the lab loads its own copy.
-                if let Err(e) = intlab_switch::pipeline::load_datapath(&spec, name) {
-                    return Err(err(&p.referenced, format!("node `{name}`: p4: {e}")));
-                }
-                if let Some(bad) = p.value.ports.values().find(|&&n| n >= intlab_p4::exec::DROP_PORT) {
-                    return Err(err(
-                        &p.referenced,
-                        format!("node `{name}`: p4.ports: {bad} is not below 511 (the drop port)"),
-                    ));
-                }
-                Some(super::P4Node {
-                    spec,
-                    ports: p.value.ports.clone(),
-                })
-            }
-        };
+        let p4 = p4_node(name, kind, &n.value, file)?;
         let tm = switch_tm(name, kind, &n.value).map_err(|(at, m)| err(at, m))?;
         nodes.push(Node {
             name: (*name).clone(),
@@ -314,8 +319,58 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
             tm,
         });
     }
-    let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    Ok(nodes)
+}
 
+/// The P4 program a node runs, checked here (loaded once, so that a broken program or runtime
+/// file stops the scenario before anything is built; the lab loads its own copy).
+fn p4_node(name: &str, kind: NodeKind, n: &RawNode, file: &Path) -> Result<Option<super::P4Node>, LoadError> {
+    let err = |at: &serde_saphyr::Location, message: String| located(file, at, message);
+    let p4 = match &n.p4 {
+        None => None,
+        Some(p) if kind == NodeKind::Host => {
+            return Err(err(
+                &p.referenced,
+                format!("node `{name}`: only a switch runs a P4 program"),
+            ));
+        }
+        Some(p) => {
+            let spec = p.value.spec(file);
+            if let Some(cpu) = &p.value.cpu_port {
+                let taken: Vec<(&str, u16)> = p.value.ports.iter().map(|(i, n)| (i.as_str(), *n)).collect();
+                if let Err(e) = intlab_switch::config::check_cpu_port(cpu.value, &taken) {
+                    return Err(err(&cpu.referenced, format!("node `{name}`: p4.cpu_port: {e}")));
+                }
+            }
+            if let Err(e) = spec.p4runtime.resolve(0) {
+                return Err(err(&p.referenced, format!("node `{name}`: p4.p4runtime: {e}")));
+            }
+            if let Err(e) = intlab_switch::pipeline::load_datapath(&spec, name) {
+                return Err(err(&p.referenced, format!("node `{name}`: p4: {e}")));
+            }
+            if let Some(bad) = p.value.ports.values().find(|&&n| n >= intlab_p4::exec::DROP_PORT) {
+                return Err(err(
+                    &p.referenced,
+                    format!("node `{name}`: p4.ports: {bad} is not below 511 (the drop port)"),
+                ));
+            }
+            Some(super::P4Node {
+                spec,
+                ports: p.value.ports.clone(),
+            })
+        }
+    };
+    Ok(p4)
+}
+
+/// The links, each end a node's interface used once, their properties over `defaults.link`.
+fn load_links(
+    raw: &RawTopology,
+    nodes: &[Node],
+    index: &HashMap<&str, usize>,
+    file: &Path,
+) -> Result<Vec<Link>, LoadError> {
+    let err = |at: &serde_saphyr::Location, message: String| located(file, at, message);
     let no_defaults = RawLink::default();
     let defaults = match &raw.defaults.link {
         Some(d) if d.value.endpoints.is_some() => {
@@ -431,12 +486,18 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
             .map_err(|_| err(&l.referenced, "two endpoints".into()))?;
         links.push(Link { ends: [a, b], props });
     }
-    for (i, n) in nodes.iter().enumerate() {
-        if n.kind == NodeKind::Host && links.iter().filter(|l| l.ends.iter().any(|e| e.node == i)).count() != 1 {
-            let at = &raw.nodes[&n.name].referenced;
-            return Err(err(at, format!("host `{}` must have exactly one link", n.name)));
-        }
-    }
+    Ok(links)
+}
+
+/// The routes the file sets over the computed ones.
+fn load_routes(
+    raw: &RawTopology,
+    nodes: &[Node],
+    index: &HashMap<&str, usize>,
+    links: &[Link],
+    file: &Path,
+) -> Result<Vec<RouteOverride>, LoadError> {
+    let err = |at: &serde_saphyr::Location, message: String| located(file, at, message);
     let mut routes = Vec::new();
     for (ri, r) in raw.routes.iter().enumerate() {
         let node = |name: &Spanned<String>, kind: NodeKind, what: &str| {
@@ -472,37 +533,17 @@ pub(crate) fn load_document(text: &str, file: &Path) -> Result<Topology, LoadErr
         }
         routes.push(RouteOverride { switch, host, via });
     }
-    let partial = Topology {
-        name: String::new(),
-        nodes: nodes.clone(),
-        links: links.clone(),
-        routes: routes.clone(),
-        mmu: None,
-        pfc: None,
-        priorities: Default::default(),
-    };
-    if let Some((k, cycle)) = super::routing::first_loop(&partial) {
-        let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].name.as_str()).collect();
-        return Err(err(
-            &raw.routes[k].referenced,
-            format!(
-                "routes[{k}]: a forwarding loop towards `{}`: {} (frames would circle until their TTL ran out)",
-                raw.routes[k].value.to.value,
-                names.join(" -> ")
-            ),
-        ));
+    Ok(routes)
+}
+
+/// An error at `at` in `file`.
+fn located(file: &Path, at: &serde_saphyr::Location, message: String) -> LoadError {
+    LoadError {
+        file: file.to_owned(),
+        line: at.line() as usize,
+        column: at.column() as usize,
+        message,
     }
-    let tm = fabric_keys("", &raw.mmu, &raw.pfc, &raw.priorities).map_err(|(at, m)| err(at, m))?;
-    let topology = Topology {
-        name: raw.name.value,
-        nodes,
-        links,
-        routes,
-        mmu: tm.mmu,
-        pfc: tm.pfc.flatten(),
-        priorities: tm.priorities.unwrap_or_default(),
-    };
-    Ok(topology)
 }
 
 /// A switch node's own `mmu`, `pfc` and `priorities`; a host may have none.

@@ -124,21 +124,17 @@ pub fn import(
     name: Option<&str>,
     keep_addresses: bool,
 ) -> Result<Imported, ImportError> {
-    let fail = |file: &Path, message: String| ImportError {
-        file: file.to_owned(),
-        message,
-    };
-    let text = std::fs::read_to_string(topology).map_err(|e| fail(topology, e.to_string()))?;
+    let text = std::fs::read_to_string(topology).map_err(|e| failed(topology, e.to_string()))?;
     let topo: TutorialTopology = serde_json::from_str(&text)
-        .map_err(|e| fail(topology, format!("line {} column {}: {e}", e.line(), e.column())))?;
+        .map_err(|e| failed(topology, format!("line {} column {}: {e}", e.line(), e.column())))?;
     for p in std::iter::once(program).chain(per_switch.values().map(PathBuf::as_path)) {
         if !p.is_file() {
-            return Err(fail(p, "no such P4 program".into()));
+            return Err(failed(p, "no such P4 program".into()));
         }
     }
     if let Some(s) = per_switch.keys().find(|s| !topo.switches.contains_key(*s)) {
         let known: Vec<&str> = topo.switches.keys().map(String::as_str).collect();
-        return Err(fail(
+        return Err(failed(
             topology,
             format!(
                 "a program is given for switch `{s}`, which is not in `switches` ({})",
@@ -150,27 +146,66 @@ pub fn import(
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(out_dir).map_err(|e| fail(out_dir, e.to_string()))?;
+    std::fs::create_dir_all(out_dir).map_err(|e| failed(out_dir, e.to_string()))?;
     let name = match name {
         Some(n) => n.to_owned(),
         None => out
             .file_stem()
             .map_or("imported".into(), |s| s.to_string_lossy().into_owned()),
     };
-    let moved = address_move(&topo, keep_addresses).map_err(|m| fail(topology, m))?;
+    let moved = address_move(&topo, keep_addresses).map_err(|m| failed(topology, m))?;
     let mut warnings = Vec::new();
 
     let mut hosts = BTreeMap::new();
     for (h, host) in &topo.hosts {
-        let settings = host_settings(h, host, moved, &mut warnings).map_err(|m| fail(topology, m))?;
+        let settings = host_settings(h, host, moved, &mut warnings).map_err(|m| failed(topology, m))?;
         hosts.insert(h.clone(), settings);
     }
 
-    // Links: a host's end is its eth0; a switch's `sN-pK` is its port eth<K>, P4 port K.
+    let (links, ports) = tutorial_links(&topo, topology)?;
+    let (switches, tables) = switch_files(&topo, topology, program, per_switch, out_dir, moved, &mut warnings)?;
+    let program_ref = |p: &Path| path_from(out_dir, p).map_err(|m| failed(p, m));
+    let gathered = Gathered {
+        hosts,
+        switches,
+        ports,
+        links,
+        warnings,
+    };
+    let y = scenario_yaml(&gathered, &name, topology, moved, |s| {
+        program_ref(per_switch.get(s).map_or(program, PathBuf::as_path))
+    })?;
+    std::fs::write(out, &y).map_err(|e| failed(out, e.to_string()))?;
+    // The scenario must load as written, programs and tables included.
+    super::load_str(&y, out).map_err(|e| failed(out, format!("the scenario written does not load: {e}")))?;
+    Ok(Imported {
+        scenario: out.to_owned(),
+        tables,
+        warnings: gathered.warnings,
+    })
+}
+
+/// A link's two ends as the scenario names them, its rate and its delay.
+type TutorialLink = ([String; 2], String, Nanos);
+
+/// Each switch's ports by interface name.
+type SwitchPorts = BTreeMap<String, BTreeMap<String, u16>>;
+
+/// An error in `file`.
+fn failed(file: &Path, message: String) -> ImportError {
+    ImportError {
+        file: file.to_owned(),
+        message,
+    }
+}
+
+/// The links of `topo` (read from `topology`), and the switch ports they use: a host's end is
+/// its eth0; a switch's `sN-pK` is its port eth<K>, P4 port K.
+fn tutorial_links(topo: &TutorialTopology, topology: &Path) -> Result<(Vec<TutorialLink>, SwitchPorts), ImportError> {
     let mut ports: BTreeMap<String, BTreeMap<String, u16>> = BTreeMap::new();
     let mut links = Vec::new();
     for (i, link) in topo.links.iter().enumerate() {
-        let at = |m: String| fail(topology, format!("links[{i}]: {m}"));
+        let at = |m: String| failed(topology, format!("links[{i}]: {m}"));
         let mut end = |k: usize| -> Result<String, ImportError> {
             let v = link.get(k).and_then(Value::as_str).ok_or_else(|| {
                 at("expected [node, node, latency, bandwidth] with node names such as \"h1\" or \"s1-p2\"".into())
@@ -220,6 +255,20 @@ pub fn import(
         links.push((ends, rate, delay));
     }
 
+    Ok((links, ports))
+}
+
+/// Each switch's `p4:` keys beyond its program (its runtime or command file, written beside
+/// the scenario with its addresses moved, and its CPU port), and the files written.
+fn switch_files(
+    topo: &TutorialTopology,
+    topology: &Path,
+    program: &Path,
+    per_switch: &BTreeMap<String, PathBuf>,
+    out_dir: &Path,
+    moved: AddressMove,
+    warnings: &mut Vec<String>,
+) -> Result<(BTreeMap<String, String>, Vec<PathBuf>), ImportError> {
     let mut tables = Vec::new();
     let mut switches = BTreeMap::new();
     for (s, keys) in &topo.switches {
@@ -229,7 +278,7 @@ pub fn import(
             let file = match (key.as_str(), value.as_str()) {
                 ("runtime_json" | "cli_input", Some(f)) => f,
                 ("runtime_json" | "cli_input", None) => {
-                    return Err(fail(topology, format!("switches.{s}.{key}: expected a file name")));
+                    return Err(failed(topology, format!("switches.{s}.{key}: expected a file name")));
                 }
                 ("cpu_port", _) => {
                     let port = value
@@ -237,7 +286,7 @@ pub fn import(
                         .or_else(|| value.as_str().and_then(|v| v.trim().parse().ok()))
                         .filter(|&p| p < u64::from(intlab_p4::exec::DROP_PORT))
                         .ok_or_else(|| {
-                            fail(
+                            failed(
                                 topology,
                                 format!("switches.{s}.cpu_port: {value} is not a port below 511"),
                             )
@@ -260,13 +309,13 @@ pub fn import(
                 }
             };
             let source =
-                tutorial_file(topology, file).map_err(|m| fail(topology, format!("switches.{s}.{key}: {m}")))?;
-            let content = std::fs::read_to_string(&source).map_err(|e| fail(&source, e.to_string()))?;
+                tutorial_file(topology, file).map_err(|m| failed(topology, format!("switches.{s}.{key}: {m}")))?;
+            let content = std::fs::read_to_string(&source).map_err(|e| failed(&source, e.to_string()))?;
             let (written, yaml_key) = if key == "runtime_json" {
                 let mut json: Value = serde_json::from_str(&content)
-                    .map_err(|e| fail(&source, format!("line {} column {}: {e}", e.line(), e.column())))?;
-                move_json(&mut json, moved, "").map_err(|m| fail(&source, m))?;
-                let text = serde_json::to_string_pretty(&json).map_err(|e| fail(&source, e.to_string()))?;
+                    .map_err(|e| failed(&source, format!("line {} column {}: {e}", e.line(), e.column())))?;
+                move_json(&mut json, moved, "").map_err(|m| failed(&source, m))?;
+                let text = serde_json::to_string_pretty(&json).map_err(|e| failed(&source, e.to_string()))?;
                 (write_beside(out_dir, &format!("{s}-runtime.json"), &text)?, "runtime")
             } else {
                 (
@@ -286,7 +335,34 @@ pub fn import(
         switches.insert(s.clone(), p4);
     }
 
-    let program_ref = |p: &Path| path_from(out_dir, p).map_err(|m| fail(p, m));
+    Ok((switches, tables))
+}
+
+/// What an import gathered, to be written as a scenario.
+struct Gathered {
+    hosts: BTreeMap<String, HostSettings>,
+    switches: BTreeMap<String, String>,
+    ports: SwitchPorts,
+    links: Vec<TutorialLink>,
+    warnings: Vec<String>,
+}
+
+/// The scenario's text: a comment saying where it came from and what was not converted, then
+/// nodes and links; `program_of` gives the program a switch runs, as the scenario names it.
+fn scenario_yaml(
+    g: &Gathered,
+    name: &str,
+    topology: &Path,
+    moved: AddressMove,
+    program_of: impl Fn(&str) -> Result<PathBuf, ImportError>,
+) -> Result<String, ImportError> {
+    let Gathered {
+        hosts,
+        switches,
+        ports,
+        links,
+        warnings,
+    } = g;
     let mut y = String::new();
     writeln!(
         y,
@@ -306,12 +382,12 @@ pub fn import(
         "# Links without a bandwidth run at {DEFAULT_RATE} (Mininet leaves them unlimited)."
     )
     .expect(STRING_WRITE);
-    for w in &warnings {
+    for w in warnings {
         writeln!(y, "# Not converted: {w}").expect(STRING_WRITE);
     }
     writeln!(y, "name: {name}").expect(STRING_WRITE);
     writeln!(y, "nodes:").expect(STRING_WRITE);
-    for (h, s) in &hosts {
+    for (h, s) in hosts {
         write!(y, "  {h}: {{ kind: host, address: {}, mac: \"{}\"", s.address, s.mac).expect(STRING_WRITE);
         if let Some(g) = s.gateway {
             write!(y, ", gateway: {g}").expect(STRING_WRITE);
@@ -322,7 +398,7 @@ pub fn import(
         }
         writeln!(y, " }}").expect(STRING_WRITE);
     }
-    for (s, tables) in &switches {
+    for (s, tables) in switches {
         let port_list: Vec<String> = ports
             .get(s)
             .map(|p| p.iter().map(|(i, n)| format!("{i}: {n}")).collect())
@@ -330,13 +406,13 @@ pub fn import(
         writeln!(
             y,
             "  {s}: {{ kind: switch, p4: {{ program: {}{tables}, ports: {{ {} }} }} }}",
-            program_ref(per_switch.get(s).map_or(program, PathBuf::as_path))?.display(),
+            program_of(s)?.display(),
             port_list.join(", ")
         )
         .expect(STRING_WRITE);
     }
     writeln!(y, "links:").expect(STRING_WRITE);
-    for ([a, b], rate, delay) in &links {
+    for ([a, b], rate, delay) in links {
         writeln!(
             y,
             "  - {{ endpoints: [\"{a}\", \"{b}\"], rate: {rate}, delay: {} }}",
@@ -344,14 +420,7 @@ pub fn import(
         )
         .expect(STRING_WRITE);
     }
-    std::fs::write(out, &y).map_err(|e| fail(out, e.to_string()))?;
-    // The scenario must load as written, programs and tables included.
-    super::load_str(&y, out).map_err(|e| fail(out, format!("the scenario written does not load: {e}")))?;
-    Ok(Imported {
-        scenario: out.to_owned(),
-        tables,
-        warnings,
-    })
+    Ok(y)
 }
 
 /// The /16 the hosts' addresses move from, when they are outside the lab.

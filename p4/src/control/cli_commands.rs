@@ -151,607 +151,708 @@ impl CliSession {
         let Some((&command, args)) = words.split_first() else {
             return Ok(None);
         };
-        let out = match command {
-            "table_add" => table_add(dp, cp, args, false)?,
-            "table_indirect_add" | "table_indirect_add_with_group" => {
-                table_add(dp, cp, args, command.ends_with("group"))?
+        const GROUPS: [CommandGroup; 7] = [
+            table_entry_commands,
+            table_view_commands,
+            profile_commands,
+            multicast_commands,
+            mirroring_commands,
+            extern_commands,
+            setting_commands,
+        ];
+        for group in GROUPS {
+            if let Some(out) = group(dp, cp, command, args)? {
+                return Ok((!out.is_empty()).then_some(out));
             }
-            "table_set_default" => table_set_default(dp, cp, args)?,
-            "table_indirect_set_default" | "table_indirect_set_default_with_group" => {
-                let [table, handle] = args else {
-                    return Err(usage(&format!("{command} TABLE HANDLE")));
-                };
-                let t = dp.table_id(table)?;
-                dp.check_default_allowed(t)?;
-                let h = number(handle, 32, "a handle")? as u32;
-                let p = profile_of(dp, t)?;
-                let (a, args) = if command.ends_with("group") {
-                    let g = cp.profiles[p]
-                        .groups
-                        .get(&h)
-                        .ok_or_else(|| format!("no group with handle {h}"))?;
-                    let m = g.first().ok_or("the group has no member")?;
-                    cp.profiles[p].members[m].clone()
-                } else {
-                    cp.profiles[p]
-                        .members
-                        .get(&h)
-                        .cloned()
-                        .ok_or_else(|| format!("no member with handle {h}"))?
-                };
-                cp.tables[t].default = (a, args);
-                String::new()
-            }
-            "table_reset_default" | "table_indirect_reset_default" => {
-                let [table] = args else {
-                    return Err(usage(&format!("{command} TABLE")));
-                };
-                let t = dp.table_id(table)?;
-                dp.check_default_allowed(t)?;
-                cp.tables[t].default = dp.program.tables[t].default_action.clone();
-                String::new()
-            }
-            "table_delete" | "table_indirect_delete" => {
-                let [table, handle] = args else {
-                    return Err(usage(&format!("{command} TABLE HANDLE")));
-                };
-                let t = dp.table_id(table)?;
-                dp.check_entries_allowed(t)?;
-                let h = number(handle, 32, "an entry handle")? as u32;
-                let at = cp.tables[t].position(h).ok_or_else(|| {
-                    format!(
-                        "Invalid table operation (INVALID_HANDLE): table `{}` has no entry {h}",
-                        dp.program.tables[t].name
-                    )
-                })?;
-                cp.tables[t].delete(at);
-                format!("Deleting entry {h} from {table}")
-            }
-            "table_modify" => table_modify(dp, cp, args)?,
-            "table_clear" => {
-                let [table] = args else {
-                    return Err(usage("table_clear TABLE"));
-                };
-                let t = dp.table_id(table)?;
-                dp.check_entries_allowed(t)?;
-                cp.tables[t].clear();
-                String::new()
-            }
-            "table_num_entries" => {
-                let [table] = args else {
-                    return Err(usage("table_num_entries TABLE"));
-                };
-                let t = dp.table_id(table)?;
-                cp.tables[t].len().to_string()
-            }
-            "table_dump" => {
-                let [table] = args else {
-                    return Err(usage("table_dump TABLE"));
-                };
-                table_dump(dp, cp, dp.table_id(table)?)
-            }
-            "table_dump_entry" => {
-                let [table, handle] = args else {
-                    return Err(usage("table_dump_entry TABLE HANDLE"));
-                };
-                let t = dp.table_id(table)?;
-                let h = number(handle, 32, "an entry handle")? as u32;
-                let e = cp.tables[t]
-                    .get(h)
-                    .ok_or_else(|| format!("table `{table}` has no entry {h}"))?;
-                dump_entry(dp, t, e)
-            }
-            "table_set_timeout" => {
-                let [table, handle, ms] = args else {
-                    return Err(usage("table_set_timeout TABLE HANDLE TIMEOUT_MS"));
-                };
-                let t = dp.table_id(table)?;
-                if !dp.program.tables[t].idle_timeout {
-                    return Err(format!("Table {table} does not support entry timeouts"));
-                }
-                let h = number(handle, 32, "an entry handle")? as u32;
-                let ms = number(ms, 32, "a timeout")?;
-                cp.tables[t]
-                    .get(h)
-                    .ok_or_else(|| format!("table `{table}` has no entry {h}"))?;
-                format!("Setting a {ms} ms timeout for entry {h}")
-            }
-            "show_tables" => {
-                let mut out = String::new();
-                for t in &dp.program.tables {
-                    let ap = t
-                        .profile
-                        .map_or("None".to_owned(), |p| dp.program.profiles[p].name.clone());
-                    let mk: Vec<String> = t
-                        .keys
-                        .iter()
-                        .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
-                        .collect();
-                    out.push_str(&format!("{:30} [implementation={ap}, mk={}]\n", t.name, mk.join(",\t")));
-                }
-                out.trim_end().to_owned()
-            }
-            "show_actions" => {
-                let mut seen = Vec::new();
-                let mut out = String::new();
-                for a in &dp.program.actions {
-                    if seen.contains(&a.name) {
-                        continue;
-                    }
-                    seen.push(a.name.clone());
-                    let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
-                    out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
-                }
-                out.trim_end().to_owned()
-            }
-            "table_show_actions" | "table_info" => {
-                let [table] = args else {
-                    return Err(usage(&format!("{command} TABLE")));
-                };
-                let t = &dp.program.tables[dp.table_id(table)?];
-                let mut out = String::new();
-                if command == "table_info" {
-                    let mk: Vec<String> = t
-                        .keys
-                        .iter()
-                        .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
-                        .collect();
-                    out.push_str(&format!("{:30} [mk={}]\n", t.name, mk.join(",\t")));
-                    out.push_str(&format!("{}\n", "*".repeat(80)));
-                }
-                for ta in &t.actions {
-                    let a = &dp.program.actions[ta.action];
-                    let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
-                    out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
-                }
-                out.trim_end().to_owned()
-            }
-            "act_prof_create_member" | "table_indirect_create_member" => {
-                let [prof, action, rest @ ..] = args else {
-                    return Err(usage(&format!("{command} PROFILE ACTION ARG...")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                let a = profile_action(dp, p, action)?;
-                let values = action_args(dp, a, rest)?;
-                let h = free_handle(&cp.profiles[p].members);
-                cp.profiles[p].members.insert(h, (a, values));
-                format!("Member has been created with handle {h}")
-            }
-            "act_prof_delete_member" | "table_indirect_delete_member" => {
-                let [prof, handle] = args else {
-                    return Err(usage(&format!("{command} PROFILE HANDLE")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                let h = number(handle, 32, "a member handle")? as u32;
-                if cp.profiles[p].groups.values().any(|g| g.contains(&h)) {
-                    return Err(format!("member {h} is in a group: remove it from the group first"));
-                }
-                cp.profiles[p]
-                    .members
-                    .remove(&h)
-                    .ok_or_else(|| format!("no member with handle {h}"))?;
-                String::new()
-            }
-            "act_prof_modify_member" | "table_indirect_modify_member" => {
-                let [prof, action, handle, rest @ ..] = args else {
-                    return Err(usage(&format!("{command} PROFILE ACTION HANDLE ARG...")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                let a = profile_action(dp, p, action)?;
-                let h = number(handle, 32, "a member handle")? as u32;
-                let rest = rest.strip_prefix(&["=>"]).unwrap_or(rest);
-                let values = action_args(dp, a, rest)?;
-                let m = cp.profiles[p]
-                    .members
-                    .get_mut(&h)
-                    .ok_or_else(|| format!("no member with handle {h}"))?;
-                *m = (a, values);
-                String::new()
-            }
-            "act_prof_create_group" | "table_indirect_create_group" => {
-                let [prof] = args else {
-                    return Err(usage(&format!("{command} PROFILE")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                selector_only(dp, p)?;
-                let h = free_handle(&cp.profiles[p].groups);
-                cp.profiles[p].groups.insert(h, Vec::new());
-                format!("Group has been created with handle {h}")
-            }
-            "act_prof_delete_group" | "table_indirect_delete_group" => {
-                let [prof, handle] = args else {
-                    return Err(usage(&format!("{command} PROFILE HANDLE")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                selector_only(dp, p)?;
-                let h = number(handle, 32, "a group handle")? as u32;
-                cp.profiles[p]
-                    .groups
-                    .remove(&h)
-                    .ok_or_else(|| format!("no group with handle {h}"))?;
-                String::new()
-            }
-            "act_prof_add_member_to_group"
-            | "table_indirect_add_member_to_group"
-            | "act_prof_remove_member_from_group"
-            | "table_indirect_remove_member_from_group" => {
-                let [prof, member, group] = args else {
-                    return Err(usage(&format!("{command} PROFILE MEMBER GROUP")));
-                };
-                let p = profile_named(dp, prof, command.starts_with("table"))?;
-                selector_only(dp, p)?;
-                let (m, g) = (
-                    number(member, 32, "a member handle")? as u32,
-                    number(group, 32, "a group handle")? as u32,
-                );
-                if !cp.profiles[p].members.contains_key(&m) {
-                    return Err(format!("no member with handle {m}"));
-                }
-                let members = cp.profiles[p]
-                    .groups
-                    .get_mut(&g)
-                    .ok_or_else(|| format!("no group with handle {g}"))?;
-                if command.contains("add") {
-                    if members.contains(&m) {
-                        return Err(format!("member {m} is in group {g} already"));
-                    }
-                    members.push(m);
-                } else {
-                    let at = members
-                        .iter()
-                        .position(|x| *x == m)
-                        .ok_or_else(|| format!("member {m} is not in group {g}"))?;
-                    members.remove(at);
-                }
-                String::new()
-            }
-            "act_prof_dump" => {
-                let [prof] = args else {
-                    return Err(usage("act_prof_dump PROFILE"));
-                };
-                dump_profile(dp, cp, dp.profile_id(prof)?)
-            }
-            "act_prof_dump_member" => {
-                let [prof, handle] = args else {
-                    return Err(usage("act_prof_dump_member PROFILE HANDLE"));
-                };
-                let p = dp.profile_id(prof)?;
-                let h = number(handle, 32, "a member handle")? as u32;
-                let (a, values) = cp.profiles[p]
-                    .members
-                    .get(&h)
-                    .ok_or_else(|| format!("no member with handle {h}"))?;
-                format!("Dumping member {h}\n{}", action_entry(dp, *a, values))
-            }
-            "act_prof_dump_group" => {
-                let [prof, handle] = args else {
-                    return Err(usage("act_prof_dump_group PROFILE HANDLE"));
-                };
-                let p = dp.profile_id(prof)?;
-                let h = number(handle, 32, "a group handle")? as u32;
+        }
+        Err(format!(
+            "unknown command `{command}`: intlab takes simple_switch_CLI's commands ({})",
+            COMMANDS.join(", ")
+        ))
+    }
+}
+
+/// One group of commands: what the command prints, or None if it is not in the group.
+type CommandGroup = fn(&Datapath, &mut ControlPlane, &str, &[&str]) -> Result<Option<String>, String>;
+
+/// simple_switch_CLI's table entry and default-action commands: what `command` prints (None: not one).
+fn table_entry_commands(
+    dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "table_add" => table_add(dp, cp, args, false)?,
+        "table_indirect_add" | "table_indirect_add_with_group" => table_add(dp, cp, args, command.ends_with("group"))?,
+        "table_set_default" => table_set_default(dp, cp, args)?,
+        "table_indirect_set_default" | "table_indirect_set_default_with_group" => {
+            let [table, handle] = args else {
+                return Err(usage(&format!("{command} TABLE HANDLE")));
+            };
+            let t = dp.table_id(table)?;
+            dp.check_default_allowed(t)?;
+            let h = number(handle, 32, "a handle")? as u32;
+            let p = profile_of(dp, t)?;
+            let (a, args) = if command.ends_with("group") {
                 let g = cp.profiles[p]
                     .groups
                     .get(&h)
                     .ok_or_else(|| format!("no group with handle {h}"))?;
-                let m: Vec<String> = g.iter().map(u32::to_string).collect();
-                format!("Dumping group {h}\nMembers: [{}]", m.join(", "))
+                let m = g.first().ok_or("the group has no member")?;
+                cp.profiles[p].members[m].clone()
+            } else {
+                cp.profiles[p]
+                    .members
+                    .get(&h)
+                    .cloned()
+                    .ok_or_else(|| format!("no member with handle {h}"))?
+            };
+            cp.tables[t].default = (a, args);
+            String::new()
+        }
+        "table_reset_default" | "table_indirect_reset_default" => {
+            let [table] = args else {
+                return Err(usage(&format!("{command} TABLE")));
+            };
+            let t = dp.table_id(table)?;
+            dp.check_default_allowed(t)?;
+            cp.tables[t].default = dp.program.tables[t].default_action.clone();
+            String::new()
+        }
+        "table_delete" | "table_indirect_delete" => {
+            let [table, handle] = args else {
+                return Err(usage(&format!("{command} TABLE HANDLE")));
+            };
+            let t = dp.table_id(table)?;
+            dp.check_entries_allowed(t)?;
+            let h = number(handle, 32, "an entry handle")? as u32;
+            let at = cp.tables[t].position(h).ok_or_else(|| {
+                format!(
+                    "Invalid table operation (INVALID_HANDLE): table `{}` has no entry {h}",
+                    dp.program.tables[t].name
+                )
+            })?;
+            cp.tables[t].delete(at);
+            format!("Deleting entry {h} from {table}")
+        }
+        "table_modify" => table_modify(dp, cp, args)?,
+        "table_clear" => {
+            let [table] = args else {
+                return Err(usage("table_clear TABLE"));
+            };
+            let t = dp.table_id(table)?;
+            dp.check_entries_allowed(t)?;
+            cp.tables[t].clear();
+            String::new()
+        }
+        "table_set_timeout" => {
+            let [table, handle, ms] = args else {
+                return Err(usage("table_set_timeout TABLE HANDLE TIMEOUT_MS"));
+            };
+            let t = dp.table_id(table)?;
+            if !dp.program.tables[t].idle_timeout {
+                return Err(format!("Table {table} does not support entry timeouts"));
             }
-            "mc_mgrp_create" => {
-                let [g] = args else {
-                    return Err(usage("mc_mgrp_create GROUP"));
-                };
-                let g = group_id(g)?;
-                if cp.mc_groups.contains_key(&g) {
-                    return Err(format!("Invalid PRE operation (DUPLICATE_ENTRY): group {g} exists"));
-                }
-                cp.mc_groups.insert(g, Vec::new());
-                cp.rebuild_groups();
-                format!("Creating multicast group {g}")
-            }
-            "mc_mgrp_destroy" => {
-                let [g] = args else {
-                    return Err(usage("mc_mgrp_destroy GROUP"));
-                };
-                let g = group_id(g)?;
-                cp.mc_groups
-                    .remove(&g)
-                    .ok_or_else(|| format!("Invalid PRE operation (INVALID_MGID): no group {g}"))?;
-                cp.rebuild_groups();
-                format!("Destroying multicast group {g}")
-            }
-            "mc_node_create" | "mc_node_update" => {
-                let [first, rest @ ..] = args else {
-                    return Err(usage(&format!(
-                        "{command} {} PORT...",
-                        if command.ends_with("create") { "RID" } else { "NODE" }
-                    )));
-                };
-                let ports: Vec<u16> = rest
+            let h = number(handle, 32, "an entry handle")? as u32;
+            let ms = number(ms, 32, "a timeout")?;
+            cp.tables[t]
+                .get(h)
+                .ok_or_else(|| format!("table `{table}` has no entry {h}"))?;
+            format!("Setting a {ms} ms timeout for entry {h}")
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's commands that show tables and entries: what `command` prints (None: not one).
+fn table_view_commands(
+    dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "table_num_entries" => {
+            let [table] = args else {
+                return Err(usage("table_num_entries TABLE"));
+            };
+            let t = dp.table_id(table)?;
+            cp.tables[t].len().to_string()
+        }
+        "table_dump" => {
+            let [table] = args else {
+                return Err(usage("table_dump TABLE"));
+            };
+            table_dump(dp, cp, dp.table_id(table)?)
+        }
+        "table_dump_entry" => {
+            let [table, handle] = args else {
+                return Err(usage("table_dump_entry TABLE HANDLE"));
+            };
+            let t = dp.table_id(table)?;
+            let h = number(handle, 32, "an entry handle")? as u32;
+            let e = cp.tables[t]
+                .get(h)
+                .ok_or_else(|| format!("table `{table}` has no entry {h}"))?;
+            dump_entry(dp, t, e)
+        }
+        "show_tables" => {
+            let mut out = String::new();
+            for t in &dp.program.tables {
+                let ap = t
+                    .profile
+                    .map_or("None".to_owned(), |p| dp.program.profiles[p].name.clone());
+                let mk: Vec<String> = t
+                    .keys
                     .iter()
-                    .take_while(|p| **p != "|")
-                    .map(|p| port(p))
-                    .collect::<Result<_, _>>()?;
-                let map = port_map(&ports);
-                if command.ends_with("create") {
-                    let rid = number(first, 16, "a replication id")? as u16;
-                    let h = free_handle(&cp.mc_nodes);
-                    cp.mc_nodes.insert(h, McNode { rid, ports });
-                    format!("Creating node with rid {rid} and with port map {map}\nnode was created with handle {h}")
-                } else {
-                    let h = number(first, 32, "a node handle")? as u32;
-                    let n = cp
-                        .mc_nodes
-                        .get_mut(&h)
-                        .ok_or_else(|| format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"))?;
-                    n.ports = ports;
-                    cp.rebuild_groups();
-                    format!("Updating node {h} with port map {map}")
-                }
+                    .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
+                    .collect();
+                out.push_str(&format!("{:30} [implementation={ap}, mk={}]\n", t.name, mk.join(",\t")));
             }
-            "mc_node_associate" | "mc_node_dissociate" => {
-                let [g, node] = args else {
-                    return Err(usage(&format!("{command} GROUP NODE")));
-                };
-                let g = group_id(g)?;
-                let h = number(node, 32, "a node handle")? as u32;
-                if !cp.mc_nodes.contains_key(&h) {
-                    return Err(format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"));
+            out.trim_end().to_owned()
+        }
+        "show_actions" => {
+            let mut seen = Vec::new();
+            let mut out = String::new();
+            for a in &dp.program.actions {
+                if seen.contains(&a.name) {
+                    continue;
                 }
-                let nodes = cp
-                    .mc_groups
-                    .get_mut(&g)
-                    .ok_or_else(|| format!("Invalid PRE operation (INVALID_MGID): no group {g}"))?;
-                let text = if command.ends_with("associate") && !command.contains("dis") {
-                    if cp.mc_groups.values().any(|n| n.contains(&h)) {
-                        return Err(format!(
-                            "Invalid PRE operation (L1_HANDLE_ASSOCIATED): node {h} is in a group"
+                seen.push(a.name.clone());
+                let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
+                out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
+            }
+            out.trim_end().to_owned()
+        }
+        "table_show_actions" | "table_info" => {
+            let [table] = args else {
+                return Err(usage(&format!("{command} TABLE")));
+            };
+            let t = &dp.program.tables[dp.table_id(table)?];
+            let mut out = String::new();
+            if command == "table_info" {
+                let mk: Vec<String> = t
+                    .keys
+                    .iter()
+                    .map(|k| format!("{}({}, {})", k.name, k.kind.name(), k.width))
+                    .collect();
+                out.push_str(&format!("{:30} [mk={}]\n", t.name, mk.join(",\t")));
+                out.push_str(&format!("{}\n", "*".repeat(80)));
+            }
+            for ta in &t.actions {
+                let a = &dp.program.actions[ta.action];
+                let ps: Vec<String> = a.params.iter().map(|p| format!("{}({})", p.name, p.width)).collect();
+                out.push_str(&format!("{:30} [{}]\n", a.name, ps.join(",\t")));
+            }
+            out.trim_end().to_owned()
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's action profile and selector commands: what `command` prints (None: not one).
+fn profile_commands(
+    dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "act_prof_create_member" | "table_indirect_create_member" => {
+            let [prof, action, rest @ ..] = args else {
+                return Err(usage(&format!("{command} PROFILE ACTION ARG...")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            let a = profile_action(dp, p, action)?;
+            let values = action_args(dp, a, rest)?;
+            let h = free_handle(&cp.profiles[p].members);
+            cp.profiles[p].members.insert(h, (a, values));
+            format!("Member has been created with handle {h}")
+        }
+        "act_prof_delete_member" | "table_indirect_delete_member" => {
+            let [prof, handle] = args else {
+                return Err(usage(&format!("{command} PROFILE HANDLE")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            let h = number(handle, 32, "a member handle")? as u32;
+            if cp.profiles[p].groups.values().any(|g| g.contains(&h)) {
+                return Err(format!("member {h} is in a group: remove it from the group first"));
+            }
+            cp.profiles[p]
+                .members
+                .remove(&h)
+                .ok_or_else(|| format!("no member with handle {h}"))?;
+            String::new()
+        }
+        "act_prof_modify_member" | "table_indirect_modify_member" => {
+            let [prof, action, handle, rest @ ..] = args else {
+                return Err(usage(&format!("{command} PROFILE ACTION HANDLE ARG...")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            let a = profile_action(dp, p, action)?;
+            let h = number(handle, 32, "a member handle")? as u32;
+            let rest = rest.strip_prefix(&["=>"]).unwrap_or(rest);
+            let values = action_args(dp, a, rest)?;
+            let m = cp.profiles[p]
+                .members
+                .get_mut(&h)
+                .ok_or_else(|| format!("no member with handle {h}"))?;
+            *m = (a, values);
+            String::new()
+        }
+        "act_prof_create_group" | "table_indirect_create_group" => {
+            let [prof] = args else {
+                return Err(usage(&format!("{command} PROFILE")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            selector_only(dp, p)?;
+            let h = free_handle(&cp.profiles[p].groups);
+            cp.profiles[p].groups.insert(h, Vec::new());
+            format!("Group has been created with handle {h}")
+        }
+        "act_prof_delete_group" | "table_indirect_delete_group" => {
+            let [prof, handle] = args else {
+                return Err(usage(&format!("{command} PROFILE HANDLE")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            selector_only(dp, p)?;
+            let h = number(handle, 32, "a group handle")? as u32;
+            cp.profiles[p]
+                .groups
+                .remove(&h)
+                .ok_or_else(|| format!("no group with handle {h}"))?;
+            String::new()
+        }
+        "act_prof_add_member_to_group"
+        | "table_indirect_add_member_to_group"
+        | "act_prof_remove_member_from_group"
+        | "table_indirect_remove_member_from_group" => {
+            let [prof, member, group] = args else {
+                return Err(usage(&format!("{command} PROFILE MEMBER GROUP")));
+            };
+            let p = profile_named(dp, prof, command.starts_with("table"))?;
+            selector_only(dp, p)?;
+            let (m, g) = (
+                number(member, 32, "a member handle")? as u32,
+                number(group, 32, "a group handle")? as u32,
+            );
+            if !cp.profiles[p].members.contains_key(&m) {
+                return Err(format!("no member with handle {m}"));
+            }
+            let members = cp.profiles[p]
+                .groups
+                .get_mut(&g)
+                .ok_or_else(|| format!("no group with handle {g}"))?;
+            if command.contains("add") {
+                if members.contains(&m) {
+                    return Err(format!("member {m} is in group {g} already"));
+                }
+                members.push(m);
+            } else {
+                let at = members
+                    .iter()
+                    .position(|x| *x == m)
+                    .ok_or_else(|| format!("member {m} is not in group {g}"))?;
+                members.remove(at);
+            }
+            String::new()
+        }
+        "act_prof_dump" => {
+            let [prof] = args else {
+                return Err(usage("act_prof_dump PROFILE"));
+            };
+            dump_profile(dp, cp, dp.profile_id(prof)?)
+        }
+        "act_prof_dump_member" => {
+            let [prof, handle] = args else {
+                return Err(usage("act_prof_dump_member PROFILE HANDLE"));
+            };
+            let p = dp.profile_id(prof)?;
+            let h = number(handle, 32, "a member handle")? as u32;
+            let (a, values) = cp.profiles[p]
+                .members
+                .get(&h)
+                .ok_or_else(|| format!("no member with handle {h}"))?;
+            format!("Dumping member {h}\n{}", action_entry(dp, *a, values))
+        }
+        "act_prof_dump_group" => {
+            let [prof, handle] = args else {
+                return Err(usage("act_prof_dump_group PROFILE HANDLE"));
+            };
+            let p = dp.profile_id(prof)?;
+            let h = number(handle, 32, "a group handle")? as u32;
+            let g = cp.profiles[p]
+                .groups
+                .get(&h)
+                .ok_or_else(|| format!("no group with handle {h}"))?;
+            let m: Vec<String> = g.iter().map(u32::to_string).collect();
+            format!("Dumping group {h}\nMembers: [{}]", m.join(", "))
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's multicast group and node commands: what `command` prints (None: not one).
+fn multicast_commands(
+    _dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "mc_mgrp_create" => {
+            let [g] = args else {
+                return Err(usage("mc_mgrp_create GROUP"));
+            };
+            let g = group_id(g)?;
+            if cp.mc_groups.contains_key(&g) {
+                return Err(format!("Invalid PRE operation (DUPLICATE_ENTRY): group {g} exists"));
+            }
+            cp.mc_groups.insert(g, Vec::new());
+            cp.rebuild_groups();
+            format!("Creating multicast group {g}")
+        }
+        "mc_mgrp_destroy" => {
+            let [g] = args else {
+                return Err(usage("mc_mgrp_destroy GROUP"));
+            };
+            let g = group_id(g)?;
+            cp.mc_groups
+                .remove(&g)
+                .ok_or_else(|| format!("Invalid PRE operation (INVALID_MGID): no group {g}"))?;
+            cp.rebuild_groups();
+            format!("Destroying multicast group {g}")
+        }
+        "mc_node_create" | "mc_node_update" => {
+            let [first, rest @ ..] = args else {
+                return Err(usage(&format!(
+                    "{command} {} PORT...",
+                    if command.ends_with("create") { "RID" } else { "NODE" }
+                )));
+            };
+            let ports: Vec<u16> = rest
+                .iter()
+                .take_while(|p| **p != "|")
+                .map(|p| port(p))
+                .collect::<Result<_, _>>()?;
+            let map = port_map(&ports);
+            if command.ends_with("create") {
+                let rid = number(first, 16, "a replication id")? as u16;
+                let h = free_handle(&cp.mc_nodes);
+                cp.mc_nodes.insert(h, McNode { rid, ports });
+                format!("Creating node with rid {rid} and with port map {map}\nnode was created with handle {h}")
+            } else {
+                let h = number(first, 32, "a node handle")? as u32;
+                let n = cp
+                    .mc_nodes
+                    .get_mut(&h)
+                    .ok_or_else(|| format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"))?;
+                n.ports = ports;
+                cp.rebuild_groups();
+                format!("Updating node {h} with port map {map}")
+            }
+        }
+        "mc_node_associate" | "mc_node_dissociate" => {
+            let [g, node] = args else {
+                return Err(usage(&format!("{command} GROUP NODE")));
+            };
+            let g = group_id(g)?;
+            let h = number(node, 32, "a node handle")? as u32;
+            if !cp.mc_nodes.contains_key(&h) {
+                return Err(format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"));
+            }
+            let nodes = cp
+                .mc_groups
+                .get_mut(&g)
+                .ok_or_else(|| format!("Invalid PRE operation (INVALID_MGID): no group {g}"))?;
+            let text = if command.ends_with("associate") && !command.contains("dis") {
+                if cp.mc_groups.values().any(|n| n.contains(&h)) {
+                    return Err(format!(
+                        "Invalid PRE operation (L1_HANDLE_ASSOCIATED): node {h} is in a group"
+                    ));
+                }
+                let nodes = cp.mc_groups.get_mut(&g).expect("checked above");
+                nodes.push(h);
+                format!("Associating node {h} to multicast group {g}")
+            } else {
+                let at = nodes.iter().position(|x| *x == h).ok_or_else(|| {
+                    format!("Invalid PRE operation (L1_HANDLE_NOT_ASSOCIATED): node {h} is not in group {g}")
+                })?;
+                nodes.remove(at);
+                format!("Dissociating node {h} from multicast group {g}")
+            };
+            cp.rebuild_groups();
+            text
+        }
+        "mc_node_destroy" => {
+            let [node] = args else {
+                return Err(usage("mc_node_destroy NODE"));
+            };
+            let h = number(node, 32, "a node handle")? as u32;
+            cp.mc_nodes
+                .remove(&h)
+                .ok_or_else(|| format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"))?;
+            for nodes in cp.mc_groups.values_mut() {
+                nodes.retain(|x| *x != h);
+            }
+            cp.rebuild_groups();
+            format!("Destroying node {h}")
+        }
+        "mc_dump" => {
+            let mut out = String::from("==========\nMC ENTRIES\n");
+            for (g, nodes) in &cp.mc_groups {
+                out.push_str(&format!("**********\nmgrp({g})\n"));
+                for h in nodes {
+                    if let Some(n) = cp.mc_nodes.get(h) {
+                        let ports: Vec<String> = n.ports.iter().map(u16::to_string).collect();
+                        out.push_str(&format!(
+                            "  -> (L1h={h}, rid={}) -> (ports=[{}], lags=[])\n",
+                            n.rid,
+                            ports.join(", ")
                         ));
                     }
-                    let nodes = cp.mc_groups.get_mut(&g).expect("checked above");
-                    nodes.push(h);
-                    format!("Associating node {h} to multicast group {g}")
-                } else {
-                    let at = nodes.iter().position(|x| *x == h).ok_or_else(|| {
-                        format!("Invalid PRE operation (L1_HANDLE_NOT_ASSOCIATED): node {h} is not in group {g}")
-                    })?;
-                    nodes.remove(at);
-                    format!("Dissociating node {h} from multicast group {g}")
-                };
-                cp.rebuild_groups();
-                text
-            }
-            "mc_node_destroy" => {
-                let [node] = args else {
-                    return Err(usage("mc_node_destroy NODE"));
-                };
-                let h = number(node, 32, "a node handle")? as u32;
-                cp.mc_nodes
-                    .remove(&h)
-                    .ok_or_else(|| format!("Invalid PRE operation (INVALID_L1_HANDLE): no node {h}"))?;
-                for nodes in cp.mc_groups.values_mut() {
-                    nodes.retain(|x| *x != h);
-                }
-                cp.rebuild_groups();
-                format!("Destroying node {h}")
-            }
-            "mc_dump" => {
-                let mut out = String::from("==========\nMC ENTRIES\n");
-                for (g, nodes) in &cp.mc_groups {
-                    out.push_str(&format!("**********\nmgrp({g})\n"));
-                    for h in nodes {
-                        if let Some(n) = cp.mc_nodes.get(h) {
-                            let ports: Vec<String> = n.ports.iter().map(u16::to_string).collect();
-                            out.push_str(&format!(
-                                "  -> (L1h={h}, rid={}) -> (ports=[{}], lags=[])\n",
-                                n.rid,
-                                ports.join(", ")
-                            ));
-                        }
-                    }
-                }
-                out.push_str("==========\nLAGS\nNone for this PRE type\n==========");
-                out
-            }
-            "mirroring_add" | "mirroring_add_mc" => {
-                let [session, to] = args else {
-                    return Err(usage(&format!(
-                        "{command} SESSION {}",
-                        if command.ends_with("mc") { "GROUP" } else { "PORT" }
-                    )));
-                };
-                let session = number(session, 32, "a session id")? as u32;
-                let s = if command.ends_with("mc") {
-                    Session {
-                        port: None,
-                        group: Some(group_id(to)?),
-                        rid: 0,
-                    }
-                } else {
-                    Session {
-                        port: Some(port(to)?),
-                        group: None,
-                        rid: 0,
-                    }
-                };
-                cp.sessions.insert(session, s);
-                String::new()
-            }
-            "mirroring_delete" => {
-                let [session] = args else {
-                    return Err(usage("mirroring_delete SESSION"));
-                };
-                let session = number(session, 32, "a session id")? as u32;
-                cp.sessions
-                    .remove(&session)
-                    .ok_or_else(|| format!("Invalid mirroring operation (SESSION_NOT_FOUND): no session {session}"))?;
-                String::new()
-            }
-            "mirroring_get" => {
-                let [session] = args else {
-                    return Err(usage("mirroring_get SESSION"));
-                };
-                let id = number(session, 32, "a session id")? as u32;
-                let s = cp
-                    .sessions
-                    .get(&id)
-                    .ok_or_else(|| format!("Invalid mirroring operation (SESSION_NOT_FOUND): no session {id}"))?;
-                format!(
-                    "MirroringSessionConfig(port={}, mgid={})",
-                    s.port.map_or("None".to_owned(), |p| p.to_string()),
-                    s.group.map_or("None".to_owned(), |g| g.to_string())
-                )
-            }
-            "register_read" => {
-                let (name, index) = match args {
-                    [name] => (*name, None),
-                    [name, i] => (*name, Some(number(i, 32, "an index")? as usize)),
-                    _ => return Err(usage("register_read REGISTER [INDEX]")),
-                };
-                let r = dp.register_id(name)?;
-                let cells = dp.program.registers[r].size;
-                let cell = |i: usize| dp.register_read(r, i).ok_or_else(|| out_of_range(name, i, cells));
-                match index {
-                    Some(i) => format!("{name}[{i}]= {}", cell(i)?),
-                    None => {
-                        let all = (0..cells).map(cell).collect::<Result<Vec<u128>, String>>()?;
-                        let all: Vec<String> = all.iter().map(u128::to_string).collect();
-                        format!("{name}= {}", all.join(", "))
-                    }
                 }
             }
-            "register_write" => {
-                let [name, i, v] = args else {
-                    return Err(usage("register_write REGISTER INDEX VALUE"));
-                };
-                let r = dp.register_id(name)?;
-                let reg = &dp.program.registers[r];
-                let v = value(v, reg.width)?;
-                let i = number(i, 32, "an index")? as usize;
-                if !dp.register_write(r, i, v) {
-                    return Err(out_of_range(name, i, reg.size));
+            out.push_str("==========\nLAGS\nNone for this PRE type\n==========");
+            out
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's clone session commands: what `command` prints (None: not one).
+fn mirroring_commands(
+    _dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "mirroring_add" | "mirroring_add_mc" => {
+            let [session, to] = args else {
+                return Err(usage(&format!(
+                    "{command} SESSION {}",
+                    if command.ends_with("mc") { "GROUP" } else { "PORT" }
+                )));
+            };
+            let session = number(session, 32, "a session id")? as u32;
+            let s = if command.ends_with("mc") {
+                Session {
+                    port: None,
+                    group: Some(group_id(to)?),
+                    rid: 0,
                 }
-                String::new()
-            }
-            "register_reset" => {
-                let [name] = args else {
-                    return Err(usage("register_reset REGISTER"));
-                };
-                dp.register_reset(dp.register_id(name)?);
-                String::new()
-            }
-            "counter_read" | "counter_write" => counter(dp, cp, command, args)?,
-            "counter_reset" => {
-                let [name] = args else {
-                    return Err(usage("counter_reset COUNTER"));
-                };
-                let c = dp.counter_id(name)?;
-                match dp.program.counters[c].table {
-                    Some(t) => {
-                        for e in cp.tables[t].entries() {
-                            e.counter.packets.store(0, std::sync::atomic::Ordering::Relaxed);
-                            e.counter.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        format!("this is the direct counter for table {}", dp.program.tables[t].name)
-                    }
-                    None => {
-                        dp.counter_reset(c);
-                        String::new()
-                    }
+            } else {
+                Session {
+                    port: Some(port(to)?),
+                    group: None,
+                    rid: 0,
+                }
+            };
+            cp.sessions.insert(session, s);
+            String::new()
+        }
+        "mirroring_delete" => {
+            let [session] = args else {
+                return Err(usage("mirroring_delete SESSION"));
+            };
+            let session = number(session, 32, "a session id")? as u32;
+            cp.sessions
+                .remove(&session)
+                .ok_or_else(|| format!("Invalid mirroring operation (SESSION_NOT_FOUND): no session {session}"))?;
+            String::new()
+        }
+        "mirroring_get" => {
+            let [session] = args else {
+                return Err(usage("mirroring_get SESSION"));
+            };
+            let id = number(session, 32, "a session id")? as u32;
+            let s = cp
+                .sessions
+                .get(&id)
+                .ok_or_else(|| format!("Invalid mirroring operation (SESSION_NOT_FOUND): no session {id}"))?;
+            format!(
+                "MirroringSessionConfig(port={}, mgid={})",
+                s.port.map_or("None".to_owned(), |p| p.to_string()),
+                s.group.map_or("None".to_owned(), |g| g.to_string())
+            )
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's register, counter and meter commands: what `command` prints (None: not one).
+fn extern_commands(
+    dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "register_read" => {
+            let (name, index) = match args {
+                [name] => (*name, None),
+                [name, i] => (*name, Some(number(i, 32, "an index")? as usize)),
+                _ => return Err(usage("register_read REGISTER [INDEX]")),
+            };
+            let r = dp.register_id(name)?;
+            let cells = dp.program.registers[r].size;
+            let cell = |i: usize| dp.register_read(r, i).ok_or_else(|| out_of_range(name, i, cells));
+            match index {
+                Some(i) => format!("{name}[{i}]= {}", cell(i)?),
+                None => {
+                    let all = (0..cells).map(cell).collect::<Result<Vec<u128>, String>>()?;
+                    let all: Vec<String> = all.iter().map(u128::to_string).collect();
+                    format!("{name}= {}", all.join(", "))
                 }
             }
-            "meter_set_rates" | "meter_array_set_rates" | "meter_get_rates" => meter(dp, cp, command, args)?,
-            "set_queue_rate" | "set_queue_depth" => {
-                let (v, port, prio) = match args {
-                    [v] => (*v, None, None),
-                    [v, p] => (*v, Some(port(p)?), None),
-                    [v, p, q] => (*v, Some(port(p)?), Some(number(q, 3, "a priority of 0 to 7")? as u8)),
-                    _ => return Err(usage(&format!("{command} VALUE [PORT [PRIORITY]]"))),
-                };
-                let v = number(v, 64, "a whole number")? as u64;
-                let map = if command.ends_with("rate") {
-                    &mut cp.queues.rates
-                } else {
-                    &mut cp.queues.depths
-                };
-                map.insert((port, prio), v);
-                String::new()
+        }
+        "register_write" => {
+            let [name, i, v] = args else {
+                return Err(usage("register_write REGISTER INDEX VALUE"));
+            };
+            let r = dp.register_id(name)?;
+            let reg = &dp.program.registers[r];
+            let v = value(v, reg.width)?;
+            let i = number(i, 32, "an index")? as usize;
+            if !dp.register_write(r, i, v) {
+                return Err(out_of_range(name, i, reg.size));
             }
-            "pvs_add" | "pvs_remove" => {
-                let [name, v] = args else {
-                    return Err(usage(&format!("{command} VALUE_SET VALUE")));
-                };
-                let s = value_set(dp, name)?;
-                let set = &dp.program.value_sets[s];
-                let member = value_set_member(v, &set.widths)?;
-                let members = &mut cp.value_sets[s];
-                if command == "pvs_add" {
-                    if members.len() >= set.size.max(1) && set.size > 0 {
-                        return Err(format!("value set `{}` is full ({} members)", set.name, set.size));
+            String::new()
+        }
+        "register_reset" => {
+            let [name] = args else {
+                return Err(usage("register_reset REGISTER"));
+            };
+            dp.register_reset(dp.register_id(name)?);
+            String::new()
+        }
+        "counter_read" | "counter_write" => counter(dp, cp, command, args)?,
+        "counter_reset" => {
+            let [name] = args else {
+                return Err(usage("counter_reset COUNTER"));
+            };
+            let c = dp.counter_id(name)?;
+            match dp.program.counters[c].table {
+                Some(t) => {
+                    for e in cp.tables[t].entries() {
+                        e.counter.packets.store(0, std::sync::atomic::Ordering::Relaxed);
+                        e.counter.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
                     }
-                    if !members.contains(&member) {
-                        members.push(member);
-                    }
-                } else {
-                    members.retain(|m| *m != member);
+                    format!("this is the direct counter for table {}", dp.program.tables[t].name)
                 }
-                String::new()
+                None => {
+                    dp.counter_reset(c);
+                    String::new()
+                }
             }
-            "pvs_clear" => {
-                let [name] = args else {
-                    return Err(usage("pvs_clear VALUE_SET"));
-                };
-                let s = value_set(dp, name)?;
-                cp.value_sets[s].clear();
-                String::new()
+        }
+        "meter_set_rates" | "meter_array_set_rates" | "meter_get_rates" => meter(dp, cp, command, args)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
+}
+
+/// simple_switch_CLI's queue, value set, digest and help commands: what `command` prints (None: not one).
+fn setting_commands(
+    dp: &Datapath,
+    cp: &mut ControlPlane,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, String> {
+    let out = match command {
+        "set_queue_rate" | "set_queue_depth" => {
+            let (v, port, prio) = match args {
+                [v] => (*v, None, None),
+                [v, p] => (*v, Some(port(p)?), None),
+                [v, p, q] => (*v, Some(port(p)?), Some(number(q, 3, "a priority of 0 to 7")? as u8)),
+                _ => return Err(usage(&format!("{command} VALUE [PORT [PRIORITY]]"))),
+            };
+            let v = number(v, 64, "a whole number")? as u64;
+            let map = if command.ends_with("rate") {
+                &mut cp.queues.rates
+            } else {
+                &mut cp.queues.depths
+            };
+            map.insert((port, prio), v);
+            String::new()
+        }
+        "pvs_add" | "pvs_remove" => {
+            let [name, v] = args else {
+                return Err(usage(&format!("{command} VALUE_SET VALUE")));
+            };
+            let s = value_set(dp, name)?;
+            let set = &dp.program.value_sets[s];
+            let member = value_set_member(v, &set.widths)?;
+            let members = &mut cp.value_sets[s];
+            if command == "pvs_add" {
+                if members.len() >= set.size.max(1) && set.size > 0 {
+                    return Err(format!("value set `{}` is full ({} members)", set.name, set.size));
+                }
+                if !members.contains(&member) {
+                    members.push(member);
+                }
+            } else {
+                members.retain(|m| *m != member);
             }
-            "pvs_get" => {
-                let [name] = args else {
-                    return Err(usage("pvs_get VALUE_SET"));
-                };
-                let s = value_set(dp, name)?;
-                let values: Vec<String> = cp.value_sets[s]
+            String::new()
+        }
+        "pvs_clear" => {
+            let [name] = args else {
+                return Err(usage("pvs_clear VALUE_SET"));
+            };
+            let s = value_set(dp, name)?;
+            cp.value_sets[s].clear();
+            String::new()
+        }
+        "pvs_get" => {
+            let [name] = args else {
+                return Err(usage("pvs_get VALUE_SET"));
+            };
+            let s = value_set(dp, name)?;
+            let values: Vec<String> = cp.value_sets[s]
+                .iter()
+                .map(|m| {
+                    m.iter()
+                        .map(|k| match k {
+                            KeySet::Value(v) => format!("{v:#x}"),
+                            other => format!("{other:?}"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(":")
+                })
+                .collect();
+            values.join("\n")
+        }
+        "digest_read" => {
+            let (messages, dropped) = dp.take_digests();
+            let mut out = String::new();
+            for m in &messages {
+                let d = &dp.program.digests[m.digest];
+                let fields: Vec<String> = d
+                    .fields
                     .iter()
-                    .map(|m| {
-                        m.iter()
-                            .map(|k| match k {
-                                KeySet::Value(v) => format!("{v:#x}"),
-                                other => format!("{other:?}"),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(":")
-                    })
+                    .zip(&m.values)
+                    .map(|((n, _), v)| format!("{n}={v:#x}"))
                     .collect();
-                values.join("\n")
+                out.push_str(&format!("{}: {}\n", d.name, fields.join(", ")));
             }
-            "digest_read" => {
-                let (messages, dropped) = dp.take_digests();
-                let mut out = String::new();
-                for m in &messages {
-                    let d = &dp.program.digests[m.digest];
-                    let fields: Vec<String> = d
-                        .fields
-                        .iter()
-                        .zip(&m.values)
-                        .map(|((n, _), v)| format!("{n}={v:#x}"))
-                        .collect();
-                    out.push_str(&format!("{}: {}\n", d.name, fields.join(", ")));
-                }
-                if dropped > 0 {
-                    out.push_str(&format!("({dropped} digests dropped before they were read)\n"));
-                }
-                out.trim_end().to_owned()
+            if dropped > 0 {
+                out.push_str(&format!("({dropped} digests dropped before they were read)\n"));
             }
-            "get_time_elapsed" => "0".to_owned(),
-            "help" => COMMANDS.join("\n"),
-            other => {
-                return Err(format!(
-                    "unknown command `{other}`: intlab takes simple_switch_CLI's commands ({})",
-                    COMMANDS.join(", ")
-                ));
-            }
-        };
-        Ok((!out.is_empty()).then_some(out))
-    }
+            out.trim_end().to_owned()
+        }
+        "get_time_elapsed" => "0".to_owned(),
+        "help" => COMMANDS.join("\n"),
+        _ => return Ok(None),
+    };
+    Ok(Some(out))
 }
 
 /// `table_add TABLE ACTION MATCH... => ARG... [PRIORITY]`, or the indirect forms

@@ -433,33 +433,7 @@ impl Parser<'_> {
             }
             "enum" => {
                 self.at += 1;
-                let underlying = if self.is_word("bit") || self.is_word("int") || self.word_at(1).is_some() {
-                    Some(self.ty()?)
-                } else {
-                    None
-                };
-                let name = self.ident()?;
-                self.declare_type(&name);
-                self.expect("{")?;
-                let mut members = Vec::new();
-                while !self.is("}") {
-                    self.annotations()?;
-                    let mpos = self.pos();
-                    let m = self.ident()?;
-                    let value = if self.eat("=") { Some(self.expr()?) } else { None };
-                    members.push((m, value, mpos));
-                    if !self.eat(",") {
-                        break;
-                    }
-                }
-                self.expect("}")?;
-                Ok(Decl::Enum(EnumDecl {
-                    annotations,
-                    name,
-                    underlying,
-                    members,
-                    pos,
-                }))
+                self.enum_rest(annotations, pos)
             }
             "error" | "match_kind" if self.is_at(1, "{") => {
                 self.at += 2;
@@ -521,6 +495,37 @@ impl Parser<'_> {
             "value_set" => self.error("value_set is declared inside a parser"),
             _ => self.function_or_instance(annotations, pos),
         }
+    }
+
+    /// After `enum`: `[bit<W>] Name { A [= v], ... }`.
+    fn enum_rest(&mut self, annotations: Vec<Annotation>, pos: Pos) -> PResult<Decl> {
+        let underlying = if self.is_word("bit") || self.is_word("int") || self.word_at(1).is_some() {
+            Some(self.ty()?)
+        } else {
+            None
+        };
+        let name = self.ident()?;
+        self.declare_type(&name);
+        self.expect("{")?;
+        let mut members = Vec::new();
+        while !self.is("}") {
+            self.annotations()?;
+            let mpos = self.pos();
+            let m = self.ident()?;
+            let value = if self.eat("=") { Some(self.expr()?) } else { None };
+            members.push((m, value, mpos));
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect("}")?;
+        Ok(Decl::Enum(EnumDecl {
+            annotations,
+            name,
+            underlying,
+            members,
+            pos,
+        }))
     }
 
     /// At top level, after annotations: `T f<...>(...) { ... }` (a function) or

@@ -242,6 +242,83 @@ impl<'a> Lowerer<'a> {
         Ok(Binding::Extern(Rc::new(ExternInst { obj })))
     }
 
+    /// `Hash.get_hash(data)` or `get_hash(base, data, max)` (PSA): its value.
+    fn hash_get(&mut self, algo: Algorithm, out: &Ty, args: &'a [ast::Arg], pos: Pos, code: &mut Vec<Op>) -> R<Val> {
+        let (base, data, max) = match args {
+            [d] => (None, &d.value, None),
+            [b, d, m] => (Some(&b.value), &d.value, Some(&m.value)),
+            _ => return self.err(pos, "get_hash(data) or get_hash(base, data, max) expected"),
+        };
+        let w = out.width(&self.types).unwrap_or(32);
+        let base = match base {
+            Some(b) => self.scalar(b, Some(out), code)?.0,
+            None => Expr::Const(0),
+        };
+        let data = self.data_items(data, code)?;
+        let max = match max {
+            Some(m) => self.scalar(m, Some(out), code)?.0,
+            None => Expr::Const(0),
+        };
+        let s = self.alloc(out);
+        code.push(Op::Extern(Box::new(Extern::HashValue {
+            out: ir::Place::Slot(s, w),
+            algo,
+            data,
+            width: w,
+            base,
+            max,
+            right_aligned: true,
+        })));
+        Ok(Val::Loc(Loc::Fixed(s), out.clone()))
+    }
+
+    /// A method of `InternetChecksum` (PSA) whose state is in `state`: its value for `get` and
+    /// `get_state`.
+    fn internet_checksum(
+        &mut self,
+        state: ir::Slot,
+        m: &str,
+        args: &'a [ast::Arg],
+        pos: Pos,
+        code: &mut Vec<Op>,
+    ) -> R<Val> {
+        let a = |i: usize| args.get(i).map(|a| &a.value);
+        let op = match m {
+            "clear" => ChecksumOp::Clear,
+            "add" => ChecksumOp::Add,
+            "subtract" => ChecksumOp::Subtract,
+            "get" => ChecksumOp::Get,
+            "get_state" => ChecksumOp::GetState,
+            "set_state" => ChecksumOp::SetState,
+            other => return self.err(pos, format!("InternetChecksum has no `{other}`")),
+        };
+        let data = match (op, a(0)) {
+            (ChecksumOp::Add | ChecksumOp::Subtract, Some(d)) => self.data_items(d, code)?,
+            (ChecksumOp::Add | ChecksumOp::Subtract, None) => {
+                return self.err(pos, format!("{m}(data) expected"));
+            }
+            _ => Vec::new(),
+        };
+        let input = match (op, a(0)) {
+            (ChecksumOp::SetState, Some(v)) => Some(self.scalar(v, Some(&Ty::Bits(16, false)), code)?.0),
+            (ChecksumOp::SetState, None) => return self.err(pos, "set_state(value) expected"),
+            _ => None,
+        };
+        let result = matches!(op, ChecksumOp::Get | ChecksumOp::GetState).then(|| self.alloc(&Ty::Bits(16, false)));
+        code.push(Op::Extern(Box::new(Extern::ChecksumState {
+            state,
+            op,
+            algo: Algorithm::Csum16,
+            data,
+            value: result.map(|s| ir::Place::Slot(s, 16)),
+            input,
+        })));
+        Ok(match result {
+            Some(s) => Val::Loc(Loc::Fixed(s), Ty::Bits(16, false)),
+            None => void(),
+        })
+    }
+
     /// A method call on an extern instance.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn extern_method(
@@ -280,71 +357,8 @@ impl<'a> Lowerer<'a> {
                 })));
                 Ok(Val::Loc(Loc::Fixed(s), color))
             }
-            (ExternObj::Hash(algo, out), "get_hash") => {
-                let (base, data, max) = match args {
-                    [d] => (None, &d.value, None),
-                    [b, d, m] => (Some(&b.value), &d.value, Some(&m.value)),
-                    _ => return self.err(pos, "get_hash(data) or get_hash(base, data, max) expected"),
-                };
-                let w = out.width(&self.types).unwrap_or(32);
-                let base = match base {
-                    Some(b) => self.scalar(b, Some(out), code)?.0,
-                    None => Expr::Const(0),
-                };
-                let data = self.data_items(data, code)?;
-                let max = match max {
-                    Some(m) => self.scalar(m, Some(out), code)?.0,
-                    None => Expr::Const(0),
-                };
-                let s = self.alloc(out);
-                code.push(Op::Extern(Box::new(Extern::HashValue {
-                    out: ir::Place::Slot(s, w),
-                    algo: *algo,
-                    data,
-                    width: w,
-                    base,
-                    max,
-                    right_aligned: true,
-                })));
-                Ok(Val::Loc(Loc::Fixed(s), out.clone()))
-            }
-            (ExternObj::InternetChecksum(state), m) => {
-                let op = match m {
-                    "clear" => ChecksumOp::Clear,
-                    "add" => ChecksumOp::Add,
-                    "subtract" => ChecksumOp::Subtract,
-                    "get" => ChecksumOp::Get,
-                    "get_state" => ChecksumOp::GetState,
-                    "set_state" => ChecksumOp::SetState,
-                    other => return self.err(pos, format!("InternetChecksum has no `{other}`")),
-                };
-                let data = match (op, a(0)) {
-                    (ChecksumOp::Add | ChecksumOp::Subtract, Some(d)) => self.data_items(d, code)?,
-                    (ChecksumOp::Add | ChecksumOp::Subtract, None) => {
-                        return self.err(pos, format!("{m}(data) expected"));
-                    }
-                    _ => Vec::new(),
-                };
-                let input = match (op, a(0)) {
-                    (ChecksumOp::SetState, Some(v)) => Some(self.scalar(v, Some(&Ty::Bits(16, false)), code)?.0),
-                    (ChecksumOp::SetState, None) => return self.err(pos, "set_state(value) expected"),
-                    _ => None,
-                };
-                let result =
-                    matches!(op, ChecksumOp::Get | ChecksumOp::GetState).then(|| self.alloc(&Ty::Bits(16, false)));
-                code.push(Op::Extern(Box::new(Extern::ChecksumState {
-                    state: *state,
-                    op,
-                    algo: Algorithm::Csum16,
-                    data,
-                    value: result.map(|s| ir::Place::Slot(s, 16)),
-                    input,
-                })));
-                Ok(match result {
-                    Some(s) => Val::Loc(Loc::Fixed(s), Ty::Bits(16, false)),
-                    None => void(),
-                })
-            }
+            (ExternObj::Hash(algo, out), "get_hash") => self.hash_get(*algo, out, args, pos, code),
+            (ExternObj::InternetChecksum(state), m) => self.internet_checksum(*state, m, args, pos, code),
             (ExternObj::Random(lo, hi, t), "read") => {
                 let (s, w) = (self.alloc(t), t.width(&self.types).unwrap_or(32));
                 code.push(Op::Extern(Box::new(Extern::Random(
@@ -456,6 +470,82 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// v1model's `verify_checksum`/`update_checksum` (and `_with_payload`) call `name` with its
+    /// arguments `ordered` (`args` as written, for where an error points).
+    fn checksum_call(
+        &mut self,
+        name: &str,
+        ordered: &[&'a ast::Expr],
+        args: &'a [ast::Arg],
+        pos: Pos,
+        code: &mut Vec<Op>,
+    ) -> R<Extern> {
+        let a = |i: usize| ordered.get(i).copied();
+        let (Some(c), Some(data), Some(field), Some(algo)) = (a(0), a(1), a(2), a(3)) else {
+            return self.err(pos, format!("{name}(condition, data, checksum, algorithm) expected"));
+        };
+        let condition = self.condition(c, code)?;
+        let data = self.data_items(data, code)?;
+        let lv = self.lvalue(field, code)?;
+        let width = lv.ty().width(&self.types).unwrap_or(16);
+        let current = match &lv {
+            LVal::Loc(l, _) => l.read(),
+            LVal::Slice(l, _, lo, w) => super::expr::fold(Expr::Slice(Box::new(l.read()), *lo, *w)),
+        };
+        let algo = self.algorithm(algo)?;
+        if !matches!(
+            algo,
+            Algorithm::Csum16
+                | Algorithm::Crc16
+                | Algorithm::Crc32
+                | Algorithm::Crc16Custom
+                | Algorithm::Crc32Custom
+                | Algorithm::Identity
+                | Algorithm::Xor16
+        ) {
+            return self.err(
+                args[3].value.pos,
+                "a checksum by this algorithm is not one BMv2 computes",
+            );
+        }
+        Ok(Extern::Checksum {
+            verify: name.starts_with("verify"),
+            condition,
+            data,
+            field: lv.place(width),
+            current,
+            width,
+            algo,
+            payload: name.ends_with("with_payload"),
+        })
+    }
+
+    /// v1model's `clone`, `clone3` and `clone_preserving_field_list` call `name` with its
+    /// arguments `ordered`.
+    fn clone_call(&mut self, name: &str, ordered: &[&'a ast::Expr], pos: Pos, code: &mut Vec<Op>) -> R<Extern> {
+        let a = |i: usize| ordered.get(i).copied();
+        let (Some(kind), Some(session)) = (a(0), a(1)) else {
+            return self.err(pos, format!("{name}(type, session, ...) expected"));
+        };
+        let kind = match self.enum_member(kind)?.as_str() {
+            "I2E" => CloneKind::IngressToEgress,
+            "E2E" => CloneKind::EgressToEgress,
+            other => return self.err(pos, format!("clone type `{other}`: I2E or E2E")),
+        };
+        let (session, _) = self.scalar(session, Some(&Ty::Bits(32, false)), code)?;
+        let field_list = match (name, a(2)) {
+            ("clone", _) => None,
+            ("clone_preserving_field_list", Some(n)) => Some(self.const_int(n)? as u128),
+            ("clone3", Some(data)) => Some(self.call_field_list(data, code)?),
+            _ => return self.err(pos, format!("{name}: a third argument expected")),
+        };
+        Ok(Extern::Clone {
+            kind,
+            session,
+            field_list,
+        })
+    }
+
     /// A call of an extern function.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn extern_function(
@@ -531,66 +621,9 @@ impl<'a> Lowerer<'a> {
                 }
             }
             "verify_checksum" | "update_checksum" | "verify_checksum_with_payload" | "update_checksum_with_payload" => {
-                let (Some(c), Some(data), Some(field), Some(algo)) = (a(0), a(1), a(2), a(3)) else {
-                    return self.err(pos, format!("{name}(condition, data, checksum, algorithm) expected"));
-                };
-                let condition = self.condition(c, code)?;
-                let data = self.data_items(data, code)?;
-                let lv = self.lvalue(field, code)?;
-                let width = lv.ty().width(&self.types).unwrap_or(16);
-                let current = match &lv {
-                    LVal::Loc(l, _) => l.read(),
-                    LVal::Slice(l, _, lo, w) => super::expr::fold(Expr::Slice(Box::new(l.read()), *lo, *w)),
-                };
-                let algo = self.algorithm(algo)?;
-                if !matches!(
-                    algo,
-                    Algorithm::Csum16
-                        | Algorithm::Crc16
-                        | Algorithm::Crc32
-                        | Algorithm::Crc16Custom
-                        | Algorithm::Crc32Custom
-                        | Algorithm::Identity
-                        | Algorithm::Xor16
-                ) {
-                    return self.err(
-                        args[3].value.pos,
-                        "a checksum by this algorithm is not one BMv2 computes",
-                    );
-                }
-                Extern::Checksum {
-                    verify: name.starts_with("verify"),
-                    condition,
-                    data,
-                    field: lv.place(width),
-                    current,
-                    width,
-                    algo,
-                    payload: name.ends_with("with_payload"),
-                }
+                self.checksum_call(name, &ordered, args, pos, code)?
             }
-            "clone" | "clone3" | "clone_preserving_field_list" => {
-                let (Some(kind), Some(session)) = (a(0), a(1)) else {
-                    return self.err(pos, format!("{name}(type, session, ...) expected"));
-                };
-                let kind = match self.enum_member(kind)?.as_str() {
-                    "I2E" => CloneKind::IngressToEgress,
-                    "E2E" => CloneKind::EgressToEgress,
-                    other => return self.err(pos, format!("clone type `{other}`: I2E or E2E")),
-                };
-                let (session, _) = self.scalar(session, Some(&Ty::Bits(32, false)), code)?;
-                let field_list = match (name, a(2)) {
-                    ("clone", _) => None,
-                    ("clone_preserving_field_list", Some(n)) => Some(self.const_int(n)? as u128),
-                    ("clone3", Some(data)) => Some(self.call_field_list(data, code)?),
-                    _ => return self.err(pos, format!("{name}: a third argument expected")),
-                };
-                Extern::Clone {
-                    kind,
-                    session,
-                    field_list,
-                }
-            }
+            "clone" | "clone3" | "clone_preserving_field_list" => self.clone_call(name, &ordered, pos, code)?,
             "resubmit" | "resubmit_preserving_field_list" | "recirculate" | "recirculate_preserving_field_list" => {
                 let list = match (name.ends_with("field_list"), a(0)) {
                     (true, Some(n)) => Some(self.const_int(n)? as u128),

@@ -643,166 +643,14 @@ impl Device {
         let program = self.program();
         for w in wanted {
             match &w.entity {
-                Some(Entity::TableEntry(e)) => {
-                    let tables: Vec<usize> = if e.table_id == 0 {
-                        self.ids.tables().collect()
-                    } else {
-                        vec![self.table(e.table_id)?]
-                    };
-                    for t in tables {
-                        if e.is_default_action {
-                            let (a, args) = &cp.tables[t].default;
-                            out.push(table_entity(p4rt::TableEntry {
-                                table_id: self.ids.table_id(t),
-                                action: Some(entries::action_of(&self.ids, program, *a, args)),
-                                is_default_action: true,
-                                ..Default::default()
-                            }));
-                            continue;
-                        }
-                        let filter = if e.r#match.is_empty() {
-                            None
-                        } else {
-                            Some(entries::from_p4rt(&self.ids, program, t, e)?.0)
-                        };
-                        for stored in cp.tables[t].entries() {
-                            if filter.as_ref().is_some_and(|f| {
-                                f.matches != stored.entry.matches || f.priority != stored.entry.priority
-                            }) {
-                                continue;
-                            }
-                            let mut te = entries::to_p4rt(&self.ids, program, t, stored);
-                            te.idle_timeout_ns = stored.idle_timeout_ns as i64;
-                            if e.time_since_last_hit.is_some() && program.tables[t].idle_timeout {
-                                let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
-                                te.time_since_last_hit = Some(p4rt::table_entry::IdleTimeout {
-                                    elapsed_ns: now_ns().saturating_sub(last) as i64,
-                                });
-                            }
-                            if e.counter_data.is_some() && program.tables[t].direct_counter.is_some() {
-                                te.counter_data = Some(counter_data(
-                                    stored.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
-                                    stored.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
-                                ));
-                            }
-                            out.push(table_entity(te));
-                        }
-                    }
-                }
-                Some(Entity::RegisterEntry(r)) => {
-                    let regs: Vec<usize> =
-                        if r.register_id == 0 {
-                            (0..program.registers.len()).collect()
-                        } else {
-                            vec![self.ids.register(r.register_id).ok_or_else(|| {
-                                UpdateError::not_found(format!("no register has id {}", r.register_id))
-                            })?]
-                        };
-                    for reg in regs {
-                        let def = &program.registers[reg];
-                        let cells: Vec<usize> = match &r.index {
-                            Some(i) => vec![cell(i.index, def.size, &def.name)?],
-                            None => (0..def.size).collect(),
-                        };
-                        for c in cells {
-                            let v = self.datapath.register_read(reg, c).unwrap_or(0);
-                            out.push(p4rt::Entity {
-                                entity: Some(Entity::RegisterEntry(p4rt::RegisterEntry {
-                                    register_id: self.ids.register_id(reg),
-                                    index: Some(p4rt::Index { index: c as i64 }),
-                                    data: Some(p4rt::P4Data {
-                                        data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
-                                    }),
-                                })),
-                            });
-                        }
-                    }
-                }
+                Some(Entity::TableEntry(e)) => self.read_table_entries(&cp, e, &mut out)?,
+                Some(Entity::RegisterEntry(r)) => self.read_registers(r, &mut out)?,
                 Some(Entity::ValueSetEntry(v)) => out.extend(value_sets::read(&cp, &self.ids, program, v)?),
                 Some(Entity::ActionProfileMember(m)) => out.extend(profiles::read_members(&cp, &self.ids, program, m)?),
                 Some(Entity::ActionProfileGroup(g)) => out.extend(profiles::read_groups(&cp, &self.ids, program, g)?),
-                Some(Entity::MeterEntry(m)) => {
-                    let meters: Vec<usize> = if m.meter_id == 0 {
-                        (0..program.meters.len())
-                            .filter(|&i| program.meters[i].table.is_none())
-                            .collect()
-                    } else {
-                        vec![self.indexed_meter(m.meter_id)?]
-                    };
-                    for meter in meters {
-                        let id = self.ids.meter_id(meter);
-                        for c in self.meter_cells(meter, m.index.as_ref())? {
-                            let config = self.datapath.meter_cell(meter, c).and_then(meters::config);
-                            out.push(p4rt::Entity {
-                                entity: Some(Entity::MeterEntry(p4rt::MeterEntry {
-                                    meter_id: id,
-                                    index: Some(p4rt::Index { index: c as i64 }),
-                                    config,
-                                    ..Default::default()
-                                })),
-                            });
-                        }
-                    }
-                }
-                Some(Entity::DirectMeterEntry(d)) => {
-                    let wanted = d.table_entry.clone().unwrap_or_default();
-                    let tables: Vec<usize> = if wanted.table_id == 0 {
-                        self.ids
-                            .tables()
-                            .filter(|&t| program.tables[t].direct_meter.is_some())
-                            .collect()
-                    } else {
-                        vec![self.table(wanted.table_id)?]
-                    };
-                    for t in tables {
-                        for stored in cp.tables[t].entries() {
-                            let mut te = entries::to_p4rt(&self.ids, program, t, stored);
-                            if !wanted.r#match.is_empty()
-                                && (te.r#match != wanted.r#match || te.priority != wanted.priority)
-                            {
-                                continue;
-                            }
-                            te.action = None;
-                            out.push(p4rt::Entity {
-                                entity: Some(Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
-                                    table_entry: Some(te),
-                                    config: meters::config(&stored.meter),
-                                    ..Default::default()
-                                })),
-                            });
-                        }
-                    }
-                }
-                Some(Entity::CounterEntry(c)) => {
-                    let counters: Vec<usize> = if c.counter_id == 0 {
-                        (0..program.counters.len())
-                            .filter(|&i| program.counters[i].table.is_none())
-                            .collect()
-                    } else {
-                        vec![
-                            self.ids
-                                .counter(c.counter_id)
-                                .ok_or_else(|| UpdateError::not_found(format!("no counter has id {}", c.counter_id)))?,
-                        ]
-                    };
-                    for i in counters {
-                        let def = &program.counters[i];
-                        let cells: Vec<usize> = match &c.index {
-                            Some(x) => vec![cell(x.index, def.size, &def.name)?],
-                            None => (0..def.size).collect(),
-                        };
-                        for n in cells {
-                            let (packets, bytes) = self.datapath.counter_read(i, n).unwrap_or((0, 0));
-                            out.push(p4rt::Entity {
-                                entity: Some(Entity::CounterEntry(p4rt::CounterEntry {
-                                    counter_id: self.ids.counter_id(i),
-                                    index: Some(p4rt::Index { index: n as i64 }),
-                                    data: Some(counter_data(packets, bytes)),
-                                })),
-                            });
-                        }
-                    }
-                }
+                Some(Entity::MeterEntry(m)) => self.read_meters(m, &mut out)?,
+                Some(Entity::DirectMeterEntry(d)) => self.read_direct_meters(&cp, d, &mut out)?,
+                Some(Entity::CounterEntry(c)) => self.read_counters(c, &mut out)?,
                 Some(Entity::PacketReplicationEngineEntry(p)) => out.extend(replication::read(&cp, p)),
                 Some(_) => {
                     return Err(UpdateError::unimplemented(
@@ -813,6 +661,193 @@ impl Device {
             }
         }
         Ok(out)
+    }
+
+    /// The table entries `e` asks for (every table's when its table id is 0), or the default actions.
+    fn read_table_entries(
+        &self,
+        cp: &intlab_p4::exec::control_plane::ControlPlane,
+        e: &p4rt::TableEntry,
+        out: &mut Vec<p4rt::Entity>,
+    ) -> Result<(), UpdateError> {
+        let program = self.program();
+        let tables: Vec<usize> = if e.table_id == 0 {
+            self.ids.tables().collect()
+        } else {
+            vec![self.table(e.table_id)?]
+        };
+        for t in tables {
+            if e.is_default_action {
+                let (a, args) = &cp.tables[t].default;
+                out.push(table_entity(p4rt::TableEntry {
+                    table_id: self.ids.table_id(t),
+                    action: Some(entries::action_of(&self.ids, program, *a, args)),
+                    is_default_action: true,
+                    ..Default::default()
+                }));
+                continue;
+            }
+            let filter = if e.r#match.is_empty() {
+                None
+            } else {
+                Some(entries::from_p4rt(&self.ids, program, t, e)?.0)
+            };
+            for stored in cp.tables[t].entries() {
+                if filter
+                    .as_ref()
+                    .is_some_and(|f| f.matches != stored.entry.matches || f.priority != stored.entry.priority)
+                {
+                    continue;
+                }
+                let mut te = entries::to_p4rt(&self.ids, program, t, stored);
+                te.idle_timeout_ns = stored.idle_timeout_ns as i64;
+                if e.time_since_last_hit.is_some() && program.tables[t].idle_timeout {
+                    let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                    te.time_since_last_hit = Some(p4rt::table_entry::IdleTimeout {
+                        elapsed_ns: now_ns().saturating_sub(last) as i64,
+                    });
+                }
+                if e.counter_data.is_some() && program.tables[t].direct_counter.is_some() {
+                    te.counter_data = Some(counter_data(
+                        stored.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
+                        stored.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                    ));
+                }
+                out.push(table_entity(te));
+            }
+        }
+        Ok(())
+    }
+
+    /// The register cells `r` asks for.
+    fn read_registers(&self, r: &p4rt::RegisterEntry, out: &mut Vec<p4rt::Entity>) -> Result<(), UpdateError> {
+        let program = self.program();
+        let regs: Vec<usize> = if r.register_id == 0 {
+            (0..program.registers.len()).collect()
+        } else {
+            vec![
+                self.ids
+                    .register(r.register_id)
+                    .ok_or_else(|| UpdateError::not_found(format!("no register has id {}", r.register_id)))?,
+            ]
+        };
+        for reg in regs {
+            let def = &program.registers[reg];
+            let cells: Vec<usize> = match &r.index {
+                Some(i) => vec![cell(i.index, def.size, &def.name)?],
+                None => (0..def.size).collect(),
+            };
+            for c in cells {
+                let v = self.datapath.register_read(reg, c).unwrap_or(0);
+                out.push(p4rt::Entity {
+                    entity: Some(Entity::RegisterEntry(p4rt::RegisterEntry {
+                        register_id: self.ids.register_id(reg),
+                        index: Some(p4rt::Index { index: c as i64 }),
+                        data: Some(p4rt::P4Data {
+                            data: Some(p4rt::p4_data::Data::Bitstring(canonical(v))),
+                        }),
+                    })),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The indexed meters' cells `m` asks for.
+    fn read_meters(&self, m: &p4rt::MeterEntry, out: &mut Vec<p4rt::Entity>) -> Result<(), UpdateError> {
+        let program = self.program();
+        let meters: Vec<usize> = if m.meter_id == 0 {
+            (0..program.meters.len())
+                .filter(|&i| program.meters[i].table.is_none())
+                .collect()
+        } else {
+            vec![self.indexed_meter(m.meter_id)?]
+        };
+        for meter in meters {
+            let id = self.ids.meter_id(meter);
+            for c in self.meter_cells(meter, m.index.as_ref())? {
+                let config = self.datapath.meter_cell(meter, c).and_then(meters::config);
+                out.push(p4rt::Entity {
+                    entity: Some(Entity::MeterEntry(p4rt::MeterEntry {
+                        meter_id: id,
+                        index: Some(p4rt::Index { index: c as i64 }),
+                        config,
+                        ..Default::default()
+                    })),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The direct meters of the entries `d` asks for.
+    fn read_direct_meters(
+        &self,
+        cp: &intlab_p4::exec::control_plane::ControlPlane,
+        d: &p4rt::DirectMeterEntry,
+        out: &mut Vec<p4rt::Entity>,
+    ) -> Result<(), UpdateError> {
+        let program = self.program();
+        let wanted = d.table_entry.clone().unwrap_or_default();
+        let tables: Vec<usize> = if wanted.table_id == 0 {
+            self.ids
+                .tables()
+                .filter(|&t| program.tables[t].direct_meter.is_some())
+                .collect()
+        } else {
+            vec![self.table(wanted.table_id)?]
+        };
+        for t in tables {
+            for stored in cp.tables[t].entries() {
+                let mut te = entries::to_p4rt(&self.ids, program, t, stored);
+                if !wanted.r#match.is_empty() && (te.r#match != wanted.r#match || te.priority != wanted.priority) {
+                    continue;
+                }
+                te.action = None;
+                out.push(p4rt::Entity {
+                    entity: Some(Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
+                        table_entry: Some(te),
+                        config: meters::config(&stored.meter),
+                        ..Default::default()
+                    })),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The indexed counters' cells `c` asks for.
+    fn read_counters(&self, c: &p4rt::CounterEntry, out: &mut Vec<p4rt::Entity>) -> Result<(), UpdateError> {
+        let program = self.program();
+        let counters: Vec<usize> = if c.counter_id == 0 {
+            (0..program.counters.len())
+                .filter(|&i| program.counters[i].table.is_none())
+                .collect()
+        } else {
+            vec![
+                self.ids
+                    .counter(c.counter_id)
+                    .ok_or_else(|| UpdateError::not_found(format!("no counter has id {}", c.counter_id)))?,
+            ]
+        };
+        for i in counters {
+            let def = &program.counters[i];
+            let cells: Vec<usize> = match &c.index {
+                Some(x) => vec![cell(x.index, def.size, &def.name)?],
+                None => (0..def.size).collect(),
+            };
+            for n in cells {
+                let (packets, bytes) = self.datapath.counter_read(i, n).unwrap_or((0, 0));
+                out.push(p4rt::Entity {
+                    entity: Some(Entity::CounterEntry(p4rt::CounterEntry {
+                        counter_id: self.ids.counter_id(i),
+                        index: Some(p4rt::Index { index: n as i64 }),
+                        data: Some(counter_data(packets, bytes)),
+                    })),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

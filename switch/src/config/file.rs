@@ -241,6 +241,88 @@ impl Resolver<'_> {
         }
     }
 
+    /// Port `i` of the file; `names` and `devices` hold the ports' names and devices before it
+    /// (with their lines), and get this one's.
+    fn port_spec(
+        &self,
+        i: usize,
+        p: RawPort,
+        names: &mut HashMap<String, (usize, usize)>,
+        devices: &mut HashMap<String, usize>,
+    ) -> Result<PortSpec, ConfigError> {
+        let name = p.name.value.clone();
+        if name.is_empty() {
+            return Err(self.err(&p.name, format!("ports[{i}].name"), "must not be empty".into()));
+        }
+        if let Some((_, line)) = names.get(&name) {
+            return Err(self.err(
+                &p.name,
+                format!("ports[{i}].name"),
+                format!("duplicate port name `{name}` (first defined at line {line})"),
+            ));
+        }
+        names.insert(name.clone(), (i, p.name.referenced.line() as usize));
+        let device = p.device.as_ref().map_or(name.clone(), |d| d.value.clone());
+        if device.is_empty() || device.len() > 15 {
+            let at = p.device.as_ref().unwrap_or(&p.name);
+            return Err(self.err(
+                at,
+                format!("ports[{i}].device"),
+                format!("`{device}` is not a Linux interface name (1-15 characters)"),
+            ));
+        }
+        if let Some(line) = devices.insert(device.clone(), p.name.referenced.line() as usize) {
+            let at = p.device.as_ref().unwrap_or(&p.name);
+            return Err(self.err(
+                at,
+                format!("ports[{i}].device"),
+                format!("duplicate device `{device}` (also used at line {line})"),
+            ));
+        }
+        let ecn = match &p.ecn {
+            None => None,
+            Some(e) => Some(
+                e.value
+                    .resolve()
+                    .map_err(|m| self.err(e, format!("ports[{i}].ecn"), m))?,
+            ),
+        };
+        let impair = p.netem().resolve(p.delay).map_err(|e| ConfigError {
+            file: self.path.to_owned(),
+            line: e.line,
+            column: e.column,
+            field: format!("ports[{i}].{}", e.key),
+            message: e.message,
+        })?;
+        if p.mtu < 68 {
+            return Err(self.err(
+                &p.name,
+                format!("ports[{i}].mtu"),
+                format!("expected at least 68, got {}", p.mtu),
+            ));
+        }
+        let io = match p.kind {
+            RawKind::Tap => PortIo::Tap { device },
+            RawKind::Veth => PortIo::Veth { device, netns: p.netns },
+        };
+        let p4_port = p.p4_port.unwrap_or_else(|| super::default_p4_port(&name, i));
+        Ok(PortSpec {
+            name,
+            io,
+            rate: p.rate,
+            delay: p.delay,
+            buffer: p.buffer,
+            mtu: p.mtu,
+            ecn,
+            int: p.int,
+            impair,
+            // What arrives from a TAP or veth peer is the peer's to impair (tc on its end).
+            impair_inbound: crate::impair::ImpairmentSpec::default(),
+            p4_port,
+        })
+    }
+
+    /// The switch the file describes, every value checked.
     fn resolve(&self, raw: RawSwitch) -> Result<SwitchSpec, ConfigError> {
         let mut names: HashMap<String, (usize, usize)> = HashMap::new();
         let mut devices: HashMap<String, usize> = HashMap::new();
@@ -255,76 +337,7 @@ impl Resolver<'_> {
             });
         }
         for (i, p) in raw.ports.into_iter().enumerate() {
-            let name = p.name.value.clone();
-            if name.is_empty() {
-                return Err(self.err(&p.name, format!("ports[{i}].name"), "must not be empty".into()));
-            }
-            if let Some((_, line)) = names.get(&name) {
-                return Err(self.err(
-                    &p.name,
-                    format!("ports[{i}].name"),
-                    format!("duplicate port name `{name}` (first defined at line {line})"),
-                ));
-            }
-            names.insert(name.clone(), (i, p.name.referenced.line() as usize));
-            let device = p.device.as_ref().map_or(name.clone(), |d| d.value.clone());
-            if device.is_empty() || device.len() > 15 {
-                let at = p.device.as_ref().unwrap_or(&p.name);
-                return Err(self.err(
-                    at,
-                    format!("ports[{i}].device"),
-                    format!("`{device}` is not a Linux interface name (1-15 characters)"),
-                ));
-            }
-            if let Some(line) = devices.insert(device.clone(), p.name.referenced.line() as usize) {
-                let at = p.device.as_ref().unwrap_or(&p.name);
-                return Err(self.err(
-                    at,
-                    format!("ports[{i}].device"),
-                    format!("duplicate device `{device}` (also used at line {line})"),
-                ));
-            }
-            let ecn = match &p.ecn {
-                None => None,
-                Some(e) => Some(
-                    e.value
-                        .resolve()
-                        .map_err(|m| self.err(e, format!("ports[{i}].ecn"), m))?,
-                ),
-            };
-            let impair = p.netem().resolve(p.delay).map_err(|e| ConfigError {
-                file: self.path.to_owned(),
-                line: e.line,
-                column: e.column,
-                field: format!("ports[{i}].{}", e.key),
-                message: e.message,
-            })?;
-            if p.mtu < 68 {
-                return Err(self.err(
-                    &p.name,
-                    format!("ports[{i}].mtu"),
-                    format!("expected at least 68, got {}", p.mtu),
-                ));
-            }
-            let io = match p.kind {
-                RawKind::Tap => PortIo::Tap { device },
-                RawKind::Veth => PortIo::Veth { device, netns: p.netns },
-            };
-            let p4_port = p.p4_port.unwrap_or_else(|| super::default_p4_port(&name, i));
-            ports.push(PortSpec {
-                name,
-                io,
-                rate: p.rate,
-                delay: p.delay,
-                buffer: p.buffer,
-                mtu: p.mtu,
-                ecn,
-                int: p.int,
-                impair,
-                // What arrives from a TAP or veth peer is the peer's to impair (tc on its end).
-                impair_inbound: crate::impair::ImpairmentSpec::default(),
-                p4_port,
-            });
+            ports.push(self.port_spec(i, p, &mut names, &mut devices)?);
         }
         let port = |s: &Spanned<String>, field: String| -> Result<usize, ConfigError> {
             names.get(&s.value).map(|&(i, _)| i).ok_or_else(|| {

@@ -29,6 +29,11 @@ fn invalid(why: &str) -> i32 {
     libc::EINVAL
 }
 
+/// [`map`] for a program's queue: the memory its ring is in.
+fn queue_memory(caller: &mut Caller, fd: i32, len: usize) -> Result<Arc<SharedMapping>, VerbsError> {
+    map(caller, fd, len).map_err(|_| VerbsError::invalid("a shared queue the NIC could not map"))
+}
+
 /// Maps the shared memory `fd` the caller gave, `len` bytes.
 fn map(caller: &mut Caller, fd: i32, len: usize) -> Result<Arc<SharedMapping>, i32> {
     let owned = caller
@@ -227,6 +232,148 @@ fn attrs_of(a: &QpAttr) -> QpAttrs {
     }
 }
 
+/// Creates a QP on the queues the program mapped, and its doorbell.
+fn create_qp<W: Wire>(
+    ctx: &mut ProgramContext,
+    command: Command,
+    caller: &mut Caller,
+    stack: &mut HostStack<W>,
+) -> Result<Answer, VerbsError> {
+    let c = ctx.engine;
+    // Called for this command only (see `execute`).
+    let Command::CreateQp {
+        qp_type,
+        pd,
+        send_cq,
+        recv_cq,
+        srq,
+        sig_all,
+        caps,
+        ring_fd,
+        sq_entries,
+        rq_entries,
+        user_handle,
+    } = command
+    else {
+        return Err(VerbsError::invalid("not a CreateQp"));
+    };
+    let kind = match qp_type {
+        IBV_QPT_RC => QpType::Rc,
+        IBV_QPT_UD => QpType::Ud,
+        other => return Err(VerbsError::NotSupported(format!("QP type {other}"))),
+    };
+    let srq = (srq != NONE).then_some(srq);
+    if sq_entries < caps.max_send_wr || (srq.is_none() && rq_entries < caps.max_recv_wr) {
+        return Err(VerbsError::invalid("queues smaller than the capacities asked"));
+    }
+    let layout = Layout::qp(sq_entries, if srq.is_some() { 0 } else { rq_entries })
+        .ok_or_else(|| VerbsError::invalid("QP queue sizes"))?;
+    let memory = queue_memory(caller, ring_fd, layout.total())?;
+    let send = Queue::new(memory.clone(), 0, sq_entries, intlab_nic_channel::entry::SEND_WQE_LEN)
+        .ok_or_else(|| VerbsError::invalid("send queue"))?;
+    let recv = match srq {
+        Some(_) => None,
+        None => Some(
+            Queue::new(memory, layout.send_len, rq_entries, RECV_WQE_LEN)
+                .ok_or_else(|| VerbsError::invalid("receive queue"))?,
+        ),
+    };
+    // The engine holds what the program's queues held once taken out of them.
+    let engine_caps = QpCaps {
+        max_send_wr: sq_entries,
+        max_recv_wr: if srq.is_some() { 0 } else { rq_entries },
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline_data: caps.max_inline_data,
+    };
+    if caps.max_send_wr > crate::stack::verbs::MAX_QP_WR || caps.max_recv_wr > crate::stack::verbs::MAX_QP_WR {
+        return Err(VerbsError::invalid(format!(
+            "{} send and {} receive requests, the device takes {}",
+            caps.max_send_wr,
+            caps.max_recv_wr,
+            crate::stack::verbs::MAX_QP_WR
+        )));
+    }
+    let qpn = stack.create_qp(
+        c,
+        QpRequest {
+            kind,
+            pd,
+            send_cq,
+            recv_cq,
+            srq,
+            sig_all,
+            caps: engine_caps,
+        },
+    )?;
+    match ctx.insert(Object::Qp(QpQueues {
+        qpn,
+        send,
+        recv,
+        user_handle,
+        caps,
+    })) {
+        Ok(doorbell) => Ok(Answer::Queue { handle: qpn, doorbell }),
+        Err(e) => {
+            stack.destroy_qp(c, qpn)?;
+            Err(e)
+        }
+    }
+}
+
+/// Creates a CQ on the ring the program mapped, and its doorbell.
+fn create_cq<W: Wire>(
+    ctx: &mut ProgramContext,
+    command: Command,
+    caller: &mut Caller,
+    stack: &mut HostStack<W>,
+) -> Result<Answer, VerbsError> {
+    let c = ctx.engine;
+    // Called for this command only (see `execute`).
+    let Command::CreateCq {
+        cqe,
+        ring_fd,
+        entries,
+        user_handle,
+        channel_fd,
+    } = command
+    else {
+        return Err(VerbsError::invalid("not a CreateCq"));
+    };
+    if entries < cqe {
+        return Err(VerbsError::invalid(format!(
+            "a queue of {entries} for {cqe} completions"
+        )));
+    }
+    let channel = (channel_fd != NONE).then_some(channel_fd as i32);
+    if let Some(ch) = channel
+        && !ctx.channels.contains_key(&ch)
+    {
+        return Err(VerbsError::invalid(format!(
+            "descriptor {ch} is not a completion channel"
+        )));
+    }
+    let len = queue_len(entries, CQE_LEN).ok_or_else(|| VerbsError::invalid("CQ entries"))?;
+    let memory = queue_memory(caller, ring_fd, len)?;
+    let queue = Queue::new(memory, 0, entries, CQE_LEN).ok_or_else(|| VerbsError::invalid("CQ queue"))?;
+    let handle = stack.create_cq(c, cqe)?;
+    let object = Object::Cq(CqQueue {
+        handle,
+        queue,
+        user_handle,
+        channel,
+        armed: None,
+        last_arm: 0,
+    });
+    match ctx.insert(object) {
+        Ok(doorbell) => Ok(Answer::Queue { handle, doorbell }),
+        Err(e) => {
+            stack.destroy_cq(c, handle)?;
+            Err(e)
+        }
+    }
+}
+
 /// Carries out one command (not hello) of context `ctx`.
 fn execute<W: Wire>(
     ctx: &mut ProgramContext,
@@ -236,7 +383,6 @@ fn execute<W: Wire>(
     now: u64,
 ) -> Result<Answer, VerbsError> {
     let c = ctx.engine;
-    let bad_fd = |_| VerbsError::invalid("a shared queue the NIC could not map");
     Ok(match command {
         Command::Hello { .. } => return Err(VerbsError::invalid("hello twice")),
         Command::AddSpares { spares } => {
@@ -263,46 +409,7 @@ fn execute<W: Wire>(
             stack.verbs().dereg_mr(c, key)?;
             Answer::Done
         }
-        Command::CreateCq {
-            cqe,
-            ring_fd,
-            entries,
-            user_handle,
-            channel_fd,
-        } => {
-            if entries < cqe {
-                return Err(VerbsError::invalid(format!(
-                    "a queue of {entries} for {cqe} completions"
-                )));
-            }
-            let channel = (channel_fd != NONE).then_some(channel_fd as i32);
-            if let Some(ch) = channel
-                && !ctx.channels.contains_key(&ch)
-            {
-                return Err(VerbsError::invalid(format!(
-                    "descriptor {ch} is not a completion channel"
-                )));
-            }
-            let len = queue_len(entries, CQE_LEN).ok_or_else(|| VerbsError::invalid("CQ entries"))?;
-            let memory = map(caller, ring_fd, len).map_err(bad_fd)?;
-            let queue = Queue::new(memory, 0, entries, CQE_LEN).ok_or_else(|| VerbsError::invalid("CQ queue"))?;
-            let handle = stack.create_cq(c, cqe)?;
-            let object = Object::Cq(CqQueue {
-                handle,
-                queue,
-                user_handle,
-                channel,
-                armed: None,
-                last_arm: 0,
-            });
-            match ctx.insert(object) {
-                Ok(doorbell) => Answer::Queue { handle, doorbell },
-                Err(e) => {
-                    stack.destroy_cq(c, handle)?;
-                    return Err(e);
-                }
-            }
-        }
+        command @ Command::CreateCq { .. } => create_cq(ctx, command, caller, stack)?,
         Command::DestroyCq { cq } => {
             stack.destroy_cq(c, cq)?;
             if let Some(i) = ctx.cqs.get(&cq).copied() {
@@ -323,7 +430,7 @@ fn execute<W: Wire>(
                 return Err(VerbsError::invalid("an SRQ queue smaller than its requests"));
             }
             let len = queue_len(entries, RECV_WQE_LEN).ok_or_else(|| VerbsError::invalid("SRQ entries"))?;
-            let memory = map(caller, ring_fd, len).map_err(bad_fd)?;
+            let memory = queue_memory(caller, ring_fd, len)?;
             let queue = Queue::new(memory, 0, entries, RECV_WQE_LEN).ok_or_else(|| VerbsError::invalid("SRQ queue"))?;
             let handle = stack.create_srq(c, pd, max_wr, max_sge)?;
             stack.verbs().srq_mut(c, handle)?.set_limit(limit);
@@ -364,82 +471,7 @@ fn execute<W: Wire>(
             }
             Answer::Done
         }
-        Command::CreateQp {
-            qp_type,
-            pd,
-            send_cq,
-            recv_cq,
-            srq,
-            sig_all,
-            caps,
-            ring_fd,
-            sq_entries,
-            rq_entries,
-            user_handle,
-        } => {
-            let kind = match qp_type {
-                IBV_QPT_RC => QpType::Rc,
-                IBV_QPT_UD => QpType::Ud,
-                other => return Err(VerbsError::NotSupported(format!("QP type {other}"))),
-            };
-            let srq = (srq != NONE).then_some(srq);
-            if sq_entries < caps.max_send_wr || (srq.is_none() && rq_entries < caps.max_recv_wr) {
-                return Err(VerbsError::invalid("queues smaller than the capacities asked"));
-            }
-            let layout = Layout::qp(sq_entries, if srq.is_some() { 0 } else { rq_entries })
-                .ok_or_else(|| VerbsError::invalid("QP queue sizes"))?;
-            let memory = map(caller, ring_fd, layout.total()).map_err(bad_fd)?;
-            let send = Queue::new(memory.clone(), 0, sq_entries, intlab_nic_channel::entry::SEND_WQE_LEN)
-                .ok_or_else(|| VerbsError::invalid("send queue"))?;
-            let recv = match srq {
-                Some(_) => None,
-                None => Some(
-                    Queue::new(memory, layout.send_len, rq_entries, RECV_WQE_LEN)
-                        .ok_or_else(|| VerbsError::invalid("receive queue"))?,
-                ),
-            };
-            // The engine holds what the program's queues held once taken out of them.
-            let engine_caps = QpCaps {
-                max_send_wr: sq_entries,
-                max_recv_wr: if srq.is_some() { 0 } else { rq_entries },
-                max_send_sge: caps.max_send_sge,
-                max_recv_sge: caps.max_recv_sge,
-                max_inline_data: caps.max_inline_data,
-            };
-            if caps.max_send_wr > crate::stack::verbs::MAX_QP_WR || caps.max_recv_wr > crate::stack::verbs::MAX_QP_WR {
-                return Err(VerbsError::invalid(format!(
-                    "{} send and {} receive requests, the device takes {}",
-                    caps.max_send_wr,
-                    caps.max_recv_wr,
-                    crate::stack::verbs::MAX_QP_WR
-                )));
-            }
-            let qpn = stack.create_qp(
-                c,
-                QpRequest {
-                    kind,
-                    pd,
-                    send_cq,
-                    recv_cq,
-                    srq,
-                    sig_all,
-                    caps: engine_caps,
-                },
-            )?;
-            match ctx.insert(Object::Qp(QpQueues {
-                qpn,
-                send,
-                recv,
-                user_handle,
-                caps,
-            })) {
-                Ok(doorbell) => Answer::Queue { handle: qpn, doorbell },
-                Err(e) => {
-                    stack.destroy_qp(c, qpn)?;
-                    return Err(e);
-                }
-            }
-        }
+        command @ Command::CreateQp { .. } => create_qp(ctx, command, caller, stack)?,
         Command::ModifyQp { qpn, mask, attr } => {
             let mask = AttrMask(mask);
             let a = attr_of(&attr, mask)?;

@@ -505,25 +505,8 @@ impl<W: Wire> HostStack<W> {
         // Decode first (borrowing the receive buffer), then act on a copy of what matters.
         let r = match packet::parse(bytes, via_int, &a) {
             Ok(r) => r,
-            Err(Error::Malformed { layer: Layer::Icrc, .. }) => {
-                self.counters.bad_icrc += 1;
-                return;
-            }
-            Err(
-                Error::Truncated {
-                    layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
-                    ..
-                }
-                | Error::Malformed {
-                    layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
-                    ..
-                },
-            ) => {
-                self.counters.bad_int += 1;
-                return;
-            }
-            Err(_) => {
-                self.counters.malformed += 1;
+            Err(e) => {
+                self.count_unparsed(&e);
                 return;
             }
         };
@@ -652,6 +635,23 @@ impl<W: Wire> HostStack<W> {
             Action::Unsupported => {}
         }
         self.after_change(i, now);
+    }
+
+    /// Counts a datagram that did not parse, by what was wrong with it.
+    fn count_unparsed(&mut self, e: &Error) {
+        let counter = match e {
+            Error::Malformed { layer: Layer::Icrc, .. } => &mut self.counters.bad_icrc,
+            Error::Truncated {
+                layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                ..
+            }
+            | Error::Malformed {
+                layer: Layer::IntShim | Layer::IntMd | Layer::IntStack,
+                ..
+            } => &mut self.counters.bad_int,
+            _ => &mut self.counters.malformed,
+        };
+        *counter += 1;
     }
 
     /// Slot `i` changed at `now`: a lab flow fully acknowledged retires, anything else is
