@@ -17,6 +17,12 @@ use std::sync::Arc;
 use super::control_plane::ControlPlane;
 use super::table::Journal;
 
+/// Slot handles the log of recent edits holds at most, and edits: a copy older than the log
+/// reaches is made again whole, which costs less than following that many changes.
+const LOG_HANDLES: usize = 1 << 20;
+/// See [`LOG_HANDLES`].
+const LOG_EDITS: usize = 1 << 16;
+
 /// Copies kept for edits beyond the live one (the others are let go once free): more than the
 /// packet threads that may each pin one, so that one is free.
 const KEPT: usize = 4;
@@ -37,6 +43,8 @@ pub(crate) struct PlaneCopies {
     live: u64,
     /// Each recent edit's version and journals (one a table), oldest first.
     log: VecDeque<(u64, Vec<Journal>)>,
+    /// Slot handles the log's journals hold.
+    logged: usize,
     /// Copies let go while packets still read them: freed here once they do not, so that a
     /// packet thread never pays for freeing a plane.
     released: Vec<Arc<ControlPlane>>,
@@ -58,10 +66,9 @@ impl PlaneCopies {
         }
         match change(plane) {
             Ok(r) => {
-                self.log.push_back((
-                    self.live + 1,
-                    plane.tables.iter().map(|t| t.journal().clone()).collect(),
-                ));
+                let journals: Vec<Journal> = plane.tables.iter().map(|t| t.journal().clone()).collect();
+                self.logged += journals.iter().map(Journal::len).sum::<usize>();
+                self.log.push_back((self.live + 1, journals));
                 Ok((next, r))
             }
             Err(e) => {
@@ -92,22 +99,20 @@ impl PlaneCopies {
         for extra in self.copies.drain(KEPT.min(self.copies.len())..) {
             self.released.push(extra.plane);
         }
-        // Journals older than every copy are no longer needed; nor are more than the largest
-        // table could use (a copy that old is made again whole).
+        // Journals older than every copy are no longer needed; nor more than the log keeps (a
+        // copy an idle packet thread pinned that long is made again whole once free).
         let oldest = self.copies.iter().map(|c| c.version).min().unwrap_or(self.live);
-        while self.log.front().is_some_and(|(v, _)| *v <= oldest) {
-            self.log.pop_front();
-        }
-        let limit = 1 << 20;
-        while self
-            .log
-            .iter()
-            .map(|(_, j)| j.iter().map(Journal::len).sum::<usize>())
-            .sum::<usize>()
-            > limit
+        while let Some((v, journals)) = self.log.front()
+            && (*v <= oldest || self.logged > LOG_HANDLES || self.log.len() > LOG_EDITS)
         {
+            self.logged -= journals.iter().map(Journal::len).sum::<usize>();
             self.log.pop_front();
         }
+        // A copy the log no longer reaches back to would be made again whole: let it go.
+        let first = self.log.front().map_or(self.live + 1, |(v, _)| *v);
+        let (kept, stale): (Vec<Copy>, Vec<Copy>) = self.copies.drain(..).partition(|c| c.version + 1 >= first);
+        self.copies = kept;
+        self.released.extend(stale.into_iter().map(|c| c.plane));
     }
 
     /// A copy no packet holds, made what `live` is: the newest free copy brought up to date
@@ -267,6 +272,62 @@ mod tests {
                     let want = shadow.lookup(&[probe], &mut scratch).map(|s| s.handle);
                     assert_eq!(got, want, "{kind:?}, step {step}, key {probe}");
                 }
+            }
+        }
+    }
+
+    /// A copy an idle packet thread pins while edits go on: the log of their journals stops at
+    /// its bound, the copy is let go once the log no longer reaches it, and edits stay right.
+    #[test]
+    fn a_copy_pinned_past_the_log_is_let_go_and_the_log_stays_bounded() {
+        let fresh = TableState::new(&table(MatchKind::Exact));
+        let mut shadow = fresh.clone();
+        let mut live = Arc::new(ControlPlane {
+            tables: vec![fresh],
+            ..ControlPlane::of(&ir::Program::default())
+        });
+        let mut copies = PlaneCopies::default();
+        let pinned = Arc::clone(&live);
+        let mut scratch = Vec::new();
+        for step in 0..LOG_EDITS + 100 {
+            let r = (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let (plane, ()) = copies
+                .edit(&live, |cp| {
+                    let _refused = write(&mut cp.tables[0], MatchKind::Exact, r, step);
+                    Ok::<(), ()>(())
+                })
+                .expect("no edit fails");
+            let _refused = write(&mut shadow, MatchKind::Exact, r, step);
+            copies.swapped(std::mem::replace(&mut live, plane));
+            assert!(
+                copies.log.len() <= LOG_EDITS,
+                "step {step}: {} edits logged",
+                copies.log.len()
+            );
+        }
+        assert!(
+            !copies.copies.iter().any(|c| Arc::ptr_eq(&c.plane, &pinned)),
+            "not kept"
+        );
+        assert!(
+            copies.released.iter().any(|p| Arc::ptr_eq(p, &pinned)),
+            "freed once free"
+        );
+        drop(pinned);
+        for step in 0..20 {
+            let r = (step + 7u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let (plane, ()) = copies
+                .edit(&live, |cp| {
+                    let _refused = write(&mut cp.tables[0], MatchKind::Exact, r, step as usize);
+                    Ok::<(), ()>(())
+                })
+                .expect("no edit fails");
+            let _refused = write(&mut shadow, MatchKind::Exact, r, step as usize);
+            copies.swapped(std::mem::replace(&mut live, plane));
+            for probe in 0..48u128 {
+                let got = live.tables[0].lookup(&[probe], &mut scratch).map(|s| s.handle);
+                let want = shadow.lookup(&[probe], &mut scratch).map(|s| s.handle);
+                assert_eq!(got, want, "step {step}, key {probe}");
             }
         }
     }
