@@ -298,11 +298,14 @@ fn bottleneck_queue_p99(summary: &Value) -> f64 {
 /// How far (points) the programs' goodput may be from the lab's own flows': the lab's runs
 /// against the simulator's allow 3 (testbed/tests/controllers.rs).
 const GOODPUT_TOLERANCE: f64 = 0.03;
-/// Where the goodput turns on RED's draws, as DCQCN's does, the lab and the simulator are compared
-/// within half the simulator's range (0.78-0.89 over 20 seeds; testbed/tests/controllers.rs): one
-/// run of either kind is one draw. Measured here: 0.872 (programs) against 0.854 (own flows),
-/// and HPCC 0.885 against 0.889 (2026-11-28).
-const DCQCN_GOODPUT_TOLERANCE: f64 = 0.055;
+/// Where the goodput turns on RED's draws, as DCQCN's does, each run is one draw, and here two lab
+/// runs are compared (the programs' and the own flows'): they may be as far apart as the lab's own
+/// runs of this incast spread, 0.749-0.886 in seven (testbed/tests/controllers.rs). Half the
+/// simulator's 20-seed range (0.055), the bound before, is the allowance for one draw against a
+/// range, not for the gap between two draws: a suite failed on 0.814 against 0.872 (2026-11-29).
+/// Measured besides: 0.872 against 0.854 (2026-11-28), 0.857 against 0.869 (2026-11-29); HPCC
+/// 0.885 against 0.889 and 0.886 against 0.897.
+const DCQCN_GOODPUT_TOLERANCE: f64 = 0.14;
 /// How far Jain's indices of the senders' mean rates may be apart.
 const JAIN_TOLERANCE: f64 = 0.03;
 /// Runs of either side of a pair before the machine is said not to keep up (at dilation 1 the
