@@ -64,16 +64,16 @@ impl PlaneCopies {
         for t in &mut plane.tables {
             t.begin_edit();
         }
-        match change(plane) {
+        let result = change(plane);
+        let journals: Vec<Journal> = plane.tables.iter().map(|t| t.journal().clone()).collect();
+        match result {
             Ok(r) => {
-                let journals: Vec<Journal> = plane.tables.iter().map(|t| t.journal().clone()).collect();
-                self.logged += journals.iter().map(Journal::len).sum::<usize>();
+                self.logged += handles(&journals);
                 self.log.push_back((self.live + 1, journals));
                 Ok((next, r))
             }
             Err(e) => {
-                let own: Vec<Journal> = plane.tables.iter().map(|t| t.journal().clone()).collect();
-                plane.follow(live, &own);
+                plane.follow(live, &journals);
                 self.copies.insert(
                     0,
                     Copy {
@@ -105,7 +105,7 @@ impl PlaneCopies {
         while let Some((v, journals)) = self.log.front()
             && (*v <= oldest || self.logged > LOG_HANDLES || self.log.len() > LOG_EDITS)
         {
-            self.logged -= journals.iter().map(Journal::len).sum::<usize>();
+            self.logged -= handles(journals);
             self.log.pop_front();
         }
         // A copy the log no longer reaches back to would be made again whole: let it go.
@@ -116,8 +116,8 @@ impl PlaneCopies {
     }
 
     /// A copy no packet holds, made what `live` is: the newest free copy brought up to date
-    /// with the journals since its version, or a whole copy of `live` when none is free or the
-    /// log no longer reaches back to it.
+    /// with the journals since its version (the log reaches back to every kept copy: see
+    /// [`PlaneCopies::swapped`]), or a whole copy of `live` when none is free.
     fn up_to_date(&mut self, live: &Arc<ControlPlane>) -> Arc<ControlPlane> {
         let free = self
             .copies
@@ -127,11 +127,10 @@ impl PlaneCopies {
             return Arc::new(ControlPlane::clone(live));
         };
         let Copy { mut plane, version } = self.copies.remove(i);
-        let first = self.log.front().map_or(self.live + 1, |(v, _)| *v);
-        if version + 1 < first {
-            self.released.push(plane);
-            return Arc::new(ControlPlane::clone(live));
-        }
+        debug_assert!(
+            version + 1 >= self.log.front().map_or(self.live + 1, |(v, _)| *v),
+            "a kept copy the log reaches"
+        );
         let mut since: Vec<Journal> = vec![Journal::default(); live.tables.len()];
         for (_, journals) in self.log.iter().filter(|(v, _)| *v > version) {
             for (all, one) in since.iter_mut().zip(journals) {
@@ -143,32 +142,22 @@ impl PlaneCopies {
     }
 }
 
+/// Slot handles `journals` name.
+fn handles(journals: &[Journal]) -> usize {
+    journals.iter().map(Journal::len).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exec::table::{TableState, Via, prefix_mask};
     use crate::ir::{self, Entry, KeySet, MatchKind};
 
+    /// A table of one key of `kind`, large enough for the writes below.
     fn table(kind: MatchKind) -> ir::Table {
         ir::Table {
-            name: "t".into(),
-            keys: vec![ir::Key {
-                expr: ir::Expr::Const(0),
-                kind,
-                width: 32,
-                name: "k".into(),
-            }],
-            prep: vec![],
-            selector_keys: vec![],
-            actions: vec![],
-            default_action: (0, vec![]),
-            const_default: false,
-            entries: None,
             size: 1 << 12,
-            direct_counter: None,
-            direct_meter: None,
-            profile: None,
-            idle_timeout: false,
+            ..crate::exec::table::tests::table(&[kind])
         }
     }
 

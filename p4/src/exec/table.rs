@@ -2,9 +2,9 @@
 //! one hash map per prefix length (longest first) for one lpm key among exact ones, and a scan
 //! in priority order for ternary, range and optional keys.
 //!
-//! The control plane is kept twice (see `Datapath::edit`): an edit changes the copy packets do
-//! not read, after bringing it up to date with the handles the other copy's last edit touched
-//! ([`TableState::catch_up`]), so that a write costs the same whatever the table's size.
+//! The control plane is kept in copies (see `Datapath::edit`): an edit changes a copy packets do
+//! not read, after bringing it up to date with the handles the edits since touched
+//! ([`TableState::follow`]), so that a write costs the same whatever the table's size.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -227,14 +227,13 @@ impl TableState {
         touched.sort_unstable();
         touched.dedup();
         let slot = |t: &TableState, h: u32| t.entries.get(h as usize).cloned().flatten();
-        let same = |a: &Option<Arc<StoredEntry>>, b: &Option<Arc<StoredEntry>>| match (a, b) {
+        let same = |h: u32| match (self.stored(h as usize), live.stored(h as usize)) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (a, b) => a.is_none() && b.is_none(),
         };
         // Keys leave the index before any arrives: within one edit a key may move from one
         // handle to another.
-        let mut changed = touched.clone();
-        changed.retain(|&h| !same(&slot(self, h), &slot(live, h)));
+        let changed: Vec<u32> = touched.iter().copied().filter(|&h| !same(h)).collect();
         let scan = matches!(self.index, Index::Scan(_));
         for &h in &changed {
             if let Some(gone) = slot(self, h) {
@@ -260,7 +259,6 @@ impl TableState {
                 self.count += 1;
             }
         }
-        self.entries.truncate(live.entries.len());
         self.entries.resize(live.entries.len(), None);
         for &h in &touched {
             if live.free.contains(&h) {
@@ -550,10 +548,11 @@ fn is_prefix(m: u128, w: u16) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn table(kinds: &[MatchKind]) -> ir::Table {
+    /// A table of one 32-bit key of each of `kinds`, 16 entries at most.
+    pub(crate) fn table(kinds: &[MatchKind]) -> ir::Table {
         ir::Table {
             name: "t".into(),
             keys: kinds
