@@ -262,211 +262,237 @@ impl Reader<'_> {
                     let v = self.pop()?;
                     return Ok((v, self.at));
                 }
-                b'(' => self.marks.push(self.stack.len()),
-                b'N' => self.push(Value::None)?,
-                0x88 => self.push(Value::Bool(true))?,
-                0x89 => self.push(Value::Bool(false))?,
-                b'J' => {
-                    let v = self.le(4)? as u32 as i32;
-                    self.push(Value::Int(i64::from(v)))?
-                }
-                b'K' => {
-                    let v = self.u8()?;
-                    self.push(Value::Int(i64::from(v)))?
-                }
-                b'M' => {
-                    let v = self.le(2)?;
-                    self.push(Value::Int(v as i64))?
-                }
-                0x8a => {
-                    let n = usize::from(self.u8()?);
-                    let b = self.take(n)?;
-                    if n > 8 {
-                        return Err(format!("an integer of {n} bytes at byte {at}"));
+                _ => {
+                    if !(self.literal(op, at)? || self.container(op, at)? || self.object(op, at)?) {
+                        return Err(format!(
+                            "pickle opcode 0x{op:02x} at byte {at} is not one torch.save writes"
+                        ));
                     }
-                    let mut v: i64 = if b.last().is_some_and(|&x| x & 0x80 != 0) {
-                        -1
-                    } else {
-                        0
-                    };
-                    for &x in b.iter().rev() {
-                        v = v << 8 | i64::from(x);
-                    }
-                    self.push(Value::Int(v))?
-                }
-                b'G' => {
-                    let v = f64::from_be_bytes(self.take(8)?.try_into().map_err(|_| "float")?);
-                    self.push(Value::Float(v))?
-                }
-                b'X' => {
-                    let n = self.le(4)?;
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                0x8c => {
-                    let n = u64::from(self.u8()?);
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                0x8d => {
-                    let n = self.le(8)?;
-                    let v = self.text(n)?;
-                    self.push(v)?
-                }
-                b'U' | b'C' => {
-                    let n = u64::from(self.u8()?);
-                    let v = Value::Bytes(self.sized(n)?.into());
-                    self.push(v)?
-                }
-                b'T' | b'B' => {
-                    let n = self.le(4)?;
-                    let v = Value::Bytes(self.sized(n)?.into());
-                    self.push(v)?
-                }
-                0x8e => {
-                    let n = self.le(8)?;
-                    let v = Value::Bytes(self.sized(n)?.into());
-                    self.push(v)?
-                }
-                b')' => self.push(Value::Tuple(Rc::new([])))?,
-                b't' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::Tuple(items.into()))?
-                }
-                0x85..=0x87 => {
-                    let n = usize::from(op - 0x84);
-                    if self.stack.len() < n {
-                        return Err(format!("TUPLE{n} on a short stack at byte {at}"));
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(Value::Tuple(items.into()))?
-                }
-                b']' => self.push(Value::List(Rc::default()))?,
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::List(Rc::new(RefCell::new(items))))?
-                }
-                b'}' => self.push(Value::Dict(Rc::default()))?,
-                b'd' => {
-                    let items = self.pop_mark()?;
-                    let d = Value::Dict(Rc::default());
-                    self.set_items(&d, items)?;
-                    self.push(d)?
-                }
-                0x8f => self.push(Value::List(Rc::default()))?,
-                0x90 => {
-                    let items = self.pop_mark()?;
-                    let target = self.top()?.clone();
-                    self.append(&target, items)?
-                }
-                0x91 => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::List(Rc::new(RefCell::new(items))))?
-                }
-                b'a' => {
-                    let v = self.pop()?;
-                    let target = self.top()?.clone();
-                    self.append(&target, vec![v])?
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    let target = self.top()?.clone();
-                    self.append(&target, items)?
-                }
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    let target = self.top()?.clone();
-                    self.set_items(&target, vec![k, v])?
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    let target = self.top()?.clone();
-                    self.set_items(&target, items)?
-                }
-                b'q' => {
-                    let k = u32::from(self.u8()?);
-                    self.memoize(k)?
-                }
-                b'r' => {
-                    let k = self.le(4)? as u32;
-                    self.memoize(k)?
-                }
-                0x94 => {
-                    let k = self.memo.len() as u32;
-                    self.memoize(k)?
-                }
-                b'h' => {
-                    let k = u32::from(self.u8()?);
-                    self.get(k)?
-                }
-                b'j' => {
-                    let k = self.le(4)? as u32;
-                    self.get(k)?
-                }
-                b'c' => {
-                    let module = self.line()?;
-                    let name = self.line()?;
-                    self.push(Value::Global(format!("{module} {name}").into()))?
-                }
-                0x93 => {
-                    let name = self.pop()?;
-                    let module = self.pop()?;
-                    let (Some(m), Some(n)) = (module.as_str(), name.as_str()) else {
-                        return Err(format!("STACK_GLOBAL without two strs at byte {at}"));
-                    };
-                    self.push(Value::Global(format!("{m} {n}").into()))?
-                }
-                b'R' => {
-                    let args = self.pop()?;
-                    let func = self.pop()?;
-                    let args = args
-                        .items()
-                        .ok_or_else(|| format!("REDUCE without a tuple at byte {at}"))?;
-                    self.push(Self::call(func, args))?
-                }
-                0x81 => {
-                    let args = self.pop()?;
-                    let class = self.pop()?;
-                    let args = args
-                        .items()
-                        .ok_or_else(|| format!("NEWOBJ without a tuple at byte {at}"))?;
-                    self.push(Self::call(class, args))?
-                }
-                0x92 => {
-                    let _kwargs = self.pop()?;
-                    let args = self.pop()?;
-                    let class = self.pop()?;
-                    let args = args.items().unwrap_or_default();
-                    self.push(Self::call(class, args))?
-                }
-                b'b' => {
-                    let state = self.pop()?;
-                    match self.top()? {
-                        Value::Object(o) => o.borrow_mut().state = Some(state),
-                        // BUILD on a dict (an OrderedDict's own attributes): nothing to keep.
-                        Value::Dict(_) => {}
-                        _ => return Err(format!("BUILD on a value that is no object at byte {at}")),
-                    }
-                }
-                b'Q' => {
-                    let pid = self.pop()?;
-                    self.push(Value::Persistent(Rc::new(pid)))?
-                }
-                b'0' => {
-                    self.pop()?;
-                }
-                b'2' => {
-                    let v = self.top()?.clone();
-                    self.push(v)?
-                }
-                other => {
-                    return Err(format!(
-                        "pickle opcode 0x{other:02x} at byte {at} is not one torch.save writes"
-                    ));
                 }
             }
         }
+    }
+
+    /// Pushes a literal (None, bool, int, float, str, bytes) for `op`; false for an opcode of another group.
+    fn literal(&mut self, op: u8, at: usize) -> Result<bool, String> {
+        match op {
+            b'N' => self.push(Value::None)?,
+            0x88 => self.push(Value::Bool(true))?,
+            0x89 => self.push(Value::Bool(false))?,
+            b'J' => {
+                let v = self.le(4)? as u32 as i32;
+                self.push(Value::Int(i64::from(v)))?
+            }
+            b'K' => {
+                let v = self.u8()?;
+                self.push(Value::Int(i64::from(v)))?
+            }
+            b'M' => {
+                let v = self.le(2)?;
+                self.push(Value::Int(v as i64))?
+            }
+            0x8a => {
+                let n = usize::from(self.u8()?);
+                let b = self.take(n)?;
+                if n > 8 {
+                    return Err(format!("an integer of {n} bytes at byte {at}"));
+                }
+                let mut v: i64 = if b.last().is_some_and(|&x| x & 0x80 != 0) {
+                    -1
+                } else {
+                    0
+                };
+                for &x in b.iter().rev() {
+                    v = v << 8 | i64::from(x);
+                }
+                self.push(Value::Int(v))?
+            }
+            b'G' => {
+                let v = f64::from_be_bytes(self.take(8)?.try_into().map_err(|_| "float")?);
+                self.push(Value::Float(v))?
+            }
+            b'X' => {
+                let n = self.le(4)?;
+                let v = self.text(n)?;
+                self.push(v)?
+            }
+            0x8c => {
+                let n = u64::from(self.u8()?);
+                let v = self.text(n)?;
+                self.push(v)?
+            }
+            0x8d => {
+                let n = self.le(8)?;
+                let v = self.text(n)?;
+                self.push(v)?
+            }
+            b'U' | b'C' => {
+                let n = u64::from(self.u8()?);
+                let v = Value::Bytes(self.sized(n)?.into());
+                self.push(v)?
+            }
+            b'T' | b'B' => {
+                let n = self.le(4)?;
+                let v = Value::Bytes(self.sized(n)?.into());
+                self.push(v)?
+            }
+            0x8e => {
+                let n = self.le(8)?;
+                let v = Value::Bytes(self.sized(n)?.into());
+                self.push(v)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Builds tuples, lists and dicts, and marks, pops and duplicates on the stack, for `op`; false for an opcode of another group.
+    fn container(&mut self, op: u8, at: usize) -> Result<bool, String> {
+        match op {
+            b'(' => self.marks.push(self.stack.len()),
+            b')' => self.push(Value::Tuple(Rc::new([])))?,
+            b't' => {
+                let items = self.pop_mark()?;
+                self.push(Value::Tuple(items.into()))?
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                if self.stack.len() < n {
+                    return Err(format!("TUPLE{n} on a short stack at byte {at}"));
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                self.push(Value::Tuple(items.into()))?
+            }
+            b']' => self.push(Value::List(Rc::default()))?,
+            b'l' => {
+                let items = self.pop_mark()?;
+                self.push(Value::List(Rc::new(RefCell::new(items))))?
+            }
+            b'}' => self.push(Value::Dict(Rc::default()))?,
+            b'd' => {
+                let items = self.pop_mark()?;
+                let d = Value::Dict(Rc::default());
+                self.set_items(&d, items)?;
+                self.push(d)?
+            }
+            0x8f => self.push(Value::List(Rc::default()))?,
+            0x90 => {
+                let items = self.pop_mark()?;
+                let target = self.top()?.clone();
+                self.append(&target, items)?
+            }
+            0x91 => {
+                let items = self.pop_mark()?;
+                self.push(Value::List(Rc::new(RefCell::new(items))))?
+            }
+            b'a' => {
+                let v = self.pop()?;
+                let target = self.top()?.clone();
+                self.append(&target, vec![v])?
+            }
+            b'e' => {
+                let items = self.pop_mark()?;
+                let target = self.top()?.clone();
+                self.append(&target, items)?
+            }
+            b's' => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                let target = self.top()?.clone();
+                self.set_items(&target, vec![k, v])?
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                let target = self.top()?.clone();
+                self.set_items(&target, items)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Memo, globals, calls, BUILD and persistent IDs for `op`; false for an opcode of another group.
+    fn object(&mut self, op: u8, at: usize) -> Result<bool, String> {
+        match op {
+            b'q' => {
+                let k = u32::from(self.u8()?);
+                self.memoize(k)?
+            }
+            b'r' => {
+                let k = self.le(4)? as u32;
+                self.memoize(k)?
+            }
+            0x94 => {
+                let k = self.memo.len() as u32;
+                self.memoize(k)?
+            }
+            b'h' => {
+                let k = u32::from(self.u8()?);
+                self.get(k)?
+            }
+            b'j' => {
+                let k = self.le(4)? as u32;
+                self.get(k)?
+            }
+            b'c' => {
+                let module = self.line()?;
+                let name = self.line()?;
+                self.push(Value::Global(format!("{module} {name}").into()))?
+            }
+            0x93 => {
+                let name = self.pop()?;
+                let module = self.pop()?;
+                let (Some(m), Some(n)) = (module.as_str(), name.as_str()) else {
+                    return Err(format!("STACK_GLOBAL without two strs at byte {at}"));
+                };
+                self.push(Value::Global(format!("{m} {n}").into()))?
+            }
+            b'R' => {
+                let args = self.pop()?;
+                let func = self.pop()?;
+                let args = args
+                    .items()
+                    .ok_or_else(|| format!("REDUCE without a tuple at byte {at}"))?;
+                self.push(Self::call(func, args))?
+            }
+            0x81 => {
+                let args = self.pop()?;
+                let class = self.pop()?;
+                let args = args
+                    .items()
+                    .ok_or_else(|| format!("NEWOBJ without a tuple at byte {at}"))?;
+                self.push(Self::call(class, args))?
+            }
+            0x92 => {
+                let _kwargs = self.pop()?;
+                let args = self.pop()?;
+                let class = self.pop()?;
+                let args = args.items().unwrap_or_default();
+                self.push(Self::call(class, args))?
+            }
+            b'b' => {
+                let state = self.pop()?;
+                match self.top()? {
+                    Value::Object(o) => o.borrow_mut().state = Some(state),
+                    // BUILD on a dict (an OrderedDict's own attributes): nothing to keep.
+                    Value::Dict(_) => {}
+                    _ => return Err(format!("BUILD on a value that is no object at byte {at}")),
+                }
+            }
+            b'Q' => {
+                let pid = self.pop()?;
+                self.push(Value::Persistent(Rc::new(pid)))?
+            }
+            b'0' => {
+                self.pop()?;
+            }
+            b'2' => {
+                let v = self.top()?.clone();
+                self.push(v)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 }
 

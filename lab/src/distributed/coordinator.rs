@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use intlab_keys::LabKeys;
 use intlab_runtime::clock::Clock;
-use intlab_transport::flow::FlowEvent;
+use intlab_transport::flow::{FlowEvent, FlowPath};
 use serde::Deserialize;
 
 use crate::datapath::Reach;
 use crate::dilation::Dilation;
 use crate::lab::LabReport;
-use crate::results::{self, Results, RunRecord, Timebase, WriteError};
+use crate::results::{self, Ending, Results, RunRecord, Timebase, WriteError};
 use crate::run::{Progress, RunError, RunOptions, flow_paths};
 use crate::scenario::Scenario;
 use crate::sites::control_connection::{ControlConnection, ReadLimits, Received, dial};
@@ -273,6 +273,112 @@ impl<'a> Sites<'a> {
             message: "no clock exchange".into(),
         })
     }
+
+    /// Says hello to every site (each must speak this version) and aligns each site's lab
+    /// clock on this one's; the offsets as measured.
+    fn greet_and_align(&mut self, progress: &mut dyn Progress) -> Result<Vec<Offset>, RunError> {
+        let all: Vec<usize> = (0..self.names.len()).collect();
+        for &i in &all {
+            self.tell(i, &ToSite::Hello { version: VERSION })?;
+        }
+        let kernels = self.answers(&all, "saying hello", |_, m, _| match m {
+            FromSite::Hello { version, kernel, .. } if version == VERSION => Some(Ok(kernel)),
+            FromSite::Hello { version, .. } => {
+                Some(Err(format!("it speaks version {version}, this coordinator {VERSION}")))
+            }
+            _ => None,
+        })?;
+        progress.step("aligning the sites' lab clocks");
+        let mut aligned = Vec::new();
+        let here = KernelClock::here();
+        for (i, kernel) in kernels {
+            let mut o = self.measure(i)?;
+            // On this machine's kernel the true offset is known: the measurement's error with it.
+            o.error_ns = here
+                .true_offset_of(Clock::get().shift(), &kernel)
+                .map(|t| o.offset_ns - t);
+            self.tell(i, &ToSite::Align { shift_ns: -o.offset_ns })?;
+            aligned.push(o);
+        }
+        Ok(aligned)
+    }
+
+    /// Has every site build its part of `s` (with a capture if `capture`), with one tunnel key
+    /// for the run, and waits until all have.
+    fn build(&mut self, s: &Scenario, addresses: &SiteAddresses, capture: bool) -> Result<(), RunError> {
+        let tunnel_addresses: BTreeMap<String, Ipv4Addr> =
+            addresses.sites.iter().map(|(k, (_, t))| (k.clone(), *t)).collect();
+        let mut tunnel_key = [0u8; 16];
+        getrandom::fill(&mut tunnel_key).map_err(|e| RunError::Sites(format!("making the run's tunnel key: {e}")))?;
+        // Absolute, as a site refuses any other (relative paths in the scenario resolve
+        // against it on every machine).
+        let file = std::path::absolute(&s.file).map_err(|e| RunError::Sites(format!("{}: {e}", s.file.display())))?;
+        for i in 0..self.names.len() {
+            let order = BuildOrder {
+                tunnel_key,
+                scenario: s.text.clone(),
+                file: file.clone(),
+                dilation: s.dilation,
+                site: self.names[i].clone(),
+                addresses: tunnel_addresses.clone(),
+                capture,
+            };
+            self.tell(i, &ToSite::Build(order))?;
+        }
+        let all: Vec<usize> = (0..self.names.len()).collect();
+        self.answers(&all, "building its part", |_, m, _| match m {
+            FromSite::Built { .. } => Some(Ok(())),
+            _ => None,
+        })?;
+        Ok(())
+    }
+
+    /// Has each site probe the paths of the flows whose sources it runs (flow `k`'s at site
+    /// `site_of_flow[k]`); what each site reached.
+    fn probe(&mut self, site_of_flow: &[usize]) -> Result<Vec<(usize, Vec<FlowReach>)>, RunError> {
+        let mut probing = Vec::new();
+        for i in 0..self.names.len() {
+            let flows: Vec<usize> = (0..site_of_flow.len()).filter(|&k| site_of_flow[k] == i).collect();
+            if !flows.is_empty() {
+                self.tell(i, &ToSite::Probe { flows })?;
+                probing.push(i);
+            }
+        }
+        self.answers(&probing, "checking the data path", |_, m, _| match m {
+            FromSite::Reached(r) => Some(Ok(r)),
+            _ => None,
+        })
+    }
+
+    /// Stops every site and waits for its report and files; the reports in site order.
+    fn stop_and_report(&mut self) -> Result<Vec<SiteReport>, RunError> {
+        let n = self.names.len();
+        for i in 0..n {
+            self.tell(i, &ToSite::Stop)?;
+        }
+        let mut reports: Vec<Option<SiteReport>> = vec![None; n];
+        // One wait for everything a site sends once stopped: report, files (each written whole
+        // before it is announced here), done.
+        let all: Vec<usize> = (0..n).collect();
+        self.answers(&all, "reporting", |i, m, _| match m {
+            FromSite::Report(r) => {
+                reports[i] = Some(*r);
+                None
+            }
+            FromSite::Done => Some(Ok(())),
+            _ => None,
+        })?;
+        reports
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.ok_or_else(|| RunError::Site {
+                    site: self.names[i].clone(),
+                    message: "it ended without its report".into(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// Runs `s` over the sites at `addresses`, as [`crate::run::run`] runs it on one machine. With
@@ -324,71 +430,17 @@ fn run_once_on_sites(
     }
     progress.step(&format!("connecting to {n} sites"));
     let mut sites = Sites::connect(addresses, &plan_sites.names, keys, capture.then_some(capture_dir), stop)?;
-    let all: Vec<usize> = (0..n).collect();
-    for i in 0..n {
-        sites.tell(i, &ToSite::Hello { version: VERSION })?;
-    }
-    let kernels = sites.answers(&all, "saying hello", |_, m, _| match m {
-        FromSite::Hello { version, kernel, .. } if version == VERSION => Some(Ok(kernel)),
-        FromSite::Hello { version, .. } => {
-            Some(Err(format!("it speaks version {version}, this coordinator {VERSION}")))
-        }
-        _ => None,
-    })?;
-    progress.step("aligning the sites' lab clocks");
-    let mut aligned = Vec::new();
-    let here = KernelClock::here();
-    for (i, kernel) in kernels {
-        let mut o = sites.measure(i)?;
-        // On this machine's kernel the true offset is known: the measurement's error with it.
-        o.error_ns = here
-            .true_offset_of(Clock::get().shift(), &kernel)
-            .map(|t| o.offset_ns - t);
-        sites.tell(i, &ToSite::Align { shift_ns: -o.offset_ns })?;
-        aligned.push(o);
-    }
+    let aligned = sites.greet_and_align(progress)?;
     progress.step(&format!(
         "building {} over {n} sites ({} hosts, {} switches)",
         s.topology.name,
         topology.hosts().count(),
         topology.switches().count()
     ));
-    let tunnel_addresses: BTreeMap<String, Ipv4Addr> =
-        addresses.sites.iter().map(|(k, (_, t))| (k.clone(), *t)).collect();
-    let mut tunnel_key = [0u8; 16];
-    getrandom::fill(&mut tunnel_key).map_err(|e| RunError::Sites(format!("making the run's tunnel key: {e}")))?;
-    for (i, name) in plan_sites.names.iter().enumerate() {
-        let order = BuildOrder {
-            tunnel_key,
-            scenario: s.text.clone(),
-            // Absolute, as a site refuses any other (relative paths in the scenario resolve
-            // against it on every machine).
-            file: std::path::absolute(&s.file).map_err(|e| RunError::Sites(format!("{}: {e}", s.file.display())))?,
-            dilation: s.dilation,
-            site: name.clone(),
-            addresses: tunnel_addresses.clone(),
-            capture,
-        };
-        sites.tell(i, &ToSite::Build(order))?;
-    }
-    sites.answers(&all, "building its part", |_, m, _| match m {
-        FromSite::Built { .. } => Some(Ok(())),
-        _ => None,
-    })?;
+    sites.build(s, addresses, capture)?;
     progress.step("checking the data path");
     let site_of_flow: Vec<usize> = plan.iter().map(|f| plan_sites.site_of[f.src]).collect();
-    let mut probing = Vec::new();
-    for i in 0..n {
-        let flows: Vec<usize> = (0..plan.len()).filter(|&k| site_of_flow[k] == i).collect();
-        if !flows.is_empty() {
-            sites.tell(i, &ToSite::Probe { flows })?;
-            probing.push(i);
-        }
-    }
-    let reached = match sites.answers(&probing, "checking the data path", |_, m, _| match m {
-        FromSite::Reached(r) => Some(Ok(r)),
-        _ => None,
-    }) {
+    let reached = match sites.probe(&site_of_flow) {
         Ok(r) => r,
         Err(e) => {
             results::write_text(&opts.out, results::DATAPATH, &e.to_string())?;
@@ -406,145 +458,22 @@ fn run_once_on_sites(
             .collect();
         sites.tell(i, &ToSite::Start { t0_ns: t0, sends })?;
     }
-    let mut iterations = Iterations::new(s.workload.applications(), &plan, d);
-    let deadline = t0 + d.lab_ns(s.duration.0);
+    let mut watch = Watch::new(
+        Iterations::new(s.workload.applications(), &plan, d),
+        &site_of_flow,
+        &paths,
+        &aligned,
+    );
     progress.begin(plan.len() as u64);
     // This machine's: on one machine, every site's; else the coordinator's alone.
     let cpu_before = crate::run::cpu_steal_and_total();
-    let mut finished = vec![0usize; n];
-    let mut diagnosis = None;
-    let mut drift = vec![0u64; n];
-    // A clock exchange sent and not answered yet, per site.
-    let mut pending = vec![false; n];
-    let mut next_measure = Instant::now() + REMEASURE_EVERY;
-    let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); n];
-    // The shift each site's lab clock runs with, as it last said.
-    let mut shifts: Vec<i64> = aligned.iter().map(|o| -o.offset_ns).collect();
-    let ending = loop {
-        match sites.incoming.recv_timeout(crate::run::POLL) {
-            Ok((i, Received::Ended(why))) => {
-                let why = why.map_or_else(String::new, |w| format!(": {w}"));
-                return Err(RunError::Site {
-                    site: sites.names[i].clone(),
-                    message: format!("its server went away while the workload ran{why}"),
-                });
-            }
-            Ok((i, Received::Message(m, at))) => match m {
-                FromSite::Event { event, diagnosis: why } => match event {
-                    FlowEvent::Completed(c) => {
-                        if let Some(r) = iterations.complete(c.id, c.end_ns) {
-                            for &k in &r.flows {
-                                let to = site_of_flow[k];
-                                sites.tell(
-                                    to,
-                                    &ToSite::Send {
-                                        flow: k,
-                                        start_ns: r.start_ns,
-                                        path: paths[k],
-                                    },
-                                )?;
-                            }
-                        }
-                    }
-                    FlowEvent::Stuck(x) => {
-                        if diagnosis.is_none() {
-                            diagnosis = Some(why.unwrap_or_else(|| format!("flow {} made no progress", x.id)));
-                        }
-                    }
-                },
-                FromSite::Finished(k) => finished[i] = k,
-                FromSite::Clock {
-                    sent_ns,
-                    received_ns,
-                    answered_ns,
-                    shift_ns,
-                } => {
-                    pending[i] = false;
-                    shifts[i] = shift_ns;
-                    exchanges[i].push(Exchange {
-                        sent_ns,
-                        received_ns,
-                        answered_ns,
-                        back_ns: at,
-                    });
-                }
-                FromSite::Failed(e) => {
-                    return Err(RunError::Site {
-                        site: sites.names[i].clone(),
-                        message: e,
-                    });
-                }
-                _ => {}
-            },
-            Err(RecvTimeoutError::Timeout) => {}
-            // Every reader ended (each says so first, which returns above).
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(RunError::Sites(
-                    "every site's connection ended while the workload ran".into(),
-                ));
-            }
-        }
-        // The offsets of the sites' lab clocks, measured again (sites answer in their unshifted
-        // clock and say the shift they run with): how far each is from this one, beyond what
-        // the two measurements cannot tell apart. A site that runs with another shift than it
-        // was told shows here, as a clock that drifted.
-        if Instant::now() >= next_measure {
-            next_measure = Instant::now() + REMEASURE_EVERY;
-            for i in 0..n {
-                if let Some(o) = best_offset(&exchanges[i]) {
-                    let off = (i128::from(o.offset_ns) + i128::from(shifts[i])).unsigned_abs();
-                    let unsure = u128::from(o.uncertainty_ns + aligned[i].uncertainty_ns);
-                    let moved = u64::try_from(off.saturating_sub(unsure)).unwrap_or(u64::MAX);
-                    drift[i] = drift[i].max(moved);
-                    exchanges[i].clear();
-                }
-                if !pending[i] {
-                    pending[i] = true;
-                    sites.tell(
-                        i,
-                        &ToSite::Clock {
-                            sent_ns: clock.now_ns(),
-                        },
-                    )?;
-                }
-            }
-        }
-        let done: usize = finished.iter().sum();
-        progress.advance((done / 2) as u64);
-        let over = clock.now_ns() >= deadline;
-        if let Some(e) = crate::run::ending_now(done >= 2 * plan.len(), diagnosis.is_some(), stop, over) {
-            break e;
-        }
-    };
+    let ending = watch.run(&mut sites, t0 + d.lab_ns(s.duration.0), stop, progress)?;
     let end_ns = clock.now_ns();
     let cpu_after = crate::run::cpu_steal_and_total();
     progress.end();
     progress.step("stopping every site and gathering results");
-    for i in 0..n {
-        sites.tell(i, &ToSite::Stop)?;
-    }
-    let mut reports: Vec<Option<SiteReport>> = vec![None; n];
-    // One wait for everything a site sends once stopped: report, files (each written whole
-    // before it is announced here), done.
-    sites.answers(&all, "reporting", |i, m, _| match m {
-        FromSite::Report(r) => {
-            reports[i] = Some(*r);
-            None
-        }
-        FromSite::Done => Some(Ok(())),
-        _ => None,
-    })?;
-    let reports: Vec<SiteReport> = reports
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            r.ok_or_else(|| RunError::Site {
-                site: sites.names[i].clone(),
-                message: "it ended without its report".into(),
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &drift, &sites.names);
+    let reports = sites.stop_and_report()?;
+    let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &watch.drift, &sites.names);
     let (report, link_events) = merge(&topology, reports);
     let failed_host = report.failed_hosts.first().cloned();
     let mut results = Results::of_run(
@@ -563,7 +492,7 @@ fn run_once_on_sites(
             },
             ending,
             network_events: link_events,
-            diagnosis,
+            diagnosis: watch.diagnosis,
             dilation_warned: warned.to_vec(),
             cpu_steal: crate::run::steal_share(cpu_before, cpu_after),
         },
@@ -576,6 +505,162 @@ fn run_once_on_sites(
         return Err(RunError::Host { host, error });
     }
     Ok(results)
+}
+
+/// What the coordinator follows while the workload runs: the iterations it releases across
+/// sites, each site's count of finished flows and the drift of each site's lab clock.
+struct Watch<'p> {
+    iterations: Iterations,
+    site_of_flow: &'p [usize],
+    paths: &'p [FlowPath],
+    /// The sites' clocks as aligned before the start.
+    aligned: &'p [Offset],
+    finished: Vec<usize>,
+    /// Why a flow made no progress, as the first site to see one said.
+    diagnosis: Option<String>,
+    /// How far each site's lab clock moved from this one beyond what measuring can tell (ns).
+    drift: Vec<u64>,
+    /// A clock exchange sent and not answered yet, per site.
+    pending: Vec<bool>,
+    next_measure: Instant,
+    exchanges: Vec<Vec<Exchange>>,
+    /// The shift each site's lab clock runs with, as it last said.
+    shifts: Vec<i64>,
+}
+
+impl<'p> Watch<'p> {
+    fn new(iterations: Iterations, site_of_flow: &'p [usize], paths: &'p [FlowPath], aligned: &'p [Offset]) -> Self {
+        let n = aligned.len();
+        Watch {
+            iterations,
+            site_of_flow,
+            paths,
+            aligned,
+            finished: vec![0; n],
+            diagnosis: None,
+            drift: vec![0; n],
+            pending: vec![false; n],
+            next_measure: Instant::now() + REMEASURE_EVERY,
+            exchanges: vec![Vec::new(); n],
+            shifts: aligned.iter().map(|o| -o.offset_ns).collect(),
+        }
+    }
+
+    /// Follows the sites until every flow finished (each flow counts at both ends), one made
+    /// no progress, `stop` is raised or `deadline_ns` passed.
+    fn run(
+        &mut self,
+        sites: &mut Sites,
+        deadline_ns: u64,
+        stop: &AtomicBool,
+        progress: &mut dyn Progress,
+    ) -> Result<Ending, RunError> {
+        let clock = Clock::get();
+        let flows = self.site_of_flow.len();
+        loop {
+            match sites.incoming.recv_timeout(crate::run::POLL) {
+                Ok((i, Received::Ended(why))) => {
+                    let why = why.map_or_else(String::new, |w| format!(": {w}"));
+                    return Err(RunError::Site {
+                        site: sites.names[i].clone(),
+                        message: format!("its server went away while the workload ran{why}"),
+                    });
+                }
+                Ok((i, Received::Message(m, at))) => self.received(sites, i, m, at)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every reader ended (each says so first, which returns above).
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(RunError::Sites(
+                        "every site's connection ended while the workload ran".into(),
+                    ));
+                }
+            }
+            if Instant::now() >= self.next_measure {
+                self.next_measure = Instant::now() + REMEASURE_EVERY;
+                self.remeasure(sites)?;
+            }
+            let done: usize = self.finished.iter().sum();
+            progress.advance((done / 2) as u64);
+            let over = clock.now_ns() >= deadline_ns;
+            if let Some(e) = crate::run::ending_now(done >= 2 * flows, self.diagnosis.is_some(), stop, over) {
+                return Ok(e);
+            }
+        }
+    }
+
+    /// Takes in message `m` from site `i`, which arrived at `at`.
+    fn received(&mut self, sites: &mut Sites, i: usize, m: FromSite, at: u64) -> Result<(), RunError> {
+        match m {
+            FromSite::Event {
+                event: FlowEvent::Completed(c),
+                ..
+            } => {
+                if let Some(r) = self.iterations.complete(c.id, c.end_ns) {
+                    for &k in &r.flows {
+                        let send = ToSite::Send {
+                            flow: k,
+                            start_ns: r.start_ns,
+                            path: self.paths[k],
+                        };
+                        sites.tell(self.site_of_flow[k], &send)?;
+                    }
+                }
+            }
+            // The first flow found stuck says why the run ends.
+            FromSite::Event {
+                event: FlowEvent::Stuck(x),
+                diagnosis: why,
+            } if self.diagnosis.is_none() => {
+                self.diagnosis = Some(why.unwrap_or_else(|| format!("flow {} made no progress", x.id)));
+            }
+            FromSite::Finished(k) => self.finished[i] = k,
+            FromSite::Clock {
+                sent_ns,
+                received_ns,
+                answered_ns,
+                shift_ns,
+            } => {
+                self.pending[i] = false;
+                self.shifts[i] = shift_ns;
+                self.exchanges[i].push(Exchange {
+                    sent_ns,
+                    received_ns,
+                    answered_ns,
+                    back_ns: at,
+                });
+            }
+            FromSite::Failed(e) => {
+                return Err(RunError::Site {
+                    site: sites.names[i].clone(),
+                    message: e,
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The offsets of the sites' lab clocks, measured again (sites answer in their unshifted
+    /// clock and say the shift they run with): how far each is from this one, beyond what the
+    /// two measurements cannot tell apart. A site that runs with another shift than it was
+    /// told shows here, as a clock that drifted.
+    fn remeasure(&mut self, sites: &mut Sites) -> Result<(), RunError> {
+        for i in 0..self.aligned.len() {
+            if let Some(o) = best_offset(&self.exchanges[i]) {
+                let off = (i128::from(o.offset_ns) + i128::from(self.shifts[i])).unsigned_abs();
+                let unsure = u128::from(o.uncertainty_ns + self.aligned[i].uncertainty_ns);
+                let moved = u64::try_from(off.saturating_sub(unsure)).unwrap_or(u64::MAX);
+                self.drift[i] = self.drift[i].max(moved);
+                self.exchanges[i].clear();
+            }
+            if !self.pending[i] {
+                self.pending[i] = true;
+                let sent_ns = Clock::get().now_ns();
+                sites.tell(i, &ToSite::Clock { sent_ns })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Which site runs which node of `s`, checked against the sites `addresses` names.

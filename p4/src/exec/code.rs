@@ -303,62 +303,15 @@ impl Compiler<'_> {
 
     fn stmt(&self, op: &Op) -> Stmt {
         match op {
-            Op::Set(Place::Slot(s, w), Expr::Const(v)) => {
-                let (s, v) = (*s as usize, *v & mask(*w));
-                Box::new(move |r| {
-                    r.st.slots[s] = v;
-                    Flow::Next
-                })
-            }
-            Op::Set(Place::Slot(s, w), e) => {
-                let (s, m, v) = (*s as usize, mask(*w), self.value(e));
-                Box::new(move |r| {
-                    let x = v(r);
-                    r.st.slots[s] = x & m;
-                    Flow::Next
-                })
-            }
-            Op::Set(p, e) => {
-                let (p, v) = (self.place(p), self.value(e));
-                Box::new(move |r| {
-                    let x = v(r);
-                    r.set(&p, x);
-                    Flow::Next
-                })
-            }
-            Op::Copy(d, s, n) => {
-                let (d, s, n) = (*d as usize, *s as usize, *n as usize);
-                Box::new(move |r| {
-                    r.st.slots.copy_within(s..s + n, d);
-                    Flow::Next
-                })
-            }
-            Op::CopyHeader(d, s, n) => {
-                let (d, s, n) = (self.header(d), self.header(s), *n as usize);
-                Box::new(move |r| {
-                    if let (Some(d), Some(s)) = (r.header_base(&d), r.header_base(&s)) {
-                        let (d, s) = (d as usize, s as usize);
-                        r.st.slots.copy_within(s..s + n, d);
-                    }
-                    Flow::Next
-                })
-            }
-            Op::SetValid(HeaderRef::Fixed(b), v) => {
-                let (b, v) = (*b as usize, u128::from(*v));
-                Box::new(move |r| {
-                    r.st.slots[b] = v;
-                    Flow::Next
-                })
-            }
-            Op::SetValid(h, v) => {
-                let (h, v) = (self.header(h), u128::from(*v));
-                Box::new(move |r| {
-                    if let Some(b) = r.header_base(&h) {
-                        r.st.slots[b as usize] = v;
-                    }
-                    Flow::Next
-                })
-            }
+            Op::Set(..) | Op::Copy(..) | Op::CopyHeader(..) | Op::SetValid(..) => self.assignment(op),
+            Op::Extract(..)
+            | Op::ExtractVar(..)
+            | Op::Advance(_)
+            | Op::Verify(..)
+            | Op::Reject(_)
+            | Op::Emit(..)
+            | Op::PushFront(..)
+            | Op::PopFront(..) => self.packet_stmt(op),
             Op::If(c, t, f) => self.if_of(c, self.block(t), self.block(f)),
             Op::Switch(on, cases, default) => {
                 let on = self.value(on);
@@ -441,6 +394,76 @@ impl Compiler<'_> {
             }
             Op::Exit => Box::new(|_| Flow::Exit),
             Op::Return => Box::new(|_| Flow::Return),
+        }
+    }
+
+    /// An assignment: to a slot, a place, a header's validity, or slots copied whole.
+    fn assignment(&self, op: &Op) -> Stmt {
+        match op {
+            Op::Set(Place::Slot(s, w), Expr::Const(v)) => {
+                let (s, v) = (*s as usize, *v & mask(*w));
+                Box::new(move |r| {
+                    r.st.slots[s] = v;
+                    Flow::Next
+                })
+            }
+            Op::Set(Place::Slot(s, w), e) => {
+                let (s, m, v) = (*s as usize, mask(*w), self.value(e));
+                Box::new(move |r| {
+                    let x = v(r);
+                    r.st.slots[s] = x & m;
+                    Flow::Next
+                })
+            }
+            Op::Set(p, e) => {
+                let (p, v) = (self.place(p), self.value(e));
+                Box::new(move |r| {
+                    let x = v(r);
+                    r.set(&p, x);
+                    Flow::Next
+                })
+            }
+            Op::Copy(d, s, n) => {
+                let (d, s, n) = (*d as usize, *s as usize, *n as usize);
+                Box::new(move |r| {
+                    r.st.slots.copy_within(s..s + n, d);
+                    Flow::Next
+                })
+            }
+            Op::CopyHeader(d, s, n) => {
+                let (d, s, n) = (self.header(d), self.header(s), *n as usize);
+                Box::new(move |r| {
+                    if let (Some(d), Some(s)) = (r.header_base(&d), r.header_base(&s)) {
+                        let (d, s) = (d as usize, s as usize);
+                        r.st.slots.copy_within(s..s + n, d);
+                    }
+                    Flow::Next
+                })
+            }
+            Op::SetValid(HeaderRef::Fixed(b), v) => {
+                let (b, v) = (*b as usize, u128::from(*v));
+                Box::new(move |r| {
+                    r.st.slots[b] = v;
+                    Flow::Next
+                })
+            }
+            Op::SetValid(h, v) => {
+                let (h, v) = (self.header(h), u128::from(*v));
+                Box::new(move |r| {
+                    if let Some(b) = r.header_base(&h) {
+                        r.st.slots[b as usize] = v;
+                    }
+                    Flow::Next
+                })
+            }
+            _ => unreachable!("stmt passes only assignments"),
+        }
+    }
+
+    /// A parser's or deparser's statement: extract, advance, verify, reject, emit, and a
+    /// header stack's push and pop.
+    fn packet_stmt(&self, op: &Op) -> Stmt {
+        match op {
             Op::Extract(h, t) => {
                 let (h, t) = (self.header(h), *t);
                 Box::new(move |r| r.extract(&h, t, None))
@@ -517,6 +540,7 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
+            _ => unreachable!("stmt passes only the parser's and deparser's statements"),
         }
     }
 

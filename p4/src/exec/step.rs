@@ -233,6 +233,64 @@ impl Run<'_> {
                     tracing::debug!(target: "p4", switch = %self.dp.name, "mark_to_drop");
                 }
             }
+            CExtern::Hash { .. }
+            | CExtern::Checksum { .. }
+            | CExtern::HashValue { .. }
+            | CExtern::ChecksumState { .. } => self.hash_extern(x),
+            CExtern::RegisterRead(..) | CExtern::RegisterWrite(..) | CExtern::Count(..) | CExtern::Meter { .. } => {
+                self.stateful_extern(x)
+            }
+            CExtern::Clone {
+                session, field_list, ..
+            } => {
+                self.st.clone_session = Some(session(self) as u32);
+                self.st.clone_field_list = *field_list;
+            }
+            CExtern::Resubmit(list) => self.st.resubmit = Some(*list),
+            CExtern::Recirculate(list) => self.st.recirculate = Some(*list),
+            CExtern::Digest { digest, data } => {
+                let values = self.values(data);
+                self.dp.push_digest(DigestMessage {
+                    digest: *digest,
+                    values,
+                });
+            }
+            CExtern::Truncate(n) => self.st.truncate = Some(n(self) as usize),
+            CExtern::Log(fmt, values) => {
+                let mut line = String::new();
+                let mut vals = values.iter();
+                let mut rest = fmt.as_str();
+                while let Some(i) = rest.find("{}") {
+                    line.push_str(&rest[..i]);
+                    match vals.next() {
+                        Some(v) => line.push_str(&v(self).to_string()),
+                        None => line.push_str("{}"),
+                    }
+                    rest = &rest[i + 2..];
+                }
+                line.push_str(rest);
+                tracing::info!(target: "p4", switch = %self.dp.name, "{line}");
+            }
+            CExtern::Random(out, lo, hi) => {
+                let (lo, hi) = (lo(self), hi(self));
+                let z = u128::from(self.random());
+                let span = hi.saturating_sub(lo).saturating_add(1);
+                self.set(out, lo + z % span.max(1));
+            }
+            CExtern::Assert(c) => {
+                if c(self) == 0 {
+                    tracing::warn!(target: "p4", switch = %self.dp.name, "assert failed: the frame is dropped");
+                    self.st.slots[std.egress_spec as usize] = u128::from(super::DROP_PORT);
+                    self.st.slots[std.mcast_grp as usize] = 0;
+                }
+            }
+        }
+    }
+
+    /// A hash or checksum: computed into a field, verified, or an incremental checksum's method.
+    fn hash_extern(&mut self, x: &CExtern) {
+        let std = self.dp.program.std;
+        match x {
             CExtern::Hash {
                 out,
                 algo,
@@ -307,6 +365,14 @@ impl Run<'_> {
                 input,
                 ..
             } => self.checksum_state(*state, *op, data, value.as_ref(), input.as_ref()),
+            _ => unreachable!("external passes only hashes and checksums"),
+        }
+    }
+
+    /// An extern with state across packets: a register's read or write, a counter, a meter.
+    fn stateful_extern(&mut self, x: &CExtern) {
+        let std = self.dp.program.std;
+        match x {
             CExtern::RegisterRead(r, out, i) => {
                 let i = i(self) as usize;
                 // Out of range, BMv2 logs an error and leaves the result as it was.
@@ -365,50 +431,7 @@ impl Run<'_> {
                 };
                 self.set(out, color);
             }
-            CExtern::Clone {
-                session, field_list, ..
-            } => {
-                self.st.clone_session = Some(session(self) as u32);
-                self.st.clone_field_list = *field_list;
-            }
-            CExtern::Resubmit(list) => self.st.resubmit = Some(*list),
-            CExtern::Recirculate(list) => self.st.recirculate = Some(*list),
-            CExtern::Digest { digest, data } => {
-                let values = self.values(data);
-                self.dp.push_digest(DigestMessage {
-                    digest: *digest,
-                    values,
-                });
-            }
-            CExtern::Truncate(n) => self.st.truncate = Some(n(self) as usize),
-            CExtern::Log(fmt, values) => {
-                let mut line = String::new();
-                let mut vals = values.iter();
-                let mut rest = fmt.as_str();
-                while let Some(i) = rest.find("{}") {
-                    line.push_str(&rest[..i]);
-                    match vals.next() {
-                        Some(v) => line.push_str(&v(self).to_string()),
-                        None => line.push_str("{}"),
-                    }
-                    rest = &rest[i + 2..];
-                }
-                line.push_str(rest);
-                tracing::info!(target: "p4", switch = %self.dp.name, "{line}");
-            }
-            CExtern::Random(out, lo, hi) => {
-                let (lo, hi) = (lo(self), hi(self));
-                let z = u128::from(self.random());
-                let span = hi.saturating_sub(lo).saturating_add(1);
-                self.set(out, lo + z % span.max(1));
-            }
-            CExtern::Assert(c) => {
-                if c(self) == 0 {
-                    tracing::warn!(target: "p4", switch = %self.dp.name, "assert failed: the frame is dropped");
-                    self.st.slots[std.egress_spec as usize] = u128::from(super::DROP_PORT);
-                    self.st.slots[std.mcast_grp as usize] = 0;
-                }
-            }
+            _ => unreachable!("external passes only registers, counters and meters"),
         }
     }
 

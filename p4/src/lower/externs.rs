@@ -52,6 +52,47 @@ pub(crate) struct ExternInst {
     pub(crate) obj: ExternObj,
 }
 
+/// An extern instantiation's arguments, evaluated as constants, with what errors name.
+struct ExternArgs<'n> {
+    kind: &'n str,
+    name: &'n str,
+    pos: Pos,
+    values: Vec<Val>,
+}
+
+impl ExternArgs<'_> {
+    /// Argument `i` as an integer constant.
+    fn int(&self, l: &mut Lowerer, i: usize) -> R<i128> {
+        match self
+            .values
+            .get(i)
+            .and_then(|v| v.constant().and_then(|c| c.int(v.ty().unwrap_or(&Ty::InfInt))))
+        {
+            Some(n) => Ok(n),
+            None => l.err(
+                self.pos,
+                format!(
+                    "{} `{}`: argument {} must be an integer constant",
+                    self.kind,
+                    self.name,
+                    i + 1
+                ),
+            ),
+        }
+    }
+
+    /// Argument `i` as an enum member's name, in lower case (PSA's members are upper case,
+    /// PACKETS; v1model's lower case, packets).
+    fn member(&self, l: &Lowerer, i: usize) -> Option<String> {
+        match self.values.get(i) {
+            Some(Val::Const(CVal::Bits(v), Ty::Enum(e))) => {
+                l.types.enums[*e].members.get(*v as usize).map(|m| m.0.to_lowercase())
+            }
+            _ => None,
+        }
+    }
+}
+
 impl<'a> Lowerer<'a> {
     /// Makes an instance of extern `kind`.
     pub(crate) fn extern_instance(
@@ -68,29 +109,60 @@ impl<'a> Lowerer<'a> {
         for a in args {
             values.push(self.const_expr(&a.value, None)?);
         }
-        let int = |l: &mut Self, i: usize| -> R<i128> {
-            match values
-                .get(i)
-                .and_then(|v| v.constant().and_then(|c| c.int(v.ty().unwrap_or(&Ty::InfInt))))
-            {
-                Some(n) => Ok(n),
-                None => l.err(
-                    pos,
-                    format!("{kind} `{name}`: argument {} must be an integer constant", i + 1),
-                ),
-            }
+        let a = ExternArgs {
+            kind,
+            name,
+            pos,
+            values,
         };
-        let member = |l: &Self, i: usize| -> Option<String> {
-            match values.get(i) {
-                Some(Val::Const(CVal::Bits(v), Ty::Enum(e))) => {
-                    l.types.enums[*e].members.get(*v as usize).map(|m| m.0.clone())
-                }
-                _ => None,
-            }
-        };
-        // PSA's enum members are upper case (PACKETS), v1model's lower case (packets).
-        let member = |l: &Self, i: usize| member(l, i).map(|m| m.to_lowercase());
         let obj = match kind {
+            "Register" | "register" => self.register_instance(&a, targs, cp)?,
+            "counter" | "direct_counter" | "Counter" | "DirectCounter" | "meter" | "direct_meter" | "Meter"
+            | "DirectMeter" => self.counter_or_meter_instance(&a, cp)?,
+            "action_profile" | "ActionProfile" | "action_selector" | "ActionSelector" => {
+                self.profile_instance(&a, cp)?
+            }
+            "Hash" => {
+                let Some(out) = targs.first().cloned() else {
+                    return self.err(pos, format!("Hash `{name}` needs its result type: Hash<O>"));
+                };
+                let algo = match a.member(self, 0) {
+                    Some(a) => self.algorithm_named(&psa_algorithm(&a), pos)?,
+                    None => return self.err(pos, format!("Hash `{name}`: a PSA_HashAlgorithm_t first")),
+                };
+                ExternObj::Hash(algo, out)
+            }
+            "InternetChecksum" => ExternObj::InternetChecksum(self.alloc(&Ty::Bits(16, false))),
+            "Random" => {
+                let Some(t) = targs.first().cloned() else {
+                    return self.err(pos, format!("Random `{name}` needs its type: Random<T>"));
+                };
+                let (Some(lo), Some(hi)) = (a.int(self, 0).ok(), a.int(self, 1).ok()) else {
+                    return self.err(pos, format!("Random `{name}`: constant bounds expected"));
+                };
+                ExternObj::Random(Expr::Const(lo as u128), Expr::Const(hi as u128), t)
+            }
+            "Digest" => match targs.first() {
+                Some(t) => ExternObj::Digest(t.clone()),
+                None => return self.err(pos, format!("Digest `{name}` needs its type: Digest<T>")),
+            },
+            "PacketReplicationEngine" | "BufferingQueueingEngine" => ExternObj::Architecture,
+            "Checksum16" => ExternObj::Checksum16,
+            "intlab_metadata" => ExternObj::Intlab,
+            other => {
+                return self.err(
+                    pos,
+                    format!("extern `{other}` is not one intlab runs (v1model's and PSA's externs and intlab_metadata are; docs/p4.md)"),
+                );
+            }
+        };
+        Ok(Binding::Extern(Rc::new(ExternInst { obj })))
+    }
+
+    /// A `Register<T, S>` (PSA) or `register<T>` (v1model).
+    fn register_instance(&mut self, a: &ExternArgs, targs: &[Ty], cp: String) -> R<ExternObj> {
+        let (name, pos) = (a.name, a.pos);
+        Ok(match a.kind {
             "Register" => {
                 let Some(t) = targs.first().cloned() else {
                     return self.err(pos, format!("Register `{name}` needs its type: Register<T, S>"));
@@ -101,8 +173,8 @@ impl<'a> Lowerer<'a> {
                         format!("Register `{name}`: cells of up to 128 bits of bit<W> type"),
                     );
                 };
-                let size = int(self, 0)?.max(0) as usize;
-                let init = match values.get(1) {
+                let size = a.int(self, 0)?.max(0) as usize;
+                let init = match a.values.get(1) {
                     None => 0,
                     Some(v) => match v.constant().and_then(|c| c.bits(width)) {
                         Some(b) => b,
@@ -119,31 +191,6 @@ impl<'a> Lowerer<'a> {
                 });
                 ExternObj::Register(self.out.registers.len() - 1, t)
             }
-            "Hash" => {
-                let Some(out) = targs.first().cloned() else {
-                    return self.err(pos, format!("Hash `{name}` needs its result type: Hash<O>"));
-                };
-                let algo = match member(self, 0) {
-                    Some(a) => self.algorithm_named(&psa_algorithm(&a), pos)?,
-                    None => return self.err(pos, format!("Hash `{name}`: a PSA_HashAlgorithm_t first")),
-                };
-                ExternObj::Hash(algo, out)
-            }
-            "InternetChecksum" => ExternObj::InternetChecksum(self.alloc(&Ty::Bits(16, false))),
-            "Random" => {
-                let Some(t) = targs.first().cloned() else {
-                    return self.err(pos, format!("Random `{name}` needs its type: Random<T>"));
-                };
-                let (Some(lo), Some(hi)) = (int(self, 0).ok(), int(self, 1).ok()) else {
-                    return self.err(pos, format!("Random `{name}`: constant bounds expected"));
-                };
-                ExternObj::Random(Expr::Const(lo as u128), Expr::Const(hi as u128), t)
-            }
-            "Digest" => match targs.first() {
-                Some(t) => ExternObj::Digest(t.clone()),
-                None => return self.err(pos, format!("Digest `{name}` needs its type: Digest<T>")),
-            },
-            "PacketReplicationEngine" | "BufferingQueueingEngine" => ExternObj::Architecture,
             "register" => {
                 let width = match targs.first() {
                     Some(Ty::Bits(w, _)) => *w,
@@ -151,7 +198,7 @@ impl<'a> Lowerer<'a> {
                     Some(t) if t.width(&self.types).is_some() => t.width(&self.types).unwrap_or(32),
                     _ => return self.err(pos, format!("register `{name}` holds bit<W> or int<W> values")),
                 };
-                let size = int(self, 0)?.max(0) as usize;
+                let size = a.int(self, 0)?.max(0) as usize;
                 self.out.registers.push(ir::Register {
                     name: cp,
                     width,
@@ -163,13 +210,21 @@ impl<'a> Lowerer<'a> {
                     targs.first().cloned().unwrap_or(Ty::Bits(width, false)),
                 )
             }
+            _ => unreachable!("extern_instance passes only registers"),
+        })
+    }
+
+    /// A counter or meter, indexed or direct, of v1model or PSA.
+    fn counter_or_meter_instance(&mut self, a: &ExternArgs, cp: String) -> R<ExternObj> {
+        let kind = a.kind;
+        Ok(match kind {
             "counter" | "direct_counter" | "Counter" | "DirectCounter" => {
                 let (size, kind_at) = if kind == "counter" || kind == "Counter" {
-                    (int(self, 0)?.max(0) as usize, 1)
+                    (a.int(self, 0)?.max(0) as usize, 1)
                 } else {
                     (0, 0)
                 };
-                let ck = match member(self, kind_at).as_deref() {
+                let ck = match a.member(self, kind_at).as_deref() {
                     Some("packets") => CounterKind::Packets,
                     Some("bytes") => CounterKind::Bytes,
                     _ => CounterKind::PacketsAndBytes,
@@ -189,11 +244,11 @@ impl<'a> Lowerer<'a> {
             }
             "meter" | "direct_meter" | "Meter" | "DirectMeter" => {
                 let (size, kind_at) = if kind == "meter" || kind == "Meter" {
-                    (int(self, 0)?.max(0) as usize, 1)
+                    (a.int(self, 0)?.max(0) as usize, 1)
                 } else {
                     (0, 0)
                 };
-                let bytes = member(self, kind_at).as_deref() == Some("bytes");
+                let bytes = a.member(self, kind_at).as_deref() == Some("bytes");
                 self.out.meters.push(ir::Meter {
                     name: cp,
                     size,
@@ -207,8 +262,16 @@ impl<'a> Lowerer<'a> {
                     ExternObj::DirectMeter(id)
                 }
             }
+            _ => unreachable!("extern_instance passes only counters and meters"),
+        })
+    }
+
+    /// An action profile or action selector.
+    fn profile_instance(&mut self, a: &ExternArgs, cp: String) -> R<ExternObj> {
+        let (name, pos) = (a.name, a.pos);
+        Ok(match a.kind {
             "action_profile" | "ActionProfile" => {
-                let size = int(self, 0)?.max(0) as usize;
+                let size = a.int(self, 0)?.max(0) as usize;
                 self.out.profiles.push(ir::Profile {
                     name: cp,
                     size,
@@ -217,12 +280,12 @@ impl<'a> Lowerer<'a> {
                 ExternObj::Profile(self.out.profiles.len() - 1)
             }
             "action_selector" | "ActionSelector" => {
-                let algo = match member(self, 0) {
+                let algo = match a.member(self, 0) {
                     Some(a) => self.algorithm_named(&psa_algorithm(&a), pos)?,
                     None => return self.err(pos, format!("action_selector `{name}`: a HashAlgorithm first")),
                 };
-                let size = int(self, 1)?.max(0) as usize;
-                let width = int(self, 2)?.clamp(0, 64) as u16;
+                let size = a.int(self, 1)?.max(0) as usize;
+                let width = a.int(self, 2)?.clamp(0, 64) as u16;
                 self.out.profiles.push(ir::Profile {
                     name: cp,
                     size,
@@ -230,16 +293,8 @@ impl<'a> Lowerer<'a> {
                 });
                 ExternObj::Profile(self.out.profiles.len() - 1)
             }
-            "Checksum16" => ExternObj::Checksum16,
-            "intlab_metadata" => ExternObj::Intlab,
-            other => {
-                return self.err(
-                    pos,
-                    format!("extern `{other}` is not one intlab runs (v1model's and PSA's externs and intlab_metadata are; docs/p4.md)"),
-                );
-            }
-        };
-        Ok(Binding::Extern(Rc::new(ExternInst { obj })))
+            _ => unreachable!("extern_instance passes only action profiles and selectors"),
+        })
     }
 
     /// `Hash.get_hash(data)` or `get_hash(base, data, max)` (PSA): its value.

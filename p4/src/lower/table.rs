@@ -23,68 +23,47 @@ pub(crate) struct TableRef {
     pub(crate) actions: Vec<(String, usize)>,
 }
 
+/// A table property with a value as written: its name, value, whether `const`, where, and
+/// its annotations.
+type PropertyValue<'a> = (&'a str, &'a ast::Expr, bool, Pos, &'a [ast::Annotation]);
+
+/// A table's keys as lowered.
+#[derive(Default)]
+struct TableKeys {
+    /// The keys matched, in order.
+    keys: Vec<ir::Key>,
+    /// Each key's type.
+    types: Vec<Ty>,
+    /// An action selector's keys (hashed, not matched) and their widths.
+    selector: Vec<(Expr, u16)>,
+    /// Statements that compute keys needing them into slots before each lookup.
+    prep: Vec<Op>,
+}
+
+/// What a table's properties with values say.
+struct TableProperties {
+    default_action: Option<(usize, Vec<u128>)>,
+    const_default: bool,
+    size: usize,
+    direct_counter: Option<usize>,
+    direct_meter: Option<usize>,
+    profile: Option<usize>,
+    idle_timeout: bool,
+    largest_wins: bool,
+}
+
 impl<'a> Lowerer<'a> {
     pub(crate) fn table(&mut self, t: &'a ast::TableDecl) -> R<TableRef> {
         let name = self.cp_name(&t.annotations, &t.name);
-        let mut keys = Vec::new();
-        let mut selector_keys = Vec::new();
-        let mut prep = Vec::new();
-        let mut key_types = Vec::new();
+        let mut keys = TableKeys::default();
         let mut action_refs: &'a [ast::ActionRef] = &[];
         let mut entries_prop = None;
-        let mut values: Vec<(&str, &'a ast::Expr, bool, Pos, &'a [ast::Annotation])> = Vec::new();
+        let mut values: Vec<PropertyValue<'a>> = Vec::new();
         for p in &t.properties {
             match p {
                 TableProperty::Key(ks, _) => {
                     for k in ks {
-                        let mut code = Vec::new();
-                        let Ok((e, ty)) = self.scalar(&k.expr, None, &mut code) else {
-                            continue;
-                        };
-                        let Some(width) = ty.width(&self.types) else {
-                            self.report(k.pos, "a key must be a bit, int, bool, error or enum value");
-                            continue;
-                        };
-                        self.note_controller_type(&ty);
-                        // A key that needs statements is computed into a slot before each lookup.
-                        let e = if code.is_empty() {
-                            e
-                        } else {
-                            let s = self.alloc(&ty);
-                            prep.extend(code);
-                            prep.push(Op::Set(ir::Place::Slot(s, width), e));
-                            Expr::Slot(s)
-                        };
-                        let kind = match k.match_kind.as_str() {
-                            "exact" => MatchKind::Exact,
-                            "lpm" => MatchKind::Lpm,
-                            "ternary" => MatchKind::Ternary,
-                            "range" => MatchKind::Range,
-                            "optional" => MatchKind::Optional,
-                            "selector" => {
-                                selector_keys.push((e, width));
-                                continue;
-                            }
-                            other => {
-                                self.report(k.pos, format!("match kind `{other}` is not one v1model has"));
-                                continue;
-                            }
-                        };
-                        // A validity key is named as p4c names it in P4Info: `hdr.h.$valid$`.
-                        let key_name = ast::annotation_string(&k.annotations, "name").unwrap_or_else(|| {
-                            let text = k.expr.text();
-                            match text.strip_suffix(".isValid()") {
-                                Some(h) => format!("{h}.$valid$"),
-                                None => text,
-                            }
-                        });
-                        keys.push(ir::Key {
-                            expr: e,
-                            kind,
-                            width,
-                            name: key_name,
-                        });
-                        key_types.push(ty);
+                        self.table_key(k, &mut keys);
                     }
                 }
                 TableProperty::Actions(refs, _) => action_refs = refs,
@@ -98,7 +77,7 @@ impl<'a> Lowerer<'a> {
                 } => values.push((prop.as_str(), value, *is_const, *pos, annotations)),
             }
         }
-        if keys.iter().filter(|k| k.kind == MatchKind::Lpm).count() > 1 {
+        if keys.keys.iter().filter(|k| k.kind == MatchKind::Lpm).count() > 1 {
             return self.err(
                 t.pos,
                 format!("table `{}` has more than one lpm key (BMv2 refuses it too)", t.name),
@@ -123,70 +102,23 @@ impl<'a> Lowerer<'a> {
                 table_only: r.annotations.iter().any(|x| x.name == "tableonly"),
             });
         }
-        let mut default_action = None;
-        let mut const_default = false;
-        let mut size = DEFAULT_SIZE;
-        let mut direct_counter = None;
-        let mut direct_meter = None;
-        let mut profile = None;
-        let mut idle_timeout = false;
-        let mut largest_wins = true;
-        for (prop, value, is_const, pos, annotations) in values {
-            match prop {
-                "default_action" => {
-                    let (a, args) = self.action_call(value, &actions)?;
-                    default_action = Some((a, args));
-                    const_default = is_const;
-                }
-                "size" => size = self.const_int(value)?.max(0) as usize,
-                // v1model's names, and PSA's.
-                "implementation" | "psa_implementation" => {
-                    let obj = self.attached(value, pos)?;
-                    match obj {
-                        ExternObj::Profile(p) => {
-                            // An instance made in the property is named by the property's
-                            // `@name`, as p4c names it, without its control's prefix.
-                            if matches!(value.kind, ExprKind::Call(..))
-                                && let Some(n) = ast::annotation_string(annotations, "name")
-                            {
-                                self.out.profiles[p].name = n.trim_start_matches('.').to_owned();
-                            }
-                            profile = Some(p);
-                        }
-                        _ => return self.err(pos, "implementation = an action_profile or action_selector"),
-                    }
-                }
-                "counters" | "psa_direct_counter" => match self.attached(value, pos)? {
-                    ExternObj::DirectCounter(c) => {
-                        self.out.counters[c].table = Some(id);
-                        direct_counter = Some(c);
-                    }
-                    _ => return self.err(pos, "counters = a direct_counter"),
-                },
-                "meters" | "psa_direct_meter" => match self.attached(value, pos)? {
-                    ExternObj::DirectMeter(m) => {
-                        self.out.meters[m].table = Some(id);
-                        direct_meter = Some(m);
-                    }
-                    _ => return self.err(pos, "meters = a direct_meter"),
-                },
-                "largest_priority_wins" => {
-                    let v = self.const_expr(value, Some(&Ty::Bool))?;
-                    largest_wins = v.constant().and_then(|c| c.bits(1)) != Some(0);
-                }
-                "support_timeout" => {
-                    let v = self.const_expr(value, Some(&Ty::Bool))?;
-                    idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
-                }
-                "psa_idle_timeout" => {
-                    // PSA_IdleTimeout_t: NO_TIMEOUT (0) or NOTIFY_CONTROL (1).
-                    let v = self.const_expr(value, None)?;
-                    idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
-                }
-                // Other properties are the target's to read; BMv2 ignores those it does not know.
-                other => tracing::debug!(target: "p4", "table `{name}`: property `{other}` ignored"),
-            }
-        }
+        let props = self.table_properties(&name, id, values, &actions)?;
+        let TableKeys {
+            keys,
+            types: key_types,
+            selector: selector_keys,
+            prep,
+        } = keys;
+        let TableProperties {
+            default_action,
+            const_default,
+            size,
+            direct_counter,
+            direct_meter,
+            profile,
+            idle_timeout,
+            largest_wins,
+        } = props;
         let default_action = match default_action {
             Some(d) => d,
             // P4's default default is NoAction: the table's own when it lists it.
@@ -224,6 +156,136 @@ impl<'a> Lowerer<'a> {
             idle_timeout,
         });
         Ok(TableRef { id, actions })
+    }
+
+    /// Adds key `k` to `keys`; a key that cannot be is reported and left out.
+    fn table_key(&mut self, k: &'a ast::TableKey, keys: &mut TableKeys) {
+        let mut code = Vec::new();
+        let Ok((e, ty)) = self.scalar(&k.expr, None, &mut code) else {
+            return;
+        };
+        let Some(width) = ty.width(&self.types) else {
+            self.report(k.pos, "a key must be a bit, int, bool, error or enum value");
+            return;
+        };
+        self.note_controller_type(&ty);
+        // A key that needs statements is computed into a slot before each lookup.
+        let e = if code.is_empty() {
+            e
+        } else {
+            let s = self.alloc(&ty);
+            keys.prep.extend(code);
+            keys.prep.push(Op::Set(ir::Place::Slot(s, width), e));
+            Expr::Slot(s)
+        };
+        let kind = match k.match_kind.as_str() {
+            "exact" => MatchKind::Exact,
+            "lpm" => MatchKind::Lpm,
+            "ternary" => MatchKind::Ternary,
+            "range" => MatchKind::Range,
+            "optional" => MatchKind::Optional,
+            "selector" => {
+                keys.selector.push((e, width));
+                return;
+            }
+            other => {
+                self.report(k.pos, format!("match kind `{other}` is not one v1model has"));
+                return;
+            }
+        };
+        // A validity key is named as p4c names it in P4Info: `hdr.h.$valid$`.
+        let key_name = ast::annotation_string(&k.annotations, "name").unwrap_or_else(|| {
+            let text = k.expr.text();
+            match text.strip_suffix(".isValid()") {
+                Some(h) => format!("{h}.$valid$"),
+                None => text,
+            }
+        });
+        keys.keys.push(ir::Key {
+            expr: e,
+            kind,
+            width,
+            name: key_name,
+        });
+        keys.types.push(ty);
+    }
+
+    /// The properties with values of table `name` (its index `id`, its `actions`): default
+    /// action, size, attached externs, priorities, idle timeout.
+    fn table_properties(
+        &mut self,
+        name: &str,
+        id: usize,
+        values: Vec<PropertyValue<'a>>,
+        actions: &[(String, usize)],
+    ) -> R<TableProperties> {
+        let mut props = TableProperties {
+            default_action: None,
+            const_default: false,
+            size: DEFAULT_SIZE,
+            direct_counter: None,
+            direct_meter: None,
+            profile: None,
+            idle_timeout: false,
+            largest_wins: true,
+        };
+        for (prop, value, is_const, pos, annotations) in values {
+            match prop {
+                "default_action" => {
+                    let (a, args) = self.action_call(value, actions)?;
+                    props.default_action = Some((a, args));
+                    props.const_default = is_const;
+                }
+                "size" => props.size = self.const_int(value)?.max(0) as usize,
+                // v1model's names, and PSA's.
+                "implementation" | "psa_implementation" => {
+                    let obj = self.attached(value, pos)?;
+                    match obj {
+                        ExternObj::Profile(p) => {
+                            // An instance made in the property is named by the property's
+                            // `@name`, as p4c names it, without its control's prefix.
+                            if matches!(value.kind, ExprKind::Call(..))
+                                && let Some(n) = ast::annotation_string(annotations, "name")
+                            {
+                                self.out.profiles[p].name = n.trim_start_matches('.').to_owned();
+                            }
+                            props.profile = Some(p);
+                        }
+                        _ => return self.err(pos, "implementation = an action_profile or action_selector"),
+                    }
+                }
+                "counters" | "psa_direct_counter" => match self.attached(value, pos)? {
+                    ExternObj::DirectCounter(c) => {
+                        self.out.counters[c].table = Some(id);
+                        props.direct_counter = Some(c);
+                    }
+                    _ => return self.err(pos, "counters = a direct_counter"),
+                },
+                "meters" | "psa_direct_meter" => match self.attached(value, pos)? {
+                    ExternObj::DirectMeter(m) => {
+                        self.out.meters[m].table = Some(id);
+                        props.direct_meter = Some(m);
+                    }
+                    _ => return self.err(pos, "meters = a direct_meter"),
+                },
+                "largest_priority_wins" => {
+                    let v = self.const_expr(value, Some(&Ty::Bool))?;
+                    props.largest_wins = v.constant().and_then(|c| c.bits(1)) != Some(0);
+                }
+                "support_timeout" => {
+                    let v = self.const_expr(value, Some(&Ty::Bool))?;
+                    props.idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
+                }
+                "psa_idle_timeout" => {
+                    // PSA_IdleTimeout_t: NO_TIMEOUT (0) or NOTIFY_CONTROL (1).
+                    let v = self.const_expr(value, None)?;
+                    props.idle_timeout = v.constant().and_then(|c| c.bits(1)) == Some(1);
+                }
+                // Other properties are the target's to read; BMv2 ignores those it does not know.
+                other => tracing::debug!(target: "p4", "table `{name}`: property `{other}` ignored"),
+            }
+        }
+        Ok(props)
     }
 
     /// The extern object a table property names (an instance, or one made there).
