@@ -447,21 +447,15 @@ impl Reader<'_> {
                 };
                 self.push(Value::Global(format!("{m} {n}").into()))?
             }
-            b'R' => {
+            // REDUCE (a call) and NEWOBJ (a class made): both a callable and its argument tuple.
+            b'R' | 0x81 => {
                 let args = self.pop()?;
-                let func = self.pop()?;
+                let callable = self.pop()?;
+                let name = if op == b'R' { "REDUCE" } else { "NEWOBJ" };
                 let args = args
                     .items()
-                    .ok_or_else(|| format!("REDUCE without a tuple at byte {at}"))?;
-                self.push(Self::call(func, args))?
-            }
-            0x81 => {
-                let args = self.pop()?;
-                let class = self.pop()?;
-                let args = args
-                    .items()
-                    .ok_or_else(|| format!("NEWOBJ without a tuple at byte {at}"))?;
-                self.push(Self::call(class, args))?
+                    .ok_or_else(|| format!("{name} without a tuple at byte {at}"))?;
+                self.push(Self::call(callable, args))?
             }
             0x92 => {
                 let _kwargs = self.pop()?;

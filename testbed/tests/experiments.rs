@@ -186,8 +186,7 @@ fn points_machine(out: &Path) -> (bool, Option<f64>) {
         if !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("point-")) {
             continue;
         }
-        let text = std::fs::read_to_string(p.join("summary.json")).expect("a point's summary");
-        let s: serde_json::Value = serde_json::from_str(&text).expect("a point's summary is JSON");
+        let s = support::summary_json(&p);
         late |= s["timing_warning"].as_bool().expect("timing_warning");
         steal = steal.zip(s["cpu_steal"].as_f64()).map(|(a, b)| a.max(b));
         points_read += 1;

@@ -106,24 +106,6 @@ fn ns3_fct_matches(path: &Path, sizes: &[u64]) -> Result<(), String> {
     Ok(())
 }
 
-/// The dilation a run's summary line names: `NAME with CC (dilation 50, picked by ...)`.
-fn dilation_of(summary: &str) -> Option<String> {
-    let rest = &summary[summary.find("(dilation ")? + "(dilation ".len()..];
-    let d = &rest[..rest.find([',', ')'])?];
-    d.parse::<f64>().ok().map(|_| d.to_owned())
-}
-
-#[test]
-fn a_summary_line_names_its_dilation() {
-    let auto = "fat-tree-k4 with hpcc (dilation 50, picked by `dilation: auto` for this machine): completed";
-    assert_eq!(dilation_of(auto).as_deref(), Some("50"));
-    assert_eq!(
-        dilation_of("dumbbell with hpcc (dilation 2.5): completed").as_deref(),
-        Some("2.5")
-    );
-    assert_eq!(dilation_of("no summary"), None);
-}
-
 #[test]
 fn every_controller_completes_every_shipped_scenario_intact() {
     require_root();
@@ -146,7 +128,7 @@ fn every_controller_completes_every_shipped_scenario_intact() {
         // measures the machine, then steps up from there); the others run at the dilation it
         // picked, not measuring and stepping again: the matrix checks that every run completes
         // intact, and the stepping is the dilation tests' to check.
-        let mut picked: Option<String> = None;
+        let mut picked: Option<f64> = None;
         for cc in CONTROLLERS {
             let out = scratch_dir(&format!("mx-{}-{}", &file[..file.len() - 5], cc.replace('+', "p")));
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_intlab"));
@@ -172,12 +154,12 @@ fn every_controller_completes_every_shipped_scenario_intact() {
                 .unwrap_or("no summary")
                 .to_owned();
             eprintln!("{file} {cc}: exit {:?}: {summary}", o.status.code());
-            if picked.is_none() {
-                picked = dilation_of(&summary);
-            }
             if !o.status.success() {
                 failures.push(format!("{file} --cc {cc}: exit {:?}\n{text}", o.status.code()));
                 continue;
+            }
+            if picked.is_none() {
+                picked = support::summary_json(&out.join("r"))["dilation"].as_f64();
             }
             // A scenario of programs alone has no flows (its programs exited 0: the exit says
             // so); the lab must have counted their QPs.

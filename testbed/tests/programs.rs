@@ -32,11 +32,6 @@ fn scenario(tag: &str, run: &str) -> (PathBuf, PathBuf) {
     (file, dir)
 }
 
-fn summary(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
-    serde_json::from_str(&text).expect("summary.json is JSON")
-}
-
 fn text(out: &std::process::Output) -> String {
     format!(
         "{}{}",
@@ -88,7 +83,7 @@ fn a_program_that_never_ends_is_stopped_and_one_that_fails_fails_the_run() {
         said.contains("program forever on h1: still running at the end of the run: stopped"),
         "{said}"
     );
-    let s = summary(&out_dir);
+    let s = support::summary_json(&out_dir);
     assert_eq!(s["ending"], "timed_out", "{s}");
     for p in s["programs"].as_array().expect("programs in the summary") {
         assert_eq!(p["end"]["how"], "stopped_at_end", "{p}");
@@ -105,7 +100,7 @@ fn a_program_that_never_ends_is_stopped_and_one_that_fails_fails_the_run() {
     let (out, said) = run(&file, &out_dir);
     assert_eq!(out.status.code(), Some(5), "a failed program fails the run:\n{said}");
     assert!(said.contains("program bad on h2: FAILED: exited 3"), "{said}");
-    let s = summary(&out_dir);
+    let s = support::summary_json(&out_dir);
     assert_eq!(s["ending"], "program_failed", "{s}");
     assert_eq!(
         s["programs"][0]["end"],
@@ -150,7 +145,7 @@ programs:
         log("client"),
         log("server")
     );
-    let s = summary(&out_dir);
+    let s = support::summary_json(&out_dir);
     let client = &s["programs"][1];
     let figure = |name: &str| {
         client["figures"]
@@ -224,7 +219,7 @@ fn programs_incast(cc: &str, dilation: u32, dir: &Path) -> (Incast, Vec<String>)
         topologies().join("perftest-incast-4to1.yaml").to_str().expect("utf-8"),
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    let p = summary(dir);
+    let p = support::summary_json(dir);
     let qps = csv_rows(&dir.join("qps.csv"));
     let senders: Vec<_> = qps.iter().filter(|q| q["bytes_sent"] != "0").collect();
     assert_eq!(senders.len(), 4, "four clients' QPs sent: {qps:?}");
@@ -270,7 +265,7 @@ fn own_incast(cc: &str, flows: &[String], dilation: u32, dir: &Path) -> Incast {
         topologies().join("incast-4to1.yaml").to_str().expect("utf-8"),
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    let f = summary(dir);
+    let f = support::summary_json(dir);
     let rates: Vec<f64> = csv_rows(&dir.join("flows.csv"))
         .iter()
         .map(|r| r["size_bytes"].parse::<f64>().expect("size") / r["fct_us"].parse::<f64>().expect("fct"))
@@ -404,7 +399,7 @@ fn open_mpi_over_ucx_runs_an_allreduce_on_8_hosts_under_two_controllers() {
     for cc in ["hpcc", "dcqcn"] {
         let log = std::fs::read_to_string(out.join(cc).join("programs/allreduce.log")).expect("mpirun's output kept");
         assert!(log.contains("on 8 ranks, 5 rounds: 0 wrong elements"), "{cc}:\n{log}");
-        let s = summary(&out.join(cc));
+        let s = support::summary_json(&out.join(cc));
         let figures = s["programs"][0]["figures"].as_array().expect("figures").clone();
         let mean = figures
             .iter()

@@ -350,6 +350,13 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// The `summary.json` a run wrote into results folder `dir`.
+pub fn summary_json(dir: &Path) -> serde_json::Value {
+    let file = dir.join("summary.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
 /// A UDP socket bound inside `ns` at `addr`, with a receive buffer large enough that a test
 /// thread waiting for the CPU loses nothing.
 pub fn udp_in(ns: &Namespace, addr: SocketAddr) -> UdpSocket {
