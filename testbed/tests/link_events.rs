@@ -235,6 +235,20 @@ fn ping_ms(lab: &str, from: &str, to: &str, count: u32) -> Option<f64> {
     line.split('=').nth(1)?.split('/').nth(1)?.trim().parse().ok()
 }
 
+/// The best of up to three of [`iperf_bps`]'s runs, stopping at the first over `enough` b/s:
+/// a busy machine only ever takes rate from TCP (a CI run measured 71 Mb/s once on the
+/// 100 Mb/s link that gives 95 alone), never adds any past the link's.
+fn iperf_best_bps(lab: &str, from: &str, to: &str, enough: f64) -> f64 {
+    let mut best = 0.0_f64;
+    for _ in 0..3 {
+        best = best.max(iperf_bps(lab, from, to));
+        if best > enough {
+            break;
+        }
+    }
+    best
+}
+
 /// iperf3's TCP rate (b/s) from `from` to `to` over 2 s in lab `lab`.
 fn iperf_bps(lab: &str, from: &str, to: &str) -> f64 {
     let mut server = Command::new(env!("CARGO_BIN_EXE_intlab"))
@@ -288,9 +302,9 @@ fn intlab_link_changes_delay_and_rate_on_a_lab_that_is_up_and_down_up_stop_and_r
         shown.lines().any(|l| l.starts_with("s1-h1") && l.contains("5ms")),
         "{shown}"
     );
-    let fast = iperf_bps(&name, "h2", "h5");
+    let fast = iperf_best_bps(&name, "h2", "h5", 80e6);
     intlab_ok(&["link", "set", "s1-h5", "rate=20Mbps", "--lab", &name]);
-    let slow = iperf_bps(&name, "h2", "h5");
+    let slow = iperf_best_bps(&name, "h2", "h5", 16e6);
     eprintln!(
         "RTT {before:.2} -> {after:.2} ms; iperf3 {:.1} -> {:.1} Mb/s",
         fast / 1e6,

@@ -226,9 +226,9 @@ fn pfc_lines(out: &mut String, p: &PfcSummary) {
     if late > 0 {
         let _ = writeln!(
             out,
-            "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): a host stall or \
-             worker hiccup (stalls.csv), or a pause released or read late ({} XOFFs), kept their senders \
-             from hearing the pause in time",
+            "  PFC OVERRUN: {late} frames reached a paused ingress past its headroom (kept): the lab behind its \
+             schedule, a host stall or worker hiccup (stalls.csv), or a pause released or read late ({} XOFFs), \
+             kept their senders from hearing the pause in time",
             p.late_pauses
         );
     }

@@ -584,8 +584,10 @@ pub enum Need {
     /// away for milliseconds now and then (0.6-0.8 % of the time, up to 11 ms, measured with
     /// two bare spinning threads on the reference VM) delays some frames past a tenth of an RTT
     /// in most runs at low dilation; a run where such a stall let a sender miss a pause (the
-    /// summary says which overruns a stall explains) is void. An overrun nothing explains is a
-    /// fault of the lab and fails the test in any run ([`run_all_counting_in_dirs`]).
+    /// summary says which overruns a stall explains) is void, as is one the lab fell behind the
+    /// schedule of (see `PfcSummary::overruns_unexplained`). An overrun nothing explains in a
+    /// run that kept its schedule is a fault of the lab and fails the test in any run
+    /// ([`run_all_counting_in_dirs`]).
     PausesInTime,
 }
 
@@ -776,7 +778,7 @@ pub fn run_all_counting_in_dirs(
                 let tag = format!("{tag}{attempt}{k}{try_}");
                 let out = scratch_dir(&tag);
                 let r = run_scenario_in(&out, &tag, &s);
-                // Never void: nothing the machine does explains it.
+                // Never void: the lab kept its schedule, and nothing the machine did explains it.
                 let unexplained = r.summary.pfc.map_or(0, |p| p.overruns_unexplained);
                 assert_eq!(
                     unexplained, 0,
