@@ -184,6 +184,9 @@ impl Scenario {
         let (text, file) = if overrides.is_empty() {
             (text.to_owned(), file.to_owned())
         } else {
+            // The file itself is read first, so that its own faults (a key given twice) are
+            // told at its line, not in words of the changed document's parser.
+            let _file_reads: serde_json::Value = parse_yaml(text, file)?;
             let changed = overrides.apply(text).map_err(|message| LoadError {
                 file: file.to_owned(),
                 line: 0,
@@ -885,6 +888,12 @@ links:
         let e = Scenario::from_text(&text, Path::new("s.yaml"), &bad).unwrap_err();
         assert!(e.to_string().starts_with("s.yaml with --set:"), "{e}");
         assert!(e.message.contains("(at `dilation: 0`)"), "{e}");
+        // A fault of the file itself is told at its line, whatever the command line changes.
+        let twice = format!("{text}dilation: 2\ndilation: 3\n");
+        let line = twice.lines().count();
+        let e = Scenario::from_text(&twice, Path::new("s.yaml"), &o).unwrap_err();
+        assert_eq!((e.file.as_path(), e.line), (Path::new("s.yaml"), line), "{e}");
+        assert!(e.message.contains("`dilation` is given twice"), "{e}");
     }
 
     #[test]
