@@ -1133,6 +1133,23 @@ fn unexplained_overruns<'a>(overruns_at: &[u64], lateness: impl Iterator<Item = 
 mod tests {
     use super::*;
 
+    /// A run that measured nothing, for a test to fill in.
+    fn nothing() -> Measured<'static> {
+        Measured {
+            program_rtt_min_ns: None,
+            flows: &[],
+            series: &[],
+            stalls: &[],
+            hiccups: &[],
+            late_pauses: &[],
+            switches: &[],
+            hosts: &[],
+            content_errors: 0,
+            max_path_switches: 1,
+            hop_bytes: None,
+        }
+    }
+
     #[test]
     fn quantiles_use_nearest_rank() {
         let q = Quantiles::of((1..=100).map(f64::from).collect()).unwrap();
@@ -1175,17 +1192,10 @@ mod tests {
         // 10 ms of run; 1 ms stalled, and a stall at the end counted only up to the end.
         let stalls = [stall(2_000_000, 1_000_000), stall(9_500_000, 4_000_000)];
         let m = Measured {
-            program_rtt_min_ns: None,
             flows: &flows,
-            series: &[],
             stalls: &stalls,
-            hiccups: &[],
-            late_pauses: &[],
-            switches: &[],
             hosts: &hosts,
-            content_errors: 0,
-            max_path_switches: 1,
-            hop_bytes: None,
+            ..nothing()
         };
         let time = Timebase {
             t0_ns: 5_000_000,
@@ -1214,17 +1224,8 @@ mod tests {
         };
         let flows = [done, partial];
         let m = Measured {
-            program_rtt_min_ns: None,
             flows: &flows,
-            series: &[],
-            stalls: &[],
-            hiccups: &[],
-            late_pauses: &[],
-            switches: &[],
-            hosts: &[],
-            content_errors: 0,
-            max_path_switches: 1,
-            hop_bytes: None,
+            ..nothing()
         };
         let time = Timebase {
             t0_ns: 0,
@@ -1276,17 +1277,8 @@ mod tests {
             ..SwitchSnapshot::default()
         }];
         let m = Measured {
-            program_rtt_min_ns: None,
-            flows: &[],
-            series: &[],
-            stalls: &[],
-            hiccups: &[],
-            late_pauses: &[],
             switches: &switches,
-            hosts: &[],
-            content_errors: 0,
-            max_path_switches: 1,
-            hop_bytes: None,
+            ..nothing()
         };
         let time = Timebase {
             t0_ns: 0,
