@@ -1091,12 +1091,16 @@ fn pfc_summary(m: &Measured<'_>, time: Timebase, rtt: u64, behind: bool) -> PfcS
         .flat_map(|p| p.overruns_at.iter().map(|&t| time.at(t)))
         .collect();
     // Overruns past the kept times count as explained only if the kept ones all were.
-    let unexplained_kept = unexplained_overruns(
-        &overruns_at,
-        m.stalls.iter().chain(m.hiccups).chain(m.late_pauses),
-        rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
-    );
-    let overruns_unexplained = if unexplained_kept == 0 || behind {
+    let unexplained_kept = if behind {
+        0
+    } else {
+        unexplained_overruns(
+            &overruns_at,
+            m.stalls.iter().chain(m.hiccups).chain(m.late_pauses),
+            rtt + time.span(crate::lab::HOST_PFC_RESPONSE_NS),
+        )
+    };
+    let overruns_unexplained = if unexplained_kept == 0 {
         0
     } else {
         unexplained_kept + overruns.saturating_sub(overruns_at.len() as u64)

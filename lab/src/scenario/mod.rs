@@ -184,10 +184,10 @@ impl Scenario {
         let (text, file) = if overrides.is_empty() {
             (text.to_owned(), file.to_owned())
         } else {
-            // The file itself is read first, so that its own faults (a key given twice) are
-            // told at its line, not in words of the changed document's parser.
-            let _file_reads: serde_json::Value = parse_yaml(text, file)?;
-            let changed = overrides.apply(text).map_err(|message| LoadError {
+            // Read as the file it is, so that its own faults (a key given twice) are told at
+            // its line; the changes then apply to what was read.
+            let doc: serde_json::Value = parse_yaml(text, file)?;
+            let changed = overrides.apply(doc).map_err(|message| LoadError {
                 file: file.to_owned(),
                 line: 0,
                 column: 0,

@@ -34,9 +34,8 @@ impl Overrides {
         used.iter().filter(|u| u.0).map(|u| u.1).collect::<Vec<_>>().join("/")
     }
 
-    /// The document `text` with the changes applied, as YAML.
-    pub fn apply(&self, text: &str) -> Result<String, String> {
-        let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| first_line(&e.to_string()))?;
+    /// The document `doc` (a scenario file as read) with the changes applied, as YAML.
+    pub fn apply(&self, mut doc: Value) -> Result<String, String> {
         if let Some(cc) = &self.controller {
             let root = as_map(&mut doc, "the document")?;
             let same = root
@@ -165,8 +164,13 @@ mod tests {
             set: set.iter().map(|s| s.to_string()).collect(),
             only: None,
         };
-        let text = o.apply(DOC)?;
+        let text = o.apply(read(DOC))?;
         Ok(serde_saphyr::from_str(&text).expect("valid YAML out"))
+    }
+
+    /// Scenario text as the scenario reads it before applying changes.
+    fn read(text: &str) -> Value {
+        serde_saphyr::from_str(text).expect("valid YAML in")
     }
 
     #[test]
@@ -222,13 +226,18 @@ mod tests {
             only: Some(name.into()),
             ..Overrides::default()
         };
-        let v: Value = serde_saphyr::from_str(&only("b").apply(&doc).unwrap()).unwrap();
+        let v: Value = serde_saphyr::from_str(&only("b").apply(read(&doc)).unwrap()).unwrap();
         assert_eq!(
             v["workload"]["applications"],
             serde_json::json!([{"name": "b", "x": 2}])
         );
-        let e = only("c").apply(&doc).unwrap_err();
+        let e = only("c").apply(read(&doc)).unwrap_err();
         assert!(e.contains("expected the name of an application, one of a, b"), "{e}");
-        assert!(only("a").apply(DOC).unwrap_err().contains("has no `applications`"));
+        assert!(
+            only("a")
+                .apply(read(DOC))
+                .unwrap_err()
+                .contains("has no `applications`")
+        );
     }
 }
