@@ -1107,7 +1107,7 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
         .iter()
         .position(|m| m.name == "MyIngress.rate_limit")
         .expect("meter");
-    let rates = dp.meter_cell(m, 2).expect("cell").lock().expect("lock").rates();
+    let rates = dp.meter_cell(m, 2).expect("cell").rates();
     assert_eq!(
         rates,
         [(0.001, 10), (0.002, 20)],
@@ -1132,11 +1132,7 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
         let e = c.write(write(5, kind, vec![entity])).await.expect_err("refused");
         assert_eq!(update_errors(&e)[0].0, code as i32, "{e:?}");
     }
-    assert_eq!(
-        dp.meter_cell(m, 2).expect("cell").lock().expect("lock").rates(),
-        rates,
-        "unchanged"
-    );
+    assert_eq!(dp.meter_cell(m, 2).expect("cell").rates(), rates, "unchanged");
 
     // A direct meter: the rates of one table entry.
     let key = vec![p4rt::FieldMatch {
@@ -1184,14 +1180,7 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
         .iter()
         .position(|t| t.name == "MyIngress.seen")
         .expect("table");
-    let stored_rates = dp.control().tables[t]
-        .entries()
-        .next()
-        .expect("an entry")
-        .meter
-        .lock()
-        .expect("lock")
-        .rates();
+    let stored_rates = dp.control().tables[t].entries().next().expect("an entry").meter.rates();
     assert_eq!(stored_rates, [(0.005, 10), (0.006, 20)]);
     let back = read_one(
         &mut c,

@@ -158,7 +158,7 @@ impl BedSwitch {
         self.start_due(s, until);
         if let Some(refused) = self.ports[s]
             .view(s)
-            .enqueue(frame, self.mmu.as_mut(), &mut self.pfc_due)
+            .enqueue(frame, self.mmu.as_ref(), &mut self.pfc_due)
         {
             self.free(refused);
         }
@@ -192,7 +192,7 @@ impl BedSwitch {
         let mut out = Started::default();
         self.ports[s]
             .view(s)
-            .start_due(until, self.mmu.as_mut(), &mut stage, &mut out);
+            .start_due(until, self.mmu.as_ref(), &mut stage, &mut out);
         self.pfc_due.extend(out.pfc);
         for frame in out.freed {
             self.pool.put(frame);
@@ -211,7 +211,7 @@ impl BedSwitch {
     /// Sends again the XOFFs that would run out while their ingress is still over its
     /// threshold; returns when the next is due.
     pub(crate) fn refresh_pauses(&mut self, now: u64) -> Option<u64> {
-        let mmu = self.mmu.as_mut()?;
+        let mmu = self.mmu.as_ref()?;
         let next = mmu.refresh(now, &mut self.refreshed);
         for sig in self.refreshed.drain(..) {
             self.pfc_due.push((sig, now));

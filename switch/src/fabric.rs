@@ -246,7 +246,7 @@ fn switches_shared(specs: &[SwitchSpec], mmus: Vec<Option<Mmu>>) -> Result<Vec<S
                 node_id: spec.node_id,
                 pipeline: Pipeline::new(spec),
                 p4,
-                mmu: mmu.map(Mutex::new),
+                mmu,
                 pfc: spec.pfc.is_some(),
                 published: Mutex::new(
                     spec.ports

@@ -56,20 +56,18 @@ pub(crate) struct SwitchShared {
     pub(crate) pipeline: Pipeline,
     /// The P4 program that replaces `pipeline`, if the switch runs one.
     pub(crate) p4: Option<P4Pipeline>,
-    /// The shared buffer, when the switch has one (its shards lock it per frame in and out).
-    pub(crate) mmu: Option<Mutex<Mmu>>,
+    /// The shared buffer, when the switch has one (its shards count frames in and out of it
+    /// without a lock).
+    pub(crate) mmu: Option<Mmu>,
     /// PFC is on: its shards refresh the pauses it sends.
     pub(crate) pfc: bool,
     pub(crate) published: Mutex<Vec<PortSnapshot>>,
 }
 
 impl SwitchShared {
-    /// Its shared buffer, locked; `None` when its ports have buffers of their own.
-    pub(crate) fn mmu(&self) -> Option<std::sync::MutexGuard<'_, Mmu>> {
-        // A shard that panicked holding it left counts, not broken invariants, behind.
-        self.mmu
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    /// Its shared buffer; `None` when its ports have buffers of their own.
+    pub(crate) fn mmu(&self) -> Option<&Mmu> {
+        self.mmu.as_ref()
     }
 }
 

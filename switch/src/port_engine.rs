@@ -60,12 +60,7 @@ impl PortView<'_> {
     /// DSCP or VLAN priority says, once the switch's shared buffer `mmu` (if it has one) admits
     /// it; a PFC signal the buffer raises goes to `pfc`. A MAC control frame (the switch's own
     /// PFC) goes ahead of every queue, in no buffer. Returns a frame refused, counted, to free.
-    pub fn enqueue(
-        &mut self,
-        frame: FrameBuf,
-        mmu: Option<&mut Mmu>,
-        pfc: &mut Vec<(PfcSignal, u64)>,
-    ) -> Option<FrameBuf> {
+    pub fn enqueue(&mut self, frame: FrameBuf, mmu: Option<&Mmu>, pfc: &mut Vec<(PfcSignal, u64)>) -> Option<FrameBuf> {
         if is_mac_control(&frame) {
             self.queue.enqueue_control(frame);
             return None;
@@ -93,7 +88,7 @@ impl PortView<'_> {
     pub fn start_due(
         &mut self,
         until: Until,
-        mut mmu: Option<&mut Mmu>,
+        mmu: Option<&Mmu>,
         stage: &mut dyn FnMut(&mut Dequeued, &EgressPort, &mut PortCounters) -> EgressDecision,
         out: &mut Started,
     ) {
@@ -108,7 +103,7 @@ impl PortView<'_> {
                 out.freed.extend(self.transmit(d));
                 continue;
             }
-            if let Some(mmu) = mmu.as_deref_mut()
+            if let Some(mmu) = mmu
                 && let Some(sig) = mmu.release(usize::from(d.frame.ingress), self.index, d.priority, d.frame.len as u64)
             {
                 out.pfc.push((sig, d.start_ns));

@@ -700,12 +700,11 @@ impl Shard {
         let until = self.slots[s].queue.before_arrival_of(&frame);
         self.start_due(s, until);
         let sw = self.slots[s].switch;
-        let mut mmu = self.fabric.switches[sw].mmu();
+        let mmu = self.fabric.switches[sw].mmu();
         let mut out = std::mem::take(&mut self.started);
         let refused = self.slots[s]
             .view(self.fabric.capture_drops)
-            .enqueue(frame, mmu.as_deref_mut(), &mut out.pfc);
-        drop(mmu);
+            .enqueue(frame, mmu, &mut out.pfc);
         for (sig, at) in out.pfc.drain(..) {
             self.pfc_due.push((sw, sig, at, s));
         }
@@ -744,11 +743,10 @@ impl Shard {
         let mut next = None;
         for i in 0..self.pfc_switches.len() {
             let (sw, slot) = self.pfc_switches[i];
-            let Some(mut mmu) = self.fabric.switches[sw].mmu() else {
+            let Some(mmu) = self.fabric.switches[sw].mmu() else {
                 continue;
             };
             let due = mmu.refresh(now, &mut self.refreshed);
-            drop(mmu);
             next = [next, due].into_iter().flatten().min();
             for sig in self.refreshed.drain(..) {
                 self.pfc_due.push((sw, sig, now, slot));
@@ -771,7 +769,7 @@ impl Shard {
     fn start_due(&mut self, s: usize, until: Until) {
         let sw = self.slots[s].switch;
         let switch = &self.fabric.switches[sw];
-        let mut mmu = switch.mmu();
+        let mmu = switch.mmu();
         let mut out = std::mem::take(&mut self.started);
         // What P4 egress made, in order: clones, and recirculations (whose frames the engine
         // hands back in `out.diverted`, in the same order).
@@ -803,9 +801,8 @@ impl Shard {
             };
             self.slots[s]
                 .view(self.fabric.capture_drops)
-                .start_due(until, mmu.as_deref_mut(), &mut stage, &mut out);
+                .start_due(until, mmu, &mut stage, &mut out);
         }
-        drop(mmu);
         let mut diverted = out.diverted.drain(..);
         for m in made {
             match m {

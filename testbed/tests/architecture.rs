@@ -1,5 +1,6 @@
 //! The workspace's layering rules, read from its sources: no module circle in any crate, at any
-//! depth of its module tree, and no function longer than 150 lines.
+//! depth of its module tree, no function longer than 150 lines, and no lock taken per frame on
+//! a switch's frame path.
 //!
 //! A module's dependencies are the paths its files name (`crate::a::b`, `super::c`, `self::d`,
 //! in code and doc links alike), outside its `#[cfg(test)] mod tests`. A path from module
@@ -415,4 +416,125 @@ fn function_lengths_are_counted_from_signature_to_closing_brace() {
     let mut v = FunctionLengths { found: Vec::new() };
     v.visit_file(&syn::parse_file(&text).expect("the sample parses"));
     assert_eq!(v.found, vec![("long".to_owned(), 151), ("short".to_owned(), 3)]);
+}
+
+/// The folders and files every frame goes through on its way through a switch.
+const FRAME_PATH: &[&str] = &[
+    "switch/src/shard.rs",
+    "switch/src/fabric_state.rs",
+    "switch/src/port_engine.rs",
+    "switch/src/egress.rs",
+    "switch/src/frame.rs",
+    "switch/src/tm",
+    "switch/src/pipeline",
+    "switch/src/port",
+    "switch/src/impair",
+    "p4/src/exec",
+];
+
+/// The locks the frame path may take, none of them per frame: (file, what is locked, when).
+const LOCKS_ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "switch/src/fabric_state.rs",
+        "published",
+        "the counters, read by the control side, once per reading",
+    ),
+    (
+        "switch/src/shard.rs",
+        "0",
+        "the shard itself, once per run (a worker tries, never waits)",
+    ),
+    (
+        "switch/src/shard.rs",
+        "self",
+        "a borrowed shard, once per borrowed run, tried",
+    ),
+    (
+        "switch/src/shard.rs",
+        "link_changes",
+        "the link changes posted to a worker, when the posted count moved",
+    ),
+    (
+        "switch/src/shard.rs",
+        "published",
+        "a port's counters, once per publication",
+    ),
+    (
+        "switch/src/frame.rs",
+        "free",
+        "the pool's free list, once per batch of frames a worker takes or gives back",
+    ),
+    (
+        "switch/src/pipeline/ingress.rs",
+        "pending_routes",
+        "route changes, when posted and when one falls due",
+    ),
+    (
+        "p4/src/exec/mod.rs",
+        "editing",
+        "control-plane edits, never a frame's pass",
+    ),
+];
+
+/// What each `.lock()` and `.try_lock()` in `text` locks: the name just before the call, past
+/// an index (`link_changes[w].lock()` locks `link_changes`).
+fn locked_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for call in [".lock()", ".try_lock()"] {
+        for (at, _) in text.match_indices(call) {
+            let mut before = text[..at].trim_end();
+            if before.ends_with(']') {
+                before = before[..before.rfind('[').unwrap_or(0)].trim_end();
+            }
+            let start = before.rfind(|c| !is_ident_char(c)).map_or(0, |i| i + 1);
+            out.push(before[start..].to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_frame_path_takes_no_lock_per_frame() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for p in FRAME_PATH {
+        let p = root.join(p);
+        if p.is_dir() {
+            rust_files(&p, &mut files);
+        } else {
+            files.push(p);
+        }
+    }
+    let mut found = BTreeSet::new();
+    let mut problems = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let text = without_tests(&text);
+        let rel = f.strip_prefix(&root).expect("a workspace file").display().to_string();
+        if text.contains("RwLock") {
+            problems.push(format!("{rel}: an RwLock on the frame path"));
+        }
+        for name in locked_names(text) {
+            if LOCKS_ALLOWED.iter().any(|(file, n, _)| *file == rel && *n == name) {
+                found.insert((rel.clone(), name));
+            } else {
+                problems.push(format!(
+                    "{rel}: locks `{name}`, which the frame path may not: count it with atomics, \
+                     own it per worker, or add it to LOCKS_ALLOWED with why it is not per frame"
+                ));
+            }
+        }
+    }
+    for (file, name, _) in LOCKS_ALLOWED {
+        if !found.contains(&(file.to_string(), name.to_string())) {
+            problems.push(format!("{file}: `{name}` is allowed but no longer locked: strike it"));
+        }
+    }
+    assert!(problems.is_empty(), "locks on the frame path:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_lock_is_named_by_what_it_locks() {
+    let text = "let a = self.free.lock().x;\nlet b = &mut *self.fabric.link_changes[self.worker]\n    .lock()\n    .y;\nself.0.try_lock()";
+    assert_eq!(locked_names(text), ["free", "link_changes", "0"]);
 }

@@ -11,7 +11,6 @@
 
 use std::net::Ipv6Addr;
 use std::path::Path;
-use std::sync::PoisonError;
 
 use super::runtime_json::{fit, parse_value};
 use crate::exec::control_plane::{McNode, free_handle};
@@ -1097,7 +1096,7 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             .collect()
     };
     let direct = dp.program.meters[m].table;
-    let cell = |i: usize| -> Result<std::sync::Arc<std::sync::Mutex<crate::exec::meter::MeterCell>>, String> {
+    let cell = |i: usize| -> Result<std::sync::Arc<crate::exec::meter::MeterCell>, String> {
         let t = direct.expect("a direct meter");
         cp.tables[t]
             .get(i as u32)
@@ -1114,7 +1113,7 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             }
             for i in 0..dp.meter_cells(m) {
                 if let Some(c) = dp.meter_cell(m, i) {
-                    c.lock().unwrap_or_else(PoisonError::into_inner).set_rates(&rates)?;
+                    c.set_rates(&rates)?;
                 }
             }
             Ok(String::new())
@@ -1126,15 +1125,10 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             let i = number(index, 32, "an index")? as usize;
             let rates = parse_rates(rates)?;
             match direct {
-                Some(_) => cell(i)?
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .set_rates(&rates)?,
+                Some(_) => cell(i)?.set_rates(&rates)?,
                 None => dp
                     .meter_cell(m, i)
                     .ok_or_else(|| out_of_range(name, i, dp.meter_cells(m)))?
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
                     .set_rates(&rates)?,
             }
             Ok(String::new())
@@ -1145,12 +1139,10 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             };
             let i = number(index, 32, "an index")? as usize;
             let rates = match direct {
-                Some(_) => cell(i)?.lock().unwrap_or_else(PoisonError::into_inner).rates(),
+                Some(_) => cell(i)?.rates(),
                 None => dp
                     .meter_cell(m, i)
                     .ok_or_else(|| out_of_range(name, i, dp.meter_cells(m)))?
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
                     .rates(),
             };
             let mut out = String::new();

@@ -17,11 +17,11 @@ mod run;
 mod step;
 pub mod table;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
+use crossbeam_channel::TrySendError;
 
 use crate::ir::{self, BlockKind, mask};
 pub use carried::CarriedState;
@@ -76,7 +76,7 @@ pub struct Datapath {
     registers: Vec<RegisterArray>,
     counters: Vec<Box<[[AtomicU64; 2]]>>,
     meters: Vec<MeterArray>,
-    digests: Mutex<DigestQueue>,
+    digests: DigestQueue,
     /// Log every packet's way through the program (`tracing` at debug level, target `p4`).
     pub trace: bool,
     /// This switch's name in traces.
@@ -139,10 +139,24 @@ pub struct DigestMessage {
     pub values: Vec<u128>,
 }
 
-#[derive(Debug, Default)]
+/// Digests on their way to the control plane: a bounded lock-free queue, since any worker may
+/// send one from a frame's pass while the control plane takes them.
+#[derive(Debug)]
 struct DigestQueue {
-    messages: VecDeque<DigestMessage>,
-    dropped: u64,
+    send: crossbeam_channel::Sender<DigestMessage>,
+    take: crossbeam_channel::Receiver<DigestMessage>,
+    dropped: AtomicU64,
+}
+
+impl Default for DigestQueue {
+    fn default() -> DigestQueue {
+        let (send, take) = crossbeam_channel::bounded(DIGEST_QUEUE);
+        DigestQueue {
+            send,
+            take,
+            dropped: AtomicU64::new(0),
+        }
+    }
 }
 
 /// One packet's values while it is in the switch.
@@ -276,7 +290,7 @@ impl Datapath {
             .iter()
             .map(|m| MeterArray {
                 bytes: m.bytes,
-                cells: (0..m.size).map(|_| Mutex::new(MeterCell::default())).collect(),
+                cells: (0..m.size).map(|_| MeterCell::default()).collect(),
             })
             .collect();
         let dp = Datapath {
@@ -288,7 +302,7 @@ impl Datapath {
             registers,
             counters,
             meters,
-            digests: Mutex::new(DigestQueue::default()),
+            digests: DigestQueue::default(),
             trace: false,
             name: name.to_owned(),
         };
@@ -475,7 +489,7 @@ impl Datapath {
     }
 
     /// Cell `i` of indexed meter `m`.
-    pub fn meter_cell(&self, m: usize, i: usize) -> Option<&Mutex<MeterCell>> {
+    pub fn meter_cell(&self, m: usize, i: usize) -> Option<&MeterCell> {
         self.meters.get(m)?.cells.get(i)
     }
 
@@ -487,17 +501,23 @@ impl Datapath {
     /// The digests waiting for the control plane, oldest first (taken), and how many were
     /// dropped because nobody took them.
     pub fn take_digests(&self) -> (Vec<DigestMessage>, u64) {
-        let mut q = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
-        (q.messages.drain(..).collect(), q.dropped)
+        let q = &self.digests;
+        (q.take.try_iter().collect(), q.dropped.load(Ordering::Relaxed))
     }
 
     fn push_digest(&self, m: DigestMessage) {
-        let mut q = self.digests.lock().unwrap_or_else(PoisonError::into_inner);
-        if q.messages.len() >= DIGEST_QUEUE {
-            q.messages.pop_front();
-            q.dropped += 1;
+        let q = &self.digests;
+        let Err(TrySendError::Full(m)) = q.send.try_send(m) else {
+            return;
+        };
+        // Full: the oldest makes room (another worker may take the room first; then this one
+        // is the digest dropped).
+        if q.take.try_recv().is_ok() {
+            q.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        q.messages.push_back(m);
+        if q.send.try_send(m).is_err() {
+            q.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Runs the parser, verify checksum and ingress on the frame in `buf[..*len]` (again for

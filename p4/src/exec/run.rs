@@ -2,8 +2,8 @@
 //! program calls on (slots, table lookups, lookahead, emitting and writing headers). What a run
 //! does at each compiled part (parser states, blocks, externs) is the `step` module's.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 
 use super::hash::{self, BitPacker, read_bits};
 use super::meter::MeterCell;
@@ -37,7 +37,7 @@ pub(super) struct Run<'a> {
     /// A lookahead ran past the end of the frame.
     pub(super) short: bool,
     /// The direct meter cell of the entry the last table hit, for `direct_meter.read`.
-    pub(super) hit_meter: Option<Arc<Mutex<MeterCell>>>,
+    pub(super) hit_meter: Option<Arc<MeterCell>>,
 }
 
 impl<'a> Run<'a> {

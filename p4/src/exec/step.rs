@@ -2,7 +2,6 @@
 //! transitions, control blocks, headers extracted, places read and written, lists packed and
 //! externs called. The parts are [`super::code`]'s; the run they act on is [`super::run`]'s.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use super::DigestMessage;
@@ -414,14 +413,9 @@ impl Run<'_> {
                 let color = match index {
                     Some(i) => {
                         let i = i(self) as usize;
-                        self.dp
-                            .meter_cell(*meter, i)
-                            .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).execute(now, units))
+                        self.dp.meter_cell(*meter, i).map(|c| c.execute(now, units))
                     }
-                    None => self
-                        .hit_meter
-                        .as_ref()
-                        .map(|c| c.lock().unwrap_or_else(PoisonError::into_inner).execute(now, units)),
+                    None => self.hit_meter.as_ref().map(|c| c.execute(now, units)),
                 };
                 let color = color.unwrap_or(super::meter::GREEN);
                 let color = if *psa_colors {

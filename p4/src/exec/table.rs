@@ -7,8 +7,8 @@
 //! ([`TableState::follow`]), so that a write costs the same whatever the table's size.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::key_map::KeyMap;
 use super::meter::MeterCell;
@@ -46,7 +46,7 @@ pub struct StoredEntry {
     /// Its direct counter.
     pub counter: Arc<EntryCounter>,
     /// Its direct meter.
-    pub meter: Arc<Mutex<MeterCell>>,
+    pub meter: Arc<MeterCell>,
     /// When it was last hit (ns of the lab clock), for idle timeouts.
     pub last_hit: Arc<AtomicU64>,
     /// How long it may go unhit before the control plane is told (ns; 0: it never ages).
@@ -369,7 +369,7 @@ impl TableState {
             entry: e,
             via,
             counter: Arc::new(EntryCounter::default()),
-            meter: Arc::new(Mutex::new(MeterCell::default())),
+            meter: Arc::new(MeterCell::default()),
             last_hit: Arc::new(AtomicU64::new(0)),
             idle_timeout_ns: 0,
         }));

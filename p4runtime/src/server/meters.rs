@@ -2,7 +2,7 @@
 //! cell's two rates as BMv2 keeps them (units per microsecond, committed first). Cells live
 //! outside the tables, so a Write sets them once its edit of the tables is kept.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use intlab_p4::exec::meter::MeterCell;
 
@@ -14,7 +14,7 @@ pub enum MeterTarget {
     /// An indexed meter's cell: (meter, cell).
     Cell(usize, usize),
     /// A table entry's direct meter.
-    Entry(Arc<Mutex<MeterCell>>),
+    Entry(Arc<MeterCell>),
 }
 
 /// The rates `config` gives (committed first); none, to forget them (every frame green).
@@ -33,8 +33,8 @@ pub fn rates(config: Option<&p4rt::MeterConfig>) -> Result<Vec<(f64, u64)>, Upda
 }
 
 /// A cell's rates as a MeterConfig; none when it has none.
-pub fn config(cell: &Mutex<MeterCell>) -> Option<p4rt::MeterConfig> {
-    let rates = cell.lock().unwrap_or_else(PoisonError::into_inner).rates();
+pub fn config(cell: &MeterCell) -> Option<p4rt::MeterConfig> {
+    let rates = cell.rates();
     let [(cir, cburst), (pir, pburst)] = rates.as_slice() else {
         return None;
     };
@@ -48,11 +48,10 @@ pub fn config(cell: &Mutex<MeterCell>) -> Option<p4rt::MeterConfig> {
 }
 
 /// Sets `cell` to `rates` (none: forgets them).
-pub fn set(cell: &Mutex<MeterCell>, rates: &[(f64, u64)]) {
-    let mut c = cell.lock().unwrap_or_else(PoisonError::into_inner);
+pub fn set(cell: &MeterCell, rates: &[(f64, u64)]) {
     if rates.is_empty() {
-        c.reset();
-    } else if let Err(e) = c.set_rates(rates) {
+        cell.reset();
+    } else if let Err(e) = cell.set_rates(rates) {
         // `rates` checked the order already.
         tracing::error!("meter rates {rates:?}: {e}");
     }

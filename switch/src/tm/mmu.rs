@@ -10,6 +10,9 @@
 //! `xon_offset` below the threshold and the headroom is empty. A lossy priority is admitted by
 //! its egress queue's dynamic threshold and tail-dropped above it.
 
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
 use int_format::pfc::pause_ps;
 
 use super::PRIORITIES;
@@ -92,14 +95,27 @@ pub struct MmuPort {
 }
 
 /// Per ingress port and priority.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug)]
 struct IngressUse {
     /// Bytes counted in the reserve and the shared space.
-    bytes: u64,
+    bytes: AtomicU64,
     /// Bytes counted in the headroom.
-    headroom: u64,
-    /// XOFF sent and not yet XON: when it was last sent (ns).
-    xoff_sent_ns: Option<u64>,
+    headroom: AtomicU64,
+    /// XOFF sent and not yet XON: when it was last sent (ns); [`NOT_PAUSED`] when not.
+    xoff_sent_ns: AtomicU64,
+}
+
+/// `xoff_sent_ns` of an ingress that has not paused its upstream.
+const NOT_PAUSED: u64 = u64::MAX;
+
+impl Default for IngressUse {
+    fn default() -> IngressUse {
+        IngressUse {
+            bytes: AtomicU64::new(0),
+            headroom: AtomicU64::new(0),
+            xoff_sent_ns: AtomicU64::new(NOT_PAUSED),
+        }
+    }
 }
 
 /// Whether a frame may enter the buffer.
@@ -120,6 +136,16 @@ pub enum Admission {
 }
 
 /// The shared buffer of one switch.
+///
+/// Its counts are atomics, not a locked whole: the ports of one switch may be on several
+/// workers, and a worker that lost its core while holding a lock would stop every other
+/// worker's frames in and out of the switch (the machine's wake-ups run tens of microseconds
+/// late, and a core taken away stalls for milliseconds). Each count moves in one atomic step,
+/// so none is ever lost or made twice; a decision reads the others as they are at that moment,
+/// as a hardware MMU's pipelines racing on one buffer do. One worker alone gets exactly the
+/// arithmetic of the sequential model. The order is sequentially consistent (free for
+/// read-modify-writes on x86) so that the last frame to leave an ingress sees every other
+/// frame's departure and sends the XON: a pause never outlives the bytes behind it.
 #[derive(Debug)]
 pub struct Mmu {
     buffer: u64,
@@ -130,12 +156,41 @@ pub struct Mmu {
     /// Headroom and reserve of every port, kept out of the shared space.
     set_aside: u64,
     /// Shared bytes in use.
-    shared_used: u64,
+    shared_used: Derived,
     ingress: Vec<[IngressUse; PRIORITIES]>,
     /// Bytes queued per egress port and priority.
-    egress: Vec<[u64; PRIORITIES]>,
-    /// Bytes held past the headrooms of their ingress (overruns): they take shared space.
-    overrun: u64,
+    egress: Vec<[AtomicU64; PRIORITIES]>,
+    /// Bytes held past the ends of their ingress' headrooms (overruns): they take shared
+    /// space.
+    overrun: Derived,
+}
+
+/// A count moved by the steps of other counts (shared bytes follow an ingress' bytes, overrun
+/// its headroom): each step is worked out from the other count's own atomic step, so the steps
+/// add up to the truth once the frames are out, but a step down can land just before the step
+/// up it follows. It may then dip below zero for that instant, and reads as zero.
+#[derive(Debug, Default)]
+struct Derived(AtomicI64);
+
+impl Derived {
+    fn add(&self, n: u64) {
+        self.0.fetch_add(n as i64, SeqCst);
+    }
+
+    fn sub(&self, n: u64) {
+        self.0.fetch_sub(n as i64, SeqCst);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(SeqCst).max(0) as u64
+    }
+}
+
+/// Takes up to `len` from `count`; returns what it held before.
+fn take(count: &AtomicU64, len: u64) -> u64 {
+    match count.fetch_update(SeqCst, SeqCst, |c| Some(c.saturating_sub(len))) {
+        Ok(before) | Err(before) => before,
+    }
 }
 
 impl Mmu {
@@ -152,10 +207,10 @@ impl Mmu {
             pfc,
             ports,
             set_aside,
-            shared_used: 0,
-            ingress: vec![[IngressUse::default(); PRIORITIES]; n],
-            egress: vec![[0; PRIORITIES]; n],
-            overrun: 0,
+            shared_used: Derived::default(),
+            ingress: (0..n).map(|_| Default::default()).collect(),
+            egress: (0..n).map(|_| Default::default()).collect(),
+            overrun: Derived::default(),
         }
     }
 
@@ -165,9 +220,8 @@ impl Mmu {
 
     /// `alpha` times the shared space still free.
     fn dynamic_threshold(&self) -> u64 {
-        let free = self
-            .buffer
-            .saturating_sub(self.set_aside + self.shared_used + self.overrun);
+        let used = self.shared_used.get() + self.overrun.get();
+        let free = self.buffer.saturating_sub(self.set_aside + used);
         (free as f64 * self.alpha) as u64
     }
 
@@ -179,49 +233,53 @@ impl Mmu {
         }
     }
 
+    /// The shared bytes an ingress holds.
     fn shared_use(&self, u: &IngressUse) -> u64 {
-        u.bytes.saturating_sub(self.reserve)
+        u.bytes.load(SeqCst).saturating_sub(self.reserve)
     }
 
     /// A frame of `len` bytes that came in on `input` for egress `output` in `priority`,
     /// arriving at `at_ns`.
-    pub fn admit(&mut self, input: usize, output: usize, priority: u8, len: u64, at_ns: u64) -> Admission {
+    pub fn admit(&self, input: usize, output: usize, priority: u8, len: u64, at_ns: u64) -> Admission {
         let p = usize::from(priority) % PRIORITIES;
+        let egress = &self.egress[output][p];
         if !self.lossless(p) {
-            if self.egress[output][p] + len > self.dynamic_threshold() {
+            if egress.load(SeqCst) + len > self.dynamic_threshold() {
                 return Admission::Drop;
             }
-            self.shared_used += len;
-            self.egress[output][p] += len;
+            self.shared_used.add(len);
+            egress.fetch_add(len, SeqCst);
             return Admission::Admit(None);
         }
         let threshold = self.xoff_threshold();
-        let u = self.ingress[input][p];
+        let u = &self.ingress[input][p];
         let headroom = self.ports[input].headroom;
-        if u.headroom + len > headroom && self.shared_use(&u) + len > threshold {
-            if self.shared_used + self.overrun + len > self.buffer.saturating_sub(self.set_aside) {
+        if u.headroom.load(SeqCst) + len > headroom && self.shared_use(u) + len > threshold {
+            let held = self.shared_used.get() + self.overrun.get();
+            if held + len > self.buffer.saturating_sub(self.set_aside) {
                 return Admission::Drop;
             }
-            self.ingress[input][p].headroom += len;
-            self.egress[output][p] += len;
-            self.overrun += len;
+            self.count_in_headroom(input, u, len);
+            egress.fetch_add(len, SeqCst);
             return Admission::Overrun;
         }
-        let after = u.bytes + len;
-        let u = &mut self.ingress[input][p];
-        if after <= self.reserve {
-            u.bytes = after;
-        } else if after - self.reserve > threshold {
-            u.headroom += len;
-        } else {
-            u.bytes = after;
-            self.shared_used += len.min(after - self.reserve);
+        let reserve = self.reserve;
+        // Into the reserve or the shared space while under the threshold; else the headroom.
+        let counted = |b: u64| (b + len <= reserve || b + len - reserve <= threshold).then_some(b + len);
+        match u.bytes.fetch_update(SeqCst, SeqCst, counted) {
+            Ok(before) if before + len > reserve => {
+                self.shared_used.add(len.min(before + len - reserve));
+            }
+            Ok(_) => {}
+            Err(_) => self.count_in_headroom(input, u, len),
         }
-        self.egress[output][p] += len;
-        let u = self.ingress[input][p];
-        let over = u.headroom > 0 || self.shared_use(&u) >= self.xoff_threshold();
-        if u.xoff_sent_ns.is_none() && over {
-            self.ingress[input][p].xoff_sent_ns = Some(at_ns);
+        egress.fetch_add(len, SeqCst);
+        let over = u.headroom.load(SeqCst) > 0 || self.shared_use(u) >= self.xoff_threshold();
+        if over
+            && u.xoff_sent_ns
+                .compare_exchange(NOT_PAUSED, at_ns, SeqCst, SeqCst)
+                .is_ok()
+        {
             return Admission::Admit(Some(PfcSignal {
                 port: input,
                 priority,
@@ -231,52 +289,66 @@ impl Mmu {
         Admission::Admit(None)
     }
 
+    /// Counts `len` bytes of `input` in its headroom, and what of them lies past its end as
+    /// overrun. The overrun is what the headroom's own count moves past the end, in the same
+    /// step, so that it comes back to nothing when the headroom empties whatever the order of
+    /// frames in and out.
+    fn count_in_headroom(&self, input: usize, u: &IngressUse, len: u64) {
+        let past = |h: u64| h.saturating_sub(self.ports[input].headroom);
+        let before = u.headroom.fetch_add(len, SeqCst);
+        self.overrun.add(past(before + len) - past(before));
+    }
+
     /// A frame admitted by [`Mmu::admit`] left the buffer (its transmission started); returns
     /// the XON its ingress is due, if any.
-    pub fn release(&mut self, input: usize, output: usize, priority: u8, len: u64) -> Option<PfcSignal> {
+    pub fn release(&self, input: usize, output: usize, priority: u8, len: u64) -> Option<PfcSignal> {
         let p = usize::from(priority) % PRIORITIES;
-        self.egress[output][p] = self.egress[output][p].saturating_sub(len);
+        take(&self.egress[output][p], len);
         if !self.lossless(p) {
-            self.shared_used = self.shared_used.saturating_sub(len);
+            self.shared_used.sub(len);
             return None;
         }
-        let reserve = self.reserve;
         let allotted = self.ports[input].headroom;
-        let u = &mut self.ingress[input][p];
-        let from_headroom = u.headroom.min(len);
+        let u = &self.ingress[input][p];
+        let headroom_before = take(&u.headroom, len);
+        let from_headroom = headroom_before.min(len);
         // Bytes past the headroom (an overrun) leave first.
-        self.overrun -= u.headroom.saturating_sub(allotted).min(from_headroom);
-        let from_shared = (len - from_headroom).min(u.bytes.saturating_sub(reserve));
-        u.headroom -= from_headroom;
-        u.bytes = u.bytes.saturating_sub(len - from_headroom);
-        self.shared_used = self.shared_used.saturating_sub(from_shared);
-        let u = self.ingress[input][p];
+        let past = |h: u64| h.saturating_sub(allotted);
+        self.overrun
+            .sub(past(headroom_before) - past(headroom_before - from_headroom));
+        let rest = len - from_headroom;
+        let from_shared = rest.min(take(&u.bytes, rest).saturating_sub(self.reserve));
+        self.shared_used.sub(from_shared);
         let offset = self.pfc.map_or(0, |c| c.xon_offset);
-        let used = self.shared_use(&u);
+        let used = self.shared_use(u);
         let below = used == 0 || used + offset <= self.xoff_threshold();
-        if u.xoff_sent_ns.is_some() && u.headroom == 0 && below {
-            self.ingress[input][p].xoff_sent_ns = None;
-            return Some(PfcSignal {
-                port: input,
-                priority,
-                pause: false,
-            });
+        if u.headroom.load(SeqCst) != 0 || !below {
+            return None;
         }
-        None
+        // Cleared here whatever time a refresh has just put in it: the XON must not be lost.
+        let paused = u.xoff_sent_ns.swap(NOT_PAUSED, SeqCst) != NOT_PAUSED;
+        paused.then_some(PfcSignal {
+            port: input,
+            priority,
+            pause: false,
+        })
     }
 
     /// The XOFFs to send again at `now_ns` because half of the last one's pause has passed
     /// with the ingress still over its threshold (a pause must not run out while it is);
     /// returns when the next such refresh is due, found in the same pass.
-    pub fn refresh(&mut self, now_ns: u64, out: &mut Vec<PfcSignal>) -> Option<u64> {
+    pub fn refresh(&self, now_ns: u64, out: &mut Vec<PfcSignal>) -> Option<u64> {
         let mut next = None;
-        for (port, uses) in self.ingress.iter_mut().enumerate() {
+        for (port, uses) in self.ingress.iter().enumerate() {
             let half = self.ports[port].pause_ns / 2;
-            for (p, u) in uses.iter_mut().enumerate() {
-                let Some(mut sent) = u.xoff_sent_ns else { continue };
-                if now_ns >= sent + half {
+            for (p, u) in uses.iter().enumerate() {
+                let mut sent = u.xoff_sent_ns.load(SeqCst);
+                if sent == NOT_PAUSED {
+                    continue;
+                }
+                // Only if no XON cleared it meanwhile.
+                if now_ns >= sent + half && u.xoff_sent_ns.compare_exchange(sent, now_ns, SeqCst, SeqCst).is_ok() {
                     sent = now_ns;
-                    u.xoff_sent_ns = Some(sent);
                     out.push(PfcSignal {
                         port,
                         priority: p as u8,
@@ -291,7 +363,7 @@ impl Mmu {
 
     /// Shared bytes in use.
     pub fn shared_used(&self) -> u64 {
-        self.shared_used
+        self.shared_used.get()
     }
 }
 
@@ -336,7 +408,7 @@ mod tests {
     fn a_lossless_ingress_is_paused_at_its_dynamic_threshold_and_resumed_below_it() {
         // 1 MB less 3 × (4 KB reserve + 10 KB headroom): 958,000 shared; XOFF at 1/8 of
         // what is free, i.e. at s = (958,000 - s) / 8, s = 106,444.
-        let mut m = pfc_mmu(1_000_000);
+        let m = pfc_mmu(1_000_000);
         let mut paused_at = None;
         for i in 0..200u64 {
             match m.admit(0, 2, 3, 1000, i) {
@@ -391,7 +463,7 @@ mod tests {
             alpha: 0.5,
             reserve: 0,
         };
-        let mut m = Mmu::new(90_000, &spec, None, vec![port(0), port(0)]);
+        let m = Mmu::new(90_000, &spec, None, vec![port(0), port(0)]);
         // q <= (90,000 - q) / 2: 30,000.
         let admitted = (0..100)
             .take_while(|_| m.admit(0, 1, 0, 1000, 0) != Admission::Drop)
@@ -403,7 +475,7 @@ mod tests {
 
     #[test]
     fn a_pause_is_sent_again_before_it_runs_out_while_the_ingress_stays_over() {
-        let mut m = pfc_mmu(100_000);
+        let m = pfc_mmu(100_000);
         let mut at = 0;
         while m.admit(0, 1, 3, 1000, at) == Admission::Admit(None) {
             at += 1;
@@ -436,5 +508,78 @@ mod tests {
         assert_eq!(mmu_port(10_000_000_000, 2_000, 1514, Some(&set)).headroom, 20_000);
         // 65535 × 512 bits at 10 Gb/s.
         assert_eq!(p.pause_ns, 3_355_392);
+    }
+
+    #[test]
+    fn workers_racing_on_one_ingress_leave_an_empty_unpaused_buffer_and_an_xon_for_every_xoff() {
+        let m = pfc_mmu(200_000);
+        let signals = std::thread::scope(|s| {
+            let workers: Vec<_> = (1..3)
+                .map(|output| {
+                    let m = &m;
+                    s.spawn(move || {
+                        let (mut xoff, mut xon, mut queued) = (0, 0, 0);
+                        for round in 0..100_000u64 {
+                            // Let up to 40 frames queue, then drain them: the ingress crosses
+                            // its threshold and falls back below it again and again.
+                            if queued < 40 && round % 80 < 40 {
+                                match m.admit(0, output, 3, 1000, round) {
+                                    Admission::Admit(Some(_)) => xoff += 1,
+                                    Admission::Admit(None) | Admission::Overrun => {}
+                                    Admission::Drop => continue,
+                                }
+                                queued += 1;
+                            } else if queued > 0 {
+                                xon += usize::from(m.release(0, output, 3, 1000).is_some());
+                                queued -= 1;
+                            }
+                        }
+                        while queued > 0 {
+                            xon += usize::from(m.release(0, output, 3, 1000).is_some());
+                            queued -= 1;
+                        }
+                        (xoff, xon)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("worker"))
+                .collect::<Vec<_>>()
+        });
+        let (xoff, xon): (usize, usize) = signals.iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        assert!(
+            xoff > 0,
+            "the ingress never crossed its threshold: the test tests nothing"
+        );
+        assert_eq!(xoff, xon, "every pause is resumed");
+        let u = &m.ingress[0][3];
+        let left = [
+            u.bytes.load(SeqCst),
+            u.headroom.load(SeqCst),
+            m.shared_used(),
+            m.overrun.get(),
+        ];
+        assert_eq!(left, [0; 4], "bytes, headroom, shared, overrun");
+        assert_eq!(u.xoff_sent_ns.load(SeqCst), NOT_PAUSED);
+        assert!(m.egress.iter().flatten().all(|e| e.load(SeqCst) == 0));
+    }
+
+    #[test]
+    fn an_overrun_across_the_end_of_the_headroom_leaves_no_shared_space_taken_behind() {
+        // 1,500 B frames against a 10,000 B headroom: the 7th in the headroom straddles its
+        // end. Until 2026-11-29 it was counted whole as overrun and only its 500 B past the
+        // end came back, so each such episode shrank the shared space for good.
+        let m = pfc_mmu(1_000_000);
+        let mut held = 0;
+        while held < 200 && m.admit(0, 2, 3, 1500, 0) != Admission::Overrun {
+            held += 1;
+        }
+        assert!(held < 200, "never overran");
+        assert_eq!(m.overrun.get(), 500, "only what lies past the headroom's end");
+        for _ in 0..=held {
+            m.release(0, 2, 3, 1500);
+        }
+        assert_eq!([m.overrun.get(), m.shared_used()], [0, 0]);
     }
 }
