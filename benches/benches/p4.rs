@@ -20,7 +20,7 @@ use int_format::roles::source;
 use intlab_switch::SwitchSpec;
 use intlab_switch::counters::PortCounters;
 use intlab_switch::egress::{self, EgressPort};
-use intlab_switch::frame::FramePool;
+use intlab_switch::frame::{FramePool, FrameStack};
 use intlab_switch::pipeline::{P4Pipeline, P4Scratch, P4Verdict, Pipeline, Verdict};
 use intlab_switch::tm::{EgressQueue, Until};
 
@@ -88,7 +88,8 @@ enum Mode {
 
 /// One egress port and the frames going through it.
 struct Stage {
-    pool: FramePool,
+    /// Free buffers as a switch worker keeps them: its own stack in front of the shared pool.
+    frames: FrameStack,
     queue: EgressQueue,
     egress: EgressPort,
     counters: PortCounters,
@@ -103,7 +104,7 @@ impl Stage {
         let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
         let p = &spec.ports[1];
         Stage {
-            pool: FramePool::new(2048, 16),
+            frames: FrameStack::new(FramePool::new(2048, 16)),
             queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
             egress: EgressPort::new(1, spec.node_id, p, spec.priorities.map),
             counters: PortCounters::default(),
@@ -116,7 +117,7 @@ impl Stage {
     /// One frame in on p1 and out of p2, 100 ns after the previous one (no queue builds).
     fn forward(&mut self, mode: &Mode, template: &[u8]) -> usize {
         self.now_ns += 100;
-        let mut f = self.pool.get();
+        let mut f = self.frames.get();
         f.buffer_mut()[..template.len()].copy_from_slice(template);
         f.len = template.len();
         f.arrival_ns = self.now_ns;
@@ -137,15 +138,15 @@ impl Stage {
             Mode::P4(p) => {
                 let work = self.scratch.as_mut().expect("made at ingress");
                 let mut clone = None;
-                let pool = &self.pool;
-                p.egress(&mut d, &self.egress, work, &mut || pool.get(), &mut clone);
+                let frames = &mut self.frames;
+                p.egress(&mut d, &self.egress, work, &mut || frames.get(), &mut clone);
                 egress::p4_sent(&d, &mut self.counters);
             }
         }
         self.queue.send(d);
         let out = self.queue.release_due(self.now_ns + 1_000).expect("released");
         let len = out.frame.len;
-        self.pool.put(out.frame);
+        self.frames.put(out.frame);
         len
     }
 }
