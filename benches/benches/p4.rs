@@ -3,7 +3,8 @@
 //! frame with an INT header (64 bytes of UDP payload, as the system bench's 64 B point).
 //! The programs: `p4/programs/int_transit.p4` (the same work as the built-in pipeline) and
 //! a tutorial-style `basic` forwarder (`testbed/tests/p4/forward_dscp.p4`: lpm, MAC rewrite,
-//! TTL, DSCP, checksum).
+//! TTL, DSCP, checksum). And the built-in pipeline once more on a switch with a shared buffer and
+//! PFC, each frame counted in and out of the MMU as the port engine counts it.
 //!
 //!     cargo bench -p intlab-benches --bench p4
 
@@ -22,7 +23,7 @@ use intlab_switch::counters::PortCounters;
 use intlab_switch::egress::{self, EgressPort};
 use intlab_switch::frame::{FramePool, FrameStack};
 use intlab_switch::pipeline::{P4Pipeline, P4Scratch, P4Verdict, Pipeline, Verdict};
-use intlab_switch::tm::{EgressQueue, Until};
+use intlab_switch::tm::{EgressQueue, Mmu, MmuSpec, PfcSpec, Until, mmu_port};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -97,12 +98,20 @@ struct Stage {
     now_ns: u64,
     /// The packet states a P4 program runs in (as a switch worker keeps them).
     scratch: Option<P4Scratch>,
+    /// The switch's shared buffer with PFC, when the bench counts frames in and out of one.
+    mmu: Option<Mmu>,
 }
 
 impl Stage {
-    fn new() -> Stage {
+    fn new(shared_buffer: bool) -> Stage {
         let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
         let p = &spec.ports[1];
+        let pfc = PfcSpec::default();
+        let ports = spec
+            .ports
+            .iter()
+            .map(|p| mmu_port(p.rate.0, p.delay.0, 1514, Some(&pfc)));
+        let mmu = Mmu::new(8 << 20, &MmuSpec::default(), Some(pfc), ports.collect());
         Stage {
             frames: FrameStack::new(FramePool::new(2048, 16)),
             queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
@@ -111,6 +120,7 @@ impl Stage {
             rng: fastrand::Rng::with_seed(1),
             now_ns: 0,
             scratch: None,
+            mmu: shared_buffer.then_some(mmu),
         }
     }
 
@@ -129,8 +139,17 @@ impl Stage {
             }
         };
         assert!(forwarded, "the frame is routed to p2");
+        // Counted in the shared buffer as the port engine counts it: in at the queue, out at the
+        // start of transmission (lossless priority 3, RoCE's).
+        let (len, at) = (f.len as u64, f.arrival_ns);
+        if let Some(m) = &self.mmu {
+            black_box(m.admit(0, 1, 3, len, at));
+        }
         self.queue.enqueue(f, 0).expect("room");
         let mut d = self.queue.start_due(Until::now(self.now_ns)).expect("starts at once");
+        if let Some(m) = &self.mmu {
+            black_box(m.release(0, 1, 3, len));
+        }
         match mode {
             Mode::Native(_) => {
                 egress::process(&mut d, &self.egress, &mut self.counters, &mut self.rng);
@@ -169,7 +188,7 @@ fn per_packet(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for (variant, template) in &templates {
         for (name, mode) in &modes {
-            let mut stage = Stage::new();
+            let mut stage = Stage::new(false);
             let out = stage.forward(mode, template);
             assert!(out >= template.len(), "{name}: {out} bytes out of {}", template.len());
             g.bench_function(format!("{name}{variant}"), |b| {
@@ -177,6 +196,13 @@ fn per_packet(c: &mut Criterion) {
             });
         }
     }
+    // The built-in pipeline on a switch with a shared buffer and PFC.
+    let (mode, template) = (&modes[0].1, &templates[0].1);
+    let mut stage = Stage::new(true);
+    stage.forward(mode, template);
+    g.bench_function("built-in, shared buffer with PFC", |b| {
+        b.iter(|| black_box(stage.forward(mode, black_box(template))))
+    });
     g.finish();
 }
 
