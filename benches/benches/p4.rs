@@ -106,12 +106,14 @@ impl Stage {
     fn new(shared_buffer: bool) -> Stage {
         let spec = SwitchSpec::from_yaml(SWITCH, Path::new("bench.yaml")).expect("switch spec");
         let p = &spec.ports[1];
-        let pfc = PfcSpec::default();
-        let ports = spec
-            .ports
-            .iter()
-            .map(|p| mmu_port(p.rate.0, p.delay.0, 1514, Some(&pfc)));
-        let mmu = Mmu::new(8 << 20, &MmuSpec::default(), Some(pfc), ports.collect());
+        let mmu = shared_buffer.then(|| {
+            let pfc = PfcSpec::default();
+            let ports = spec
+                .ports
+                .iter()
+                .map(|p| mmu_port(p.rate.0, p.delay.0, 1514, Some(&pfc)));
+            Mmu::new(8 << 20, &MmuSpec::default(), Some(pfc), ports.collect())
+        });
         Stage {
             frames: FrameStack::new(FramePool::new(2048, 16)),
             queue: EgressQueue::new(p.rate, p.delay, p.buffer.0),
@@ -120,7 +122,7 @@ impl Stage {
             rng: fastrand::Rng::with_seed(1),
             now_ns: 0,
             scratch: None,
-            mmu: shared_buffer.then_some(mmu),
+            mmu,
         }
     }
 

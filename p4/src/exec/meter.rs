@@ -51,7 +51,10 @@ impl Rate {
         let new = since.saturating_sub(self.tokens_last.fetch_max(since, Ordering::Relaxed));
         let burst = self.burst.load(Ordering::Relaxed);
         let filled = |t: u64| (t + new).min(burst);
-        let step = |t: u64| Some(filled(t).checked_sub(units).unwrap_or_else(|| filled(t)));
+        let step = |t: u64| {
+            let t = filled(t);
+            Some(if t >= units { t - units } else { t })
+        };
         let before = match self.tokens.fetch_update(Ordering::Relaxed, Ordering::Relaxed, step) {
             Ok(t) | Err(t) => t,
         };

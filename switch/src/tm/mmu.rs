@@ -218,10 +218,19 @@ impl Mmu {
         self.pfc.is_some_and(|p| p.priorities & (1 << priority) != 0)
     }
 
+    /// Bytes that take shared space: the shared bytes in use and the overruns.
+    fn held(&self) -> u64 {
+        self.shared_used.get() + self.overrun.get()
+    }
+
+    /// What of `headroom` bytes counted in `input`'s headroom lies past its end (overrun).
+    fn past_headroom(&self, input: usize, headroom: u64) -> u64 {
+        headroom.saturating_sub(self.ports[input].headroom)
+    }
+
     /// `alpha` times the shared space still free.
     fn dynamic_threshold(&self) -> u64 {
-        let used = self.shared_used.get() + self.overrun.get();
-        let free = self.buffer.saturating_sub(self.set_aside + used);
+        let free = self.buffer.saturating_sub(self.set_aside + self.held());
         (free as f64 * self.alpha) as u64
     }
 
@@ -255,8 +264,7 @@ impl Mmu {
         let u = &self.ingress[input][p];
         let headroom = self.ports[input].headroom;
         if u.headroom.load(SeqCst) + len > headroom && self.shared_use(u) + len > threshold {
-            let held = self.shared_used.get() + self.overrun.get();
-            if held + len > self.buffer.saturating_sub(self.set_aside) {
+            if self.held() + len > self.buffer.saturating_sub(self.set_aside) {
                 return Admission::Drop;
             }
             self.count_in_headroom(input, u, len);
@@ -294,8 +302,8 @@ impl Mmu {
     /// step, so that it comes back to nothing when the headroom empties whatever the order of
     /// frames in and out.
     fn count_in_headroom(&self, input: usize, u: &IngressUse, len: u64) {
-        let past = |h: u64| h.saturating_sub(self.ports[input].headroom);
         let before = u.headroom.fetch_add(len, SeqCst);
+        let past = |h| self.past_headroom(input, h);
         self.overrun.add(past(before + len) - past(before));
     }
 
@@ -308,12 +316,11 @@ impl Mmu {
             self.shared_used.sub(len);
             return None;
         }
-        let allotted = self.ports[input].headroom;
         let u = &self.ingress[input][p];
         let headroom_before = take(&u.headroom, len);
         let from_headroom = headroom_before.min(len);
         // Bytes past the headroom (an overrun) leave first.
-        let past = |h: u64| h.saturating_sub(allotted);
+        let past = |h| self.past_headroom(input, h);
         self.overrun
             .sub(past(headroom_before) - past(headroom_before - from_headroom));
         let rest = len - from_headroom;
