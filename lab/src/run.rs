@@ -7,16 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use intlab_runtime::clock::Clock;
-use intlab_transport::flow::{FlowEvent, FlowPath, FlowSpec, Stuck};
+use intlab_transport::flow::{FlowEvent, FlowPath, Stuck};
 
-use crate::base_rtt;
-use crate::datapath::{self, DataPathError, ProbeTarget};
-use crate::dilation::Dilation;
+use crate::datapath::DataPathError;
 use crate::host_programs::{HostPrograms, RunLabRecord};
-use crate::lab::{self, Lab, LabConfig, LabError};
-use crate::results::{self, Ending, Results, RunRecord, Timebase, WriteError};
+use crate::lab::LabError;
+use crate::life_cycle::{self, LabPlan, RunningLab, StartError, Watched, WorkloadClock, ending_now, flow_paths};
+use crate::results::{self, Ending, Results, WriteError};
 use crate::scenario::Scenario;
-use crate::workload::{Iterations, PlannedFlow};
+use crate::workload::Iterations;
 
 /// Where and how to run.
 #[derive(Debug, Clone)]
@@ -127,6 +126,19 @@ impl From<LabError> for RunError {
     }
 }
 
+impl From<StartError> for RunError {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Host { host, error } => RunError::Host {
+                host,
+                error: error.to_string(),
+            },
+            StartError::Events(e) => RunError::Events(e),
+            StartError::NotHere(m) => RunError::Sites(m),
+        }
+    }
+}
+
 impl From<WriteError> for RunError {
     fn from(e: WriteError) -> Self {
         RunError::Write(e)
@@ -137,19 +149,6 @@ impl From<WriteError> for RunError {
 pub(crate) const POLL: Duration = Duration::from_millis(50);
 /// Time between the lab being ready and the first flow, so every endpoint has its flows.
 const START_MARGIN_NS: u64 = 20_000_000;
-/// How long the data path check waits for every flow's probes at least (real time).
-const PROBE_LIMIT: Duration = Duration::from_secs(2);
-
-/// CPU time stolen by the hypervisor and all CPU time so far, from /proc/stat (jiffies).
-pub(crate) fn cpu_steal_and_total() -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
-    let fields: Vec<u64> = cpu.split_whitespace().filter_map(|f| f.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal [guest guest_nice, already in user/nice]
-    let steal = *fields.get(7)?;
-    Some((steal, fields.iter().take(8).sum()))
-}
-
 /// Runs `s`, writes its results into `opts.out`, and returns them. `stop` ends the run early
 /// (its results are still written, marked interrupted). With `dilation: auto` the run starts
 /// at the dilation this machine is expected to keep time at, and runs again one step up while
@@ -245,69 +244,43 @@ fn run_once(
 ) -> Result<Results, RunError> {
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
-    let d = Dilation::new(s.dilation);
     let capture = capture_folder(s, opts)?;
-    let LabPlan {
-        topology,
-        cfg,
-        plan,
-        base_rtt,
-    } = LabPlan::new(s, &opts.tag, capture);
+    let plan = LabPlan::of_run(s, &opts.tag, capture);
     progress.step(&format!(
         "building {} ({} hosts, {} switches)",
         s.topology.name,
-        topology.hosts().count(),
-        topology.switches().count()
+        plan.topology.hosts().count(),
+        plan.topology.switches().count()
     ));
-    let lab = Lab::build(&topology, &cfg)?;
+    let mut running = RunningLab::build(plan)?;
     let shown = Shown(&opts.live);
     for server in shown.0 {
-        server.show(lab.view(d.factor()));
+        server.show(running.lab().view(running.plan().dilation.factor()));
     }
-    let apps = s.workload.applications();
-    let controller = d.controller(&s.controller);
-    let src_ports = crate::workload::source_ports(&plan);
-    let spec = |k: usize, start_ns: u64| flow_spec(&topology, &plan, &src_ports, k, start_ns);
     progress.step("checking the data path");
-    let targets = probe_targets(&plan, &src_ports);
-    let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * base_rtt));
-    let reach = match datapath::check(&lab, &targets, limit) {
+    let every: Vec<usize> = (0..running.plan().flows.len()).collect();
+    let reach = match running.probe(&every) {
         Ok(r) => r,
         Err(e) => {
-            drop(lab);
+            drop(running);
             results::write_text(&opts.out, results::DATAPATH, &e.report)?;
             return Err(e.into());
         }
     };
-    let (paths, overheads) = flow_paths(s, &topology, &plan, &reach);
-    let clock = Clock::get();
-    let t0 = clock.now_ns() + START_MARGIN_NS;
-    let send = |k: usize, start_ns: u64| {
-        let f = &plan[k];
-        let cc = flow_controller(&controller, apps, f);
-        lab.endpoint(f.src).send(spec(k, start_ns), cc, paths[k])
-    };
-    let host_failed = |n: usize, e: std::io::Error| RunError::Host {
-        host: topology.nodes[n].name.clone(),
-        error: e.to_string(),
-    };
-    lab.measure_from(t0).map_err(|(n, e)| host_failed(n, e))?;
-    // Every receiver is ready from the start, so a flow released late finds its QP.
-    for (k, f) in plan.iter().enumerate() {
-        lab.endpoint(f.dst)
-            .expect(spec(k, 0))
-            .map_err(|e| host_failed(f.dst, e))?;
-    }
-    for (k, f) in plan.iter().enumerate().filter(|(_, f)| !Iterations::is_deferred(f)) {
-        send(k, t0 + d.lab_ns(f.start_ns)).map_err(|e| host_failed(f.src, e))?;
-    }
-    let player = crate::event_player::EventPlayer::start(lab.links().clone(), s.events.clone(), t0, d)
-        .map_err(RunError::Events)?;
-    let index: std::collections::HashMap<u32, usize> = plan.iter().enumerate().map(|(k, f)| (f.id, k)).collect();
-    let mut iterations = Iterations::new(apps, &plan, d);
-    let deadline = t0 + d.lab_ns(s.duration.0);
-    let (record, mut programs) = host_programs(s, &lab, &topology, &cfg, opts)?;
-    let cpu_before = cpu_steal_and_total();
+    let (paths, overheads) = flow_paths(running.plan(), &reach);
+    let clock = WorkloadClock::start_in(START_MARGIN_NS, running.plan().dilation);
+    let sends: Vec<(usize, u64, FlowPath)> = running
+        .plan()
+        .flows
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !Iterations::is_deferred(f))
+        .map(|(k, f)| (k, clock.at(f.start_ns), paths[k]))
+        .collect();
+    running.start(clock.t0_ns(), &sends)?;
+    let plan = running.plan();
+    let mut iterations = Iterations::new(&plan.applications, &plan.flows, plan.dilation);
+    let (record, mut programs) = host_programs(s, &running, opts)?;
     if !s.programs.is_empty() {
         progress.step(&format!(
             "running {} programs in the hosts (their output: {})",
@@ -315,65 +288,48 @@ fn run_once(
             opts.out.join(crate::host_programs::OUTPUT_FOLDER).display()
         ));
     }
-    progress.begin(plan.len() as u64);
+    progress.begin(plan.flows.len() as u64);
+    let lab = running.lab();
+    let now = || Clock::get().now_ns();
     let mut stuck: Option<Stuck> = None;
     let ending = loop {
-        let next_program = programs.start_due(&lab, clock.now_ns().saturating_sub(t0), |ns| d.lab_ns(ns))?;
+        let next_program =
+            programs.start_due(lab, now().saturating_sub(clock.t0_ns()), |ns| plan.dilation.lab_ns(ns))?;
         let wait = next_program.map_or(POLL, |at| {
-            POLL.min(Duration::from_nanos((t0 + at).saturating_sub(clock.now_ns())))
+            POLL.min(Duration::from_nanos((clock.t0_ns() + at).saturating_sub(now())))
         });
         // Completions release later iterations as soon as they arrive; the rest is polled.
         if let Ok(e) = lab.events().recv_timeout(wait) {
             let events = std::iter::once(e).chain(lab.events().try_iter());
             for (k, start_ns) in released(events, &mut iterations, &mut stuck) {
-                send(k, start_ns).map_err(|e| host_failed(plan[k].src, e))?;
+                running.send(k, start_ns, paths[k])?;
             }
         }
         let finished = lab.finished();
         progress.advance((finished / 2) as u64);
         programs.reap();
-        let done = finished >= 2 * plan.len() && !programs.holding_the_run();
-        if let Some(e) = ending_now(done, stuck.is_some(), stop, clock.now_ns() >= deadline) {
+        let done = finished >= 2 * plan.flows.len() && !programs.holding_the_run();
+        if let Some(e) = ending_now(done, stuck.is_some(), stop, clock.past(s.duration.0)) {
             break e;
         }
     };
     // Before the lab stops, so that their QPs end on a running NIC.
     let programs = programs.finish();
     drop(record);
-    let end_ns = clock.now_ns();
-    let diagnosis = stuck.map(|x| {
-        let f = &plan[index[&x.id]];
-        no_progress_report(&lab, &x, &topology.nodes[f.src].name, &topology.nodes[f.dst].name)
-    });
+    let ended = clock.end(ending);
+    let diagnosis = stuck.map(|x| running.no_progress_report(&x));
     progress.end();
-    let cpu_after = cpu_steal_and_total();
     progress.step("stopping the lab");
     drop(shown);
-    drop(player);
-    let network_events = lab.links().events().into_iter().map(|e| (e.at_ns, e.what)).collect();
-    let report = lab.stop();
-    let failed_host = report.failed_hosts.first().cloned();
-    let mut results = Results::of_run(
-        s,
-        RunRecord {
-            plan: &plan,
-            report,
-            time: Timebase {
-                t0_ns: t0,
-                end_ns,
-                dilation: d,
-            },
-            measured: results::Measurements {
-                paths: &paths,
-                host_overhead_ns: &overheads,
-            },
-            ending,
-            network_events,
-            diagnosis,
-            dilation_warned: warned.to_vec(),
-            cpu_steal: steal_share(cpu_before, cpu_after),
-        },
-    );
+    let stopped = running.stop();
+    let failed_host = stopped.report.failed_hosts.first().cloned();
+    let watched = Watched {
+        paths: &paths,
+        host_overhead_ns: &overheads,
+        diagnosis,
+        dilation_warned: warned,
+    };
+    let mut results = life_cycle::report(s, stopped, ended, watched);
     if ending == Ending::Completed && programs.iter().any(|p| p.failed()) {
         results.summary.ending = Ending::ProgramFailed;
     }
@@ -413,24 +369,23 @@ fn released(
 /// through (MPI's launcher does); no record when the scenario runs no program.
 fn host_programs(
     s: &Scenario,
-    lab: &Lab,
-    topology: &crate::topology::Topology,
-    cfg: &LabConfig,
+    running: &RunningLab,
     opts: &RunOptions,
 ) -> Result<(Option<RunLabRecord>, HostPrograms), RunError> {
+    let (lab, plan) = (running.lab(), running.plan());
     let record = match s.programs.is_empty() {
         true => None,
         false => Some(
-            RunLabRecord::write(lab, topology, &s.file, &cfg.prefix, &opts.tag).map_err(RunError::ProgramsRecord)?,
+            RunLabRecord::write(lab, &plan.topology, &s.file, &plan.cfg.prefix, &opts.tag)
+                .map_err(RunError::ProgramsRecord)?,
         ),
     };
     let env = record.as_ref().map_or_else(Vec::new, |r| r.environment(&opts.out));
-    let programs = HostPrograms::new(&s.programs, |n| topology.nodes[n].name.clone(), &opts.out, &s.dir, env).map_err(
-        |cause| WriteError {
-            file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
-            cause,
-        },
-    )?;
+    let names = |n: usize| plan.topology.nodes[n].name.clone();
+    let programs = HostPrograms::new(&s.programs, names, &opts.out, &s.dir, env).map_err(|cause| WriteError {
+        file: opts.out.join(crate::host_programs::OUTPUT_FOLDER).display().to_string(),
+        cause,
+    })?;
     Ok((record, programs))
 }
 
@@ -445,184 +400,6 @@ fn capture_folder(s: &Scenario, opts: &RunOptions) -> Result<Option<PathBuf>, Wr
         cause,
     })?;
     Ok(Some(dir))
-}
-
-/// What the data path check probes: each flow's ends, from the flow's own source port.
-fn probe_targets(plan: &[PlannedFlow], src_ports: &[u16]) -> Vec<ProbeTarget> {
-    plan.iter()
-        .enumerate()
-        .map(|(k, f)| ProbeTarget {
-            flow: f.id,
-            src: f.src,
-            dst: f.dst,
-            src_port: src_ports[k],
-        })
-        .collect()
-}
-
-/// How a run ends now, if it does: everything it waits for `done` (each flow counted at both
-/// ends, the programs it waits for exited), a flow `stuck`, a `stop` asked, the duration
-/// `over`; None while it goes on.
-pub(crate) fn ending_now(done: bool, stuck: bool, stop: &AtomicBool, over: bool) -> Option<Ending> {
-    if done {
-        Some(Ending::Completed)
-    } else if stuck {
-        Some(Ending::NoProgress)
-    } else if stop.load(Ordering::Relaxed) {
-        Some(Ending::Interrupted)
-    } else if over {
-        Some(Ending::TimedOut)
-    } else {
-        None
-    }
-}
-
-/// The share of the CPU time the hypervisor took between two readings of
-/// [`cpu_steal_and_total`] (None when either is missing).
-pub(crate) fn steal_share(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<f64> {
-    let ((steal0, total0), (steal1, total1)) = (before?, after?);
-    (total1 > total0).then(|| steal1.saturating_sub(steal0) as f64 / (total1 - total0) as f64)
-}
-
-/// What a run builds its lab from: the scenario's topology at its dilation, the lab's
-/// configuration, the planned flows and the base RTT they size from.
-pub(crate) struct LabPlan {
-    /// The topology, dilated.
-    pub(crate) topology: crate::topology::Topology,
-    /// How to build the lab.
-    pub(crate) cfg: LabConfig,
-    /// The workload's flows.
-    pub(crate) plan: Vec<crate::workload::PlannedFlow>,
-    /// The base RTT a lab of the topology gives its controllers (ns).
-    pub(crate) base_rtt: u64,
-}
-
-impl LabPlan {
-    /// The lab of `s` (at its dilation), its namespaces tagged `tag`, captured into `capture`.
-    pub(crate) fn new(s: &Scenario, tag: &str, capture: Option<PathBuf>) -> LabPlan {
-        let d = Dilation::new(s.dilation);
-        let topology = d.topology(&s.topology);
-        let mut cfg = LabConfig::new(tag);
-        cfg.seed = s.seed;
-        cfg.workers = s.runtime.workers;
-        cfg.poll = s.runtime.poll;
-        cfg.packet_io = s.runtime.packet_io;
-        cfg.dilation = d;
-        cfg.capture = capture;
-        cfg.transport = s.transport;
-        cfg.reconverge_ns = s.reconverge_ns;
-        cfg.program_controller = s.controller.clone();
-        cfg.transport.cnp_interval_ns = d.lab_ns(s.transport.cnp_interval_ns);
-        let plan = s.flows();
-        cfg.planned = plan.iter().map(|f| (f.src, f.dst, f.size)).collect();
-        let base_rtt = lab::base_rtt_ns(&topology, &cfg);
-        cfg.transport.sample_every_ns = base_rtt / 2;
-        cfg.queue_trace_every_ns = base_rtt / 2;
-        LabPlan {
-            topology,
-            cfg,
-            plan,
-            base_rtt,
-        }
-    }
-}
-
-/// Flow `k` of `plan` as its hosts are told it, starting at lab time `start_ns`.
-pub(crate) fn flow_spec(
-    topology: &crate::topology::Topology,
-    plan: &[crate::workload::PlannedFlow],
-    src_ports: &[u16],
-    k: usize,
-    start_ns: u64,
-) -> FlowSpec {
-    let f = &plan[k];
-    FlowSpec {
-        id: f.id,
-        src: topology.nodes[f.src].address.expect("hosts have addresses"),
-        dst: topology.nodes[f.dst].address.expect("hosts have addresses"),
-        size: f.size,
-        start_ns,
-        kind: f.kind,
-        src_port: src_ports[k],
-    }
-}
-
-/// The controller flow `f` runs: `controller`, tuned to its application's delay sensitivity
-/// when it belongs to one of `apps` (Netscope).
-pub(crate) fn flow_controller(
-    controller: &intlab_transport::cc::ControllerConfig,
-    apps: &[crate::workload::Application],
-    f: &crate::workload::PlannedFlow,
-) -> intlab_transport::cc::ControllerConfig {
-    controller.for_application(f.step.and_then(|st| apps[usize::from(st.app)].delay_sensitivity))
-}
-
-/// What each flow's controller is told of its path, from what its probes found (`reach`), and
-/// each flow's host overhead (ns): a host probing many flows at once queues its own probes
-/// behind each other, so a flow's probe RTT overstates what the hosts add; the least any flow
-/// between the same two hosts measured is the hosts' overhead.
-pub(crate) fn flow_paths(
-    s: &Scenario,
-    topology: &crate::topology::Topology,
-    plan: &[crate::workload::PlannedFlow],
-    reach: &[datapath::Reach],
-) -> (Vec<FlowPath>, Vec<u64>) {
-    let hop_bytes = results::int_hop_bytes(s);
-    let mut least: std::collections::HashMap<(usize, usize), u64> = std::collections::HashMap::new();
-    for (f, r) in plan.iter().zip(reach) {
-        let o = base_rtt::host_overhead_ns(topology, &r.links, r.rtt_min_ns);
-        least
-            .entry((f.src, f.dst))
-            .and_modify(|m| *m = (*m).min(o))
-            .or_insert(o);
-    }
-    let overheads: Vec<u64> = plan.iter().map(|f| least[&(f.src, f.dst)]).collect();
-    let mut paths: Vec<FlowPath> = reach
-        .iter()
-        .zip(&overheads)
-        .map(|(r, &overhead)| FlowPath {
-            base_rtt_ns: base_rtt::data_rtt_ns(topology, &r.links, s.transport.mtu, hop_bytes) + overhead,
-            fabric_rtt_ns: 0,
-            hops: r.links.len().saturating_sub(1) as u32,
-        })
-        .collect();
-    let fabric_rtt_ns = paths.iter().map(|p| p.base_rtt_ns).max().unwrap_or(0);
-    for p in &mut paths {
-        p.fabric_rtt_ns = fabric_rtt_ns;
-    }
-    (paths, overheads)
-}
-
-/// Why a run stopped at flow `x`: where it was, and what every switch port dropped so far.
-pub(crate) fn no_progress_report(lab: &Lab, x: &Stuck, src: &str, dst: &str) -> String {
-    let mut out = format!(
-        "flow {} ({src} -> {dst}) made no progress through {} retransmission timeouts in a row: {} of {} packets acknowledged",
-        x.id,
-        intlab_transport::flow::STUCK_AFTER_TIMEOUTS,
-        x.packets_acked,
-        x.packets
-    );
-    if x.packets_acked > 0 {
-        out.push_str(&format!(
-            " (last PSN acknowledged {})",
-            (x.packets_acked - 1) & 0xff_ffff
-        ));
-    }
-    let mut drops = Vec::new();
-    for sw in lab.switch_counters() {
-        for p in &sw.ports {
-            for (why, n) in &p.drops {
-                drops.push(format!("switch {} port {} dropped {n} ({why})", sw.switch, p.name));
-            }
-        }
-    }
-    if drops.is_empty() {
-        out.push_str("; no switch dropped anything");
-    } else {
-        out.push_str("; ");
-        out.push_str(&drops.join(", "));
-    }
-    out
 }
 
 /// Runs each `(label, folder, scenario)` of `series` in turn (`intlab compare`, `intlab

@@ -1,6 +1,6 @@
 //! The workspace's layering rules, read from its sources: no module circle in any crate, at any
-//! depth of its module tree, no function longer than 150 lines, and no lock taken per frame on
-//! a switch's frame path.
+//! depth of its module tree, no function longer than 150 lines, no lock taken per frame on a
+//! switch's frame path, and every lab built and reported through its one life cycle.
 //!
 //! A module's dependencies are the paths its files name (`crate::a::b`, `super::c`, `self::d`,
 //! in code and doc links alike), outside its `#[cfg(test)] mod tests`. A path from module
@@ -537,4 +537,92 @@ fn the_frame_path_takes_no_lock_per_frame() {
 fn a_lock_is_named_by_what_it_locks() {
     let text = "let a = self.free.lock().x;\nlet b = &mut *self.fabric.link_changes[self.worker]\n    .lock()\n    .y;\nself.0.try_lock()";
     assert_eq!(locked_names(text), ["free", "link_changes", "0"]);
+}
+
+/// The calls a lab's life cycle makes once for every driver (a run, a standing lab, a site's
+/// part, a lab over sites), and the one file each may be made in.
+const LIFE_CYCLE_CALLS: &[(&str, &str)] = &[
+    ("Lab::build(", "lab/src/life_cycle/running.rs"),
+    ("Results::of_run(", "lab/src/life_cycle/report.rs"),
+    ("Timebase {", "lab/src/life_cycle/report.rs"),
+    ("RunRecord {", "lab/src/life_cycle/report.rs"),
+    ("EventPlayer::start(", "lab/src/life_cycle/running.rs"),
+];
+
+/// Where the calls of [`LIFE_CYCLE_CALLS`] are made in `files` (workspace-relative path,
+/// text): (call, file) for each file that makes it outside its tests.
+fn life_cycle_calls(files: &[(String, String)]) -> BTreeSet<(&'static str, &str)> {
+    let mut out = BTreeSet::new();
+    for (rel, text) in files {
+        // Code, not comments, and a call or a value made, not the type's own definition.
+        let code = without_tests(text)
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .filter(|l| !l.contains("struct ") && !l.contains("impl "));
+        for line in code {
+            for (call, _) in LIFE_CYCLE_CALLS.iter().filter(|(call, _)| names(line, call)) {
+                out.insert((*call, rel.as_str()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `line` names `path` whole (`Lab::build(`, not `RunningLab::build(`).
+fn names(line: &str, path: &str) -> bool {
+    line.match_indices(path)
+        .any(|(at, _)| !line[..at].chars().next_back().is_some_and(is_ident_char))
+}
+
+#[test]
+fn every_lab_is_built_and_reported_through_its_one_life_cycle() {
+    let root = workspace();
+    let mut paths = Vec::new();
+    for (_, src) in crate_sources() {
+        rust_files(&src, &mut paths);
+    }
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&root).expect("a workspace file").display().to_string();
+            (
+                rel,
+                std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())),
+            )
+        })
+        .collect();
+    let found = life_cycle_calls(&files);
+    let strays: Vec<String> = found
+        .iter()
+        .filter(|(call, file)| !LIFE_CYCLE_CALLS.contains(&(call, file)))
+        .map(|(call, file)| format!("{file} calls `{call}`: go through lab/src/life_cycle/"))
+        .collect();
+    assert!(strays.is_empty(), "{}", strays.join("\n"));
+    for (call, file) in LIFE_CYCLE_CALLS {
+        assert!(
+            found.contains(&(call, file)),
+            "{file} no longer calls `{call}`: move or strike it"
+        );
+    }
+}
+
+#[test]
+fn a_life_cycle_call_outside_its_file_is_found() {
+    let files = [
+        (
+            "lab/src/run.rs".to_string(),
+            "let lab = Lab::build(&t, &cfg)?;\nlet r = RunningLab::build(plan)?;".to_string(),
+        ),
+        ("lab/src/y.rs".to_string(), "RunningLab::build(plan)".to_string()),
+        (
+            "lab/src/x.rs".to_string(),
+            "/// Calls `Lab::build(`.\npub struct Timebase {}\n#[cfg(test)]\nmod tests {\n    fn f() { Lab::build(&t, &cfg); }\n}\n"
+                .to_string(),
+        ),
+    ];
+    let found = life_cycle_calls(&files);
+    assert_eq!(
+        found.into_iter().collect::<Vec<_>>(),
+        [("Lab::build(", "lab/src/run.rs")]
+    );
 }

@@ -18,10 +18,10 @@ use intlab_transport::flow::{FlowEvent, FlowPath};
 use serde::Deserialize;
 
 use crate::datapath::Reach;
-use crate::dilation::Dilation;
 use crate::lab::LabReport;
-use crate::results::{self, Ending, Results, RunRecord, Timebase, WriteError};
-use crate::run::{Progress, RunError, RunOptions, flow_paths};
+use crate::life_cycle::{self, LabPlan, StoppedLab, Watched, WorkloadClock, ending_now, flow_paths};
+use crate::results::{self, Ending, Results, WriteError};
+use crate::run::{Progress, RunError, RunOptions};
 use crate::scenario::Scenario;
 use crate::sites::control_connection::{ControlConnection, ReadLimits, Received, dial};
 use crate::sites::protocol::{BuildOrder, FlowReach, FromSite, SiteReport, ToSite, VERSION};
@@ -416,9 +416,10 @@ fn run_once_on_sites(
     let plan_sites = site_plan_of(s, addresses)?;
     results::prepare(&opts.out, opts.force)?;
     results::write_scenario(&opts.out, &s.text)?;
-    let d = Dilation::new(s.dilation);
-    let topology = d.topology(&s.topology);
-    let plan = s.flows();
+    // Planned here as each site plans its part (`cfg.site` aside): the flows, their paths and
+    // the report are the whole lab's.
+    let lab_plan = LabPlan::of_run(s, &opts.tag, None);
+    let (topology, plan, d) = (&lab_plan.topology, &lab_plan.flows, lab_plan.dilation);
     let n = plan_sites.names.len();
     let capture = s.capture || opts.capture;
     let capture_dir = opts.out.join("capture");
@@ -448,55 +449,49 @@ fn run_once_on_sites(
         }
     };
     let reach = reach_of_flows(reached, plan.len(), |k| &plan_sites.names[site_of_flow[k]])?;
-    let (paths, overheads) = flow_paths(s, &topology, &plan, &reach);
-    let clock = Clock::get();
-    let t0 = clock.now_ns() + START_MARGIN_NS;
+    let (paths, overheads) = flow_paths(&lab_plan, &reach);
+    let clock = WorkloadClock::start_in(START_MARGIN_NS, d);
     for i in 0..n {
         let sends = (0..plan.len())
             .filter(|&k| site_of_flow[k] == i && !Iterations::is_deferred(&plan[k]))
-            .map(|k| (k, t0 + d.lab_ns(plan[k].start_ns), paths[k]))
+            .map(|k| (k, clock.at(plan[k].start_ns), paths[k]))
             .collect();
-        sites.tell(i, &ToSite::Start { t0_ns: t0, sends })?;
+        sites.tell(
+            i,
+            &ToSite::Start {
+                t0_ns: clock.t0_ns(),
+                sends,
+            },
+        )?;
     }
     let mut watch = Watch::new(
-        Iterations::new(s.workload.applications(), &plan, d),
+        Iterations::new(&lab_plan.applications, plan, d),
         &site_of_flow,
         &paths,
         &aligned,
     );
     progress.begin(plan.len() as u64);
-    // This machine's: on one machine, every site's; else the coordinator's alone.
-    let cpu_before = crate::run::cpu_steal_and_total();
-    let ending = watch.run(&mut sites, t0 + d.lab_ns(s.duration.0), stop, progress)?;
-    let end_ns = clock.now_ns();
-    let cpu_after = crate::run::cpu_steal_and_total();
+    // This machine's steal: on one machine, every site's; else the coordinator's alone.
+    let ending = watch.run(&mut sites, &clock, s.duration.0, stop, progress)?;
+    let ended = clock.end(ending);
     progress.end();
     progress.step("stopping every site and gathering results");
     let reports = sites.stop_and_report()?;
-    let timing = sites_timing(&topology, plan_sites, &reports, &aligned, &watch.drift, &sites.names);
-    let (report, link_events) = merge(&topology, reports);
+    let timing = sites_timing(topology, plan_sites, &reports, &aligned, &watch.drift, &sites.names);
+    let (report, network_events) = merge(topology, reports);
     let failed_host = report.failed_hosts.first().cloned();
-    let mut results = Results::of_run(
-        s,
-        RunRecord {
-            plan: &plan,
-            report,
-            time: Timebase {
-                t0_ns: t0,
-                end_ns,
-                dilation: d,
-            },
-            measured: results::Measurements {
-                paths: &paths,
-                host_overhead_ns: &overheads,
-            },
-            ending,
-            network_events: link_events,
-            diagnosis: watch.diagnosis,
-            dilation_warned: warned.to_vec(),
-            cpu_steal: crate::run::steal_share(cpu_before, cpu_after),
-        },
-    );
+    let stopped = StoppedLab {
+        plan: lab_plan,
+        report,
+        network_events,
+    };
+    let watched = Watched {
+        paths: &paths,
+        host_overhead_ns: &overheads,
+        diagnosis: watch.diagnosis.take(),
+        dilation_warned: warned,
+    };
+    let mut results = life_cycle::report(s, stopped, ended, watched);
     results.summary.timing_warning |= timing.warning;
     results.summary.sites = Some(timing);
     progress.step("writing results");
@@ -547,15 +542,15 @@ impl<'p> Watch<'p> {
     }
 
     /// Follows the sites until every flow finished (each flow counts at both ends), one made
-    /// no progress, `stop` is raised or `deadline_ns` passed.
+    /// no progress, `stop` is raised or the scenario's `duration_ns` on `clock` passed.
     fn run(
         &mut self,
         sites: &mut Sites,
-        deadline_ns: u64,
+        clock: &WorkloadClock,
+        duration_ns: u64,
         stop: &AtomicBool,
         progress: &mut dyn Progress,
     ) -> Result<Ending, RunError> {
-        let clock = Clock::get();
         let flows = self.site_of_flow.len();
         loop {
             match sites.incoming.recv_timeout(crate::run::POLL) {
@@ -581,8 +576,8 @@ impl<'p> Watch<'p> {
             }
             let done: usize = self.finished.iter().sum();
             progress.advance((done / 2) as u64);
-            let over = clock.now_ns() >= deadline_ns;
-            if let Some(e) = crate::run::ending_now(done >= 2 * flows, self.diagnosis.is_some(), stop, over) {
+            let over = clock.past(duration_ns);
+            if let Some(e) = ending_now(done >= 2 * flows, self.diagnosis.is_some(), stop, over) {
                 return Ok(e);
             }
         }

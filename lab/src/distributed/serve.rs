@@ -18,25 +18,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use intlab_keys::LabKeys;
 use intlab_runtime::clock::Clock;
 use intlab_switch::port::tunnel::TunnelSeal;
-use intlab_transport::cc::ControllerConfig;
-use intlab_transport::flow::{FlowEvent, FlowPath};
+use intlab_transport::flow::FlowEvent;
 use tokio::io::AsyncWriteExt;
 use tokio_rustls::TlsAcceptor;
 
-use crate::datapath::{self, ProbeTarget};
-use crate::dilation::Dilation;
-use crate::event_player::EventPlayer;
-use crate::lab::Lab;
-use crate::run::{LabPlan, flow_spec, no_progress_report};
+use crate::life_cycle::{LabPlan, RunningLab, StoppedLab};
 use crate::scenario::{Overrides, Scenario};
 use crate::sites::control_connection::{ControlConnection, ReadLimits, Received};
 use crate::sites::protocol::{self, BuildOrder, Frame, FromSite, Message, SiteReport, ToSite, Underlay, VERSION};
 use crate::sites::{CAPTURE_FOLDER, KernelClock, SitePart, TUNNEL_OVERHEAD, TunnelSpec, underlay_mtu};
-use crate::topology::Topology;
-use crate::workload::PlannedFlow;
-
-/// How long a data path check waits at least (real time), as a run on one machine does.
-const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// How often the site looks at its flows and the stop flag while it runs.
 const POLL: Duration = Duration::from_millis(20);
@@ -328,16 +318,10 @@ fn apply_clock_error_hook(dilation: f64) -> Result<(), String> {
 
 /// What a site runs of one lab.
 struct Built {
-    lab: Lab,
-    scenario: Scenario,
-    topology: Topology,
-    plan: Vec<PlannedFlow>,
-    src_ports: Vec<u16>,
-    controller: ControllerConfig,
-    base_rtt: u64,
+    running: RunningLab,
     /// Where its switches write their captures until they are sent (removed then).
     capture: Option<PathBuf>,
-    player: Option<EventPlayer>,
+    /// Flows finished here, as last told to the coordinator.
     finished: usize,
 }
 
@@ -404,12 +388,11 @@ impl Session {
             }
             ToSite::Start { t0_ns, sends } => {
                 let b = self.built.as_mut().ok_or("nothing is built")?;
-                start(b, t0_ns, &sends)?;
-                Ok(())
+                b.running.start(t0_ns, &sends).map_err(|e| e.to_string())
             }
             ToSite::Send { flow, start_ns, path } => {
                 let b = self.built.as_ref().ok_or("nothing is built")?;
-                send(b, flow, start_ns, path)
+                b.running.send(flow, start_ns, path).map_err(|e| e.to_string())
             }
             ToSite::Clock { .. } | ToSite::Stop => Ok(()),
         }
@@ -427,17 +410,14 @@ impl Session {
         let Some(b) = self.built.as_mut() else {
             return Ok(());
         };
-        for event in b.lab.events().try_iter() {
-            let diagnosis = match event {
-                FlowEvent::Stuck(x) => b.plan.iter().find(|f| f.id == x.id).map(|f| {
-                    let name = |n: usize| b.topology.nodes[n].name.as_str();
-                    no_progress_report(&b.lab, &x, name(f.src), name(f.dst))
-                }),
+        for event in b.running.lab().events().try_iter() {
+            let diagnosis = match &event {
+                FlowEvent::Stuck(x) => Some(b.running.no_progress_report(x)),
                 FlowEvent::Completed(_) => None,
             };
             self.connection.send(FromSite::Event { event, diagnosis })?;
         }
-        let finished = b.lab.finished();
+        let finished = b.running.lab().finished();
         if finished != b.finished {
             b.finished = finished;
             self.connection.send(FromSite::Finished(finished))?;
@@ -448,14 +428,16 @@ impl Session {
     /// Stops the lab, reports, sends the captures and tears everything down.
     fn finish(mut self) -> std::io::Result<()> {
         self.forward_flow_events()?;
-        let Some(mut b) = self.built.take() else {
+        let Some(b) = self.built.take() else {
             self.connection.send(FromSite::Done)?;
             self.connection.close(CLOSING);
             return Ok(());
         };
-        drop(b.player.take());
-        let events = b.lab.links().events().into_iter().map(|e| (e.at_ns, e.what)).collect();
-        let r = b.lab.stop();
+        let StoppedLab {
+            report: r,
+            network_events: events,
+            ..
+        } = b.running.stop();
         let report = SiteReport {
             hosts: r.hosts,
             switches: r.switches,
@@ -518,7 +500,7 @@ fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
     } else {
         None
     };
-    let mut lab_plan = LabPlan::new(&s, "s", capture.clone());
+    let mut lab_plan = LabPlan::of_run(&s, "s", capture.clone());
     let t = &lab_plan.topology;
     let link_mtu = lab_plan.cfg.transport.link_mtu();
     let mut tunnels = Vec::new();
@@ -556,18 +538,10 @@ fn build(order: &BuildOrder) -> Result<(Built, Vec<Underlay>), String> {
         here: sites.site_of.iter().map(|&x| x == me).collect(),
         tunnels,
     });
-    let lab = Lab::build(t, &lab_plan.cfg).map_err(|e| format!("site {}: building its part: {e}", order.site))?;
-    let d = Dilation::new(s.dilation);
+    let running = RunningLab::build(lab_plan).map_err(|e| format!("site {}: building its part: {e}", order.site))?;
     let built = Built {
-        lab,
-        controller: d.controller(&s.controller),
-        src_ports: crate::workload::source_ports(&lab_plan.plan),
-        topology: lab_plan.topology,
-        plan: lab_plan.plan,
-        base_rtt: lab_plan.base_rtt,
-        scenario: s,
+        running,
         capture,
-        player: None,
         finished: 0,
     };
     Ok((built, underlay))
@@ -598,69 +572,13 @@ fn check_order(order: &BuildOrder) -> Result<(), String> {
 
 /// Probes flows `flows` (their sources here): (plan index, smallest RTT, links taken).
 fn probe(b: &Built, flows: &[usize]) -> Result<Vec<(usize, u64, Vec<usize>)>, String> {
-    let targets = flows
-        .iter()
-        .map(|&k| {
-            let f = local_flow(b, k)?;
-            Ok(ProbeTarget {
-                flow: f.id,
-                src: f.src,
-                dst: f.dst,
-                src_port: b.src_ports[k],
-            })
-        })
-        .collect::<Result<Vec<ProbeTarget>, String>>()?;
-    let limit = PROBE_LIMIT.max(Duration::from_nanos(20 * b.base_rtt));
-    let reach = datapath::check(&b.lab, &targets, limit).map_err(|e| e.report)?;
+    for &k in flows {
+        b.running.local_flow(k).map_err(|e| e.to_string())?;
+    }
+    let reach = b.running.probe(flows).map_err(|e| e.report)?;
     Ok(flows
         .iter()
         .zip(reach)
         .map(|(&k, r)| (k, r.rtt_min_ns, r.links))
         .collect())
-}
-
-/// Starts the run at `t0_ns`: receivers here expect their flows, `sends` are sent, the
-/// scenario's events play on this site's links.
-fn start(b: &mut Built, t0_ns: u64, sends: &[(usize, u64, FlowPath)]) -> Result<(), String> {
-    let host_failed = |n: usize, e: std::io::Error| format!("host {}: {e}", b.topology.nodes[n].name);
-    b.lab.measure_from(t0_ns).map_err(|(n, e)| host_failed(n, e))?;
-    for (k, f) in b.plan.iter().enumerate() {
-        if let Some(ep) = b.lab.host_namespace(f.dst).map(|_| b.lab.endpoint(f.dst)) {
-            ep.expect(flow_spec(&b.topology, &b.plan, &b.src_ports, k, 0))
-                .map_err(|e| host_failed(f.dst, e))?;
-        }
-    }
-    for &(k, start_ns, path) in sends {
-        send(b, k, start_ns, path)?;
-    }
-    let d = Dilation::new(b.scenario.dilation);
-    let player = EventPlayer::start(b.lab.links().clone(), b.scenario.events.clone(), t0_ns, d)
-        .map_err(|e| format!("starting the scenario's events: {e}"))?;
-    b.player = Some(player);
-    Ok(())
-}
-
-/// Sends flow `k` (its source here) from lab time `start_ns`.
-fn send(b: &Built, k: usize, start_ns: u64, path: FlowPath) -> Result<(), String> {
-    let f = local_flow(b, k)?;
-    let cc = crate::run::flow_controller(&b.controller, b.scenario.workload.applications(), f);
-    b.lab
-        .endpoint(f.src)
-        .send(flow_spec(&b.topology, &b.plan, &b.src_ports, k, start_ns), cc, path)
-        .map_err(|e| format!("host {}: {e}", b.topology.nodes[f.src].name))
-}
-
-/// Flow `k` of the plan, when it is one and its source is on this site.
-fn local_flow(b: &Built, k: usize) -> Result<&PlannedFlow, String> {
-    let f = b
-        .plan
-        .get(k)
-        .ok_or_else(|| format!("no flow {k}: the plan has {}", b.plan.len()))?;
-    if b.lab.host_namespace(f.src).is_none() {
-        return Err(format!(
-            "flow {k}'s source {} is not on this site",
-            b.topology.nodes[f.src].name
-        ));
-    }
-    Ok(f)
 }

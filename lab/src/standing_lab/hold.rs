@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{StandingLab, StandingLabError};
-use crate::lab::{Lab, LabConfig, LabError};
+use crate::lab::LabError;
+use crate::life_cycle::{LabPlan, RunningLab};
 use crate::live::{LiveServer, ServeError, serve_where_asked};
 use crate::scenario::{DEFAULT_SCENARIO_NAME, LabScenario};
 
@@ -58,16 +59,8 @@ pub fn hold(
     say: &mut dyn FnMut(&str),
 ) -> Result<(), HoldError> {
     let tag: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
-    let mut cfg = LabConfig::new(&format!("up{tag}"));
-    cfg.workers = s.runtime.workers;
-    cfg.poll = s.runtime.poll;
-    cfg.packet_io = s.runtime.packet_io;
-    cfg.reconverge_ns = s.reconverge_ns;
-    cfg.transport = s.transport;
-    cfg.program_controller = s.controller.clone();
-    cfg.capture = capture;
-    let topology = &s.topology;
-    let lab = Lab::build(topology, &cfg)?;
+    let running = RunningLab::build(LabPlan::standing(s, &format!("up{tag}"), capture))?;
+    let (lab, topology, prefix) = (running.lab(), &s.topology, &running.plan().cfg.prefix);
     // A standing lab is built at dilation 1: its scenario's time is the lab's.
     let live = serve_where_asked(served.metrics, served.web)?;
     for server in &live {
@@ -93,7 +86,7 @@ pub fn hold(
         Some(file) => file.canonicalize().unwrap_or_else(|_| file.to_owned()),
         None => PathBuf::from(DEFAULT_SCENARIO_NAME),
     };
-    let mut record = StandingLab::of(&lab, topology, name, scenario, &cfg.prefix);
+    let mut record = StandingLab::of(lab, topology, name, scenario, prefix);
     record.p4runtime = p4runtime
         .endpoints
         .iter()
@@ -118,7 +111,10 @@ pub fn hold(
     }
     drop(p4runtime);
     drop(live);
-    drop(lab);
+    let stopped = running.stop();
+    for (host, error) in &stopped.report.failed_hosts {
+        say(&format!("host {host}'s transport had failed: {error}"));
+    }
     StandingLab::forget(name)?;
     say(&format!("lab {name} is down"));
     Ok(())
