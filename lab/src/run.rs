@@ -269,14 +269,7 @@ fn run_once(
     };
     let (paths, overheads) = flow_paths(running.plan(), &reach);
     let clock = WorkloadClock::start_in(START_MARGIN_NS, running.plan().dilation);
-    let sends: Vec<(usize, u64, FlowPath)> = running
-        .plan()
-        .flows
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| !Iterations::is_deferred(f))
-        .map(|(k, f)| (k, clock.at(f.start_ns), paths[k]))
-        .collect();
+    let sends: Vec<(usize, u64, FlowPath)> = clock.first_sends(&running.plan().flows, &paths).collect();
     running.start(clock.t0_ns(), &sends)?;
     let plan = running.plan();
     let mut iterations = Iterations::new(&plan.applications, &plan.flows, plan.dilation);

@@ -452,9 +452,9 @@ fn run_once_on_sites(
     let (paths, overheads) = flow_paths(&lab_plan, &reach);
     let clock = WorkloadClock::start_in(START_MARGIN_NS, d);
     for i in 0..n {
-        let sends = (0..plan.len())
-            .filter(|&k| site_of_flow[k] == i && !Iterations::is_deferred(&plan[k]))
-            .map(|k| (k, clock.at(plan[k].start_ns), paths[k]))
+        let sends = clock
+            .first_sends(plan, &paths)
+            .filter(|&(k, ..)| site_of_flow[k] == i)
             .collect();
         sites.tell(
             i,

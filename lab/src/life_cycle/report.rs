@@ -11,6 +11,7 @@ use super::running::StoppedLab;
 use crate::dilation::Dilation;
 use crate::results::{Ending, Measurements, Results, RunRecord, Timebase};
 use crate::scenario::Scenario;
+use crate::workload::{Iterations, PlannedFlow};
 
 /// The workload's clock, from its start on the lab clock.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +52,20 @@ impl WorkloadClock {
     /// Lab time of scenario time `scenario_ns` after the start.
     pub fn at(&self, scenario_ns: u64) -> u64 {
         self.t0_ns + self.dilation.lab_ns(scenario_ns)
+    }
+
+    /// The flows of `flows` sent at the start (plan index, start in lab ns, path from `paths`):
+    /// every one but the later iterations of an application, which their predecessors release.
+    pub fn first_sends<'a>(
+        &'a self,
+        flows: &'a [PlannedFlow],
+        paths: &'a [FlowPath],
+    ) -> impl Iterator<Item = (usize, u64, FlowPath)> + 'a {
+        flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !Iterations::is_deferred(f))
+            .map(|(k, f)| (k, self.at(f.start_ns), paths[k]))
     }
 
     /// Whether scenario time `duration_ns` after the start has passed.
