@@ -1180,7 +1180,13 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
         .iter()
         .position(|t| t.name == "MyIngress.seen")
         .expect("table");
-    let stored_rates = dp.control().tables[t].entries().next().expect("an entry").meter.rates();
+    let stored_rates = dp.control().tables[t]
+        .entries()
+        .next()
+        .expect("an entry")
+        .state
+        .meter
+        .rates();
     assert_eq!(stored_rates, [(0.005, 10), (0.006, 20)]);
     let back = read_one(
         &mut c,

@@ -741,8 +741,8 @@ fn extern_commands(
             match dp.program.counters[c].table {
                 Some(t) => {
                     for e in cp.tables[t].entries() {
-                        e.counter.packets.store(0, std::sync::atomic::Ordering::Relaxed);
-                        e.counter.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+                        e.state.counter.packets.store(0, std::sync::atomic::Ordering::Relaxed);
+                        e.state.counter.bytes.store(0, std::sync::atomic::Ordering::Relaxed);
                     }
                     format!("this is the direct counter for table {}", dp.program.tables[t].name)
                 }
@@ -1047,12 +1047,12 @@ fn counter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -
                 .get(i as u32)
                 .ok_or_else(|| format!("table `{}` has no entry {i}", dp.program.tables[t].name))?;
             if let Some((p, b)) = write {
-                e.counter.packets.store(p, std::sync::atomic::Ordering::Relaxed);
-                e.counter.bytes.store(b, std::sync::atomic::Ordering::Relaxed);
+                e.state.counter.packets.store(p, std::sync::atomic::Ordering::Relaxed);
+                e.state.counter.bytes.store(b, std::sync::atomic::Ordering::Relaxed);
             }
             (
-                e.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
-                e.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                e.state.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
+                e.state.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
             )
         }
         None => {
@@ -1096,11 +1096,11 @@ fn meter(dp: &Datapath, cp: &mut ControlPlane, command: &str, args: &[&str]) -> 
             .collect()
     };
     let direct = dp.program.meters[m].table;
-    let cell = |i: usize| -> Result<std::sync::Arc<crate::exec::meter::MeterCell>, String> {
+    let cell = |i: usize| -> Result<&crate::exec::meter::MeterCell, String> {
         let t = direct.expect("a direct meter");
         cp.tables[t]
             .get(i as u32)
-            .map(|e| e.meter.clone())
+            .map(|e| &e.state.meter)
             .ok_or_else(|| format!("table `{}` has no entry {i}", dp.program.tables[t].name))
     };
     match command {

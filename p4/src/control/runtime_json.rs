@@ -191,7 +191,7 @@ fn table_entry(dp: &Datapath, cp: &mut ControlPlane, e: &Value) -> Result<(), (S
     };
     cp.tables[t]
         .insert(entry, Via::Action)
-        .map_err(|m| (String::new(), m))?;
+        .map_err(|m| (String::new(), m.to_string()))?;
     Ok(())
 }
 

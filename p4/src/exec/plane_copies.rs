@@ -184,7 +184,8 @@ mod tests {
                     },
                     Via::Action,
                 )
-                .map(drop),
+                .map(drop)
+                .map_err(|e| e.to_string()),
             2 => {
                 let at = t.find(&matches, priority).ok_or("none to delete")?;
                 t.delete(at).then_some(()).ok_or_else(|| "not deleted".into())

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::hash::{self, BitPacker, read_bits};
-use super::meter::MeterCell;
-use super::table::{TableState, Via};
+use super::table::{EntryState, TableState, Via};
 use super::{ControlPlane, Datapath, Departure, PacketState};
 use crate::ir::{Algorithm, BlockKind, CaseMatch, IntlabValue, Slot, StackRef, mask};
 
@@ -37,7 +36,7 @@ pub(super) struct Run<'a> {
     /// A lookahead ran past the end of the frame.
     pub(super) short: bool,
     /// The direct meter cell of the entry the last table hit, for `direct_meter.read`.
-    pub(super) hit_meter: Option<Arc<MeterCell>>,
+    pub(super) hit_meter: Option<Arc<EntryState>>,
 }
 
 impl<'a> Run<'a> {
@@ -176,10 +175,10 @@ impl<'a> Run<'a> {
                     TableState::count(e, self.slot(self.dp.program.std.packet_length) as u64);
                 }
                 if table.direct_meter.is_some() {
-                    self.hit_meter = Some(e.meter.clone());
+                    self.hit_meter = Some(e.state.clone());
                 }
                 if table.idle_timeout {
-                    e.last_hit.store(self.now_micros() * 1000, Ordering::Relaxed);
+                    e.state.last_hit.store(self.now_micros() * 1000, Ordering::Relaxed);
                 }
                 (e.entry.action, e.entry.args.as_slice(), true)
             }

@@ -415,7 +415,7 @@ impl Run<'_> {
                         let i = i(self) as usize;
                         self.dp.meter_cell(*meter, i).map(|c| c.execute(now, units))
                     }
-                    None => self.hit_meter.as_ref().map(|c| c.execute(now, units)),
+                    None => self.hit_meter.as_ref().map(|s| s.meter.execute(now, units)),
                 };
                 let color = color.unwrap_or(super::meter::GREEN);
                 let color = if *psa_colors {

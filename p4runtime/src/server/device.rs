@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use intlab_p4::Datapath;
+use intlab_p4::exec::table::InsertError;
 use intlab_p4::ir;
 
 use super::CpuPort;
@@ -71,7 +72,7 @@ enum AfterEdit {
     /// An indexed counter's cell set: counter, cell, packets, bytes.
     Counter(usize, usize, u64, u64),
     /// A table entry's direct counter set: packets, bytes.
-    DirectCounter(std::sync::Arc<intlab_p4::exec::table::EntryCounter>, u64, u64),
+    DirectCounter(std::sync::Arc<intlab_p4::exec::table::EntryState>, u64, u64),
 }
 
 impl std::fmt::Debug for Device {
@@ -267,14 +268,17 @@ impl Device {
                                 meters::set(cell, &rates);
                             }
                         }
-                        AfterEdit::Meter(MeterTarget::Entry(cell), rates) => meters::set(&cell, &rates),
+                        AfterEdit::Meter(MeterTarget::Entry(state), rates) => meters::set(&state.meter, &rates),
                         AfterEdit::Counter(c, cell, packets, bytes) => {
                             // In range: checked when the update was read.
                             self.datapath.counter_write(c, cell, packets, bytes);
                         }
-                        AfterEdit::DirectCounter(counter, packets, bytes) => {
-                            counter.packets.store(packets, std::sync::atomic::Ordering::Relaxed);
-                            counter.bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
+                        AfterEdit::DirectCounter(state, packets, bytes) => {
+                            state
+                                .counter
+                                .packets
+                                .store(packets, std::sync::atomic::Ordering::Relaxed);
+                            state.counter.bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
                         }
                     }
                 }
@@ -337,11 +341,11 @@ impl Device {
                     return Err(UpdateError::invalid("direct meters are only modified"));
                 }
                 let rates = meters::rates(d.config.as_ref())?;
-                let cell = self
+                let state = self
                     .direct_entry(cp, d.table_entry.as_ref(), "meter", |t| t.direct_meter.is_some())?
-                    .meter
+                    .state
                     .clone();
-                after.push(AfterEdit::Meter(MeterTarget::Entry(cell), rates));
+                after.push(AfterEdit::Meter(MeterTarget::Entry(state), rates));
                 Ok(())
             }
             Some(Entity::CounterEntry(c)) => {
@@ -369,12 +373,12 @@ impl Device {
                 if kind != Type::Modify {
                     return Err(UpdateError::invalid("direct counters are only modified"));
                 }
-                let counter = self
+                let state = self
                     .direct_entry(cp, d.table_entry.as_ref(), "counter", |t| t.direct_counter.is_some())?
-                    .counter
+                    .state
                     .clone();
                 let (packets, bytes) = counts(d.data.as_ref())?;
-                after.push(AfterEdit::DirectCounter(counter, packets, bytes));
+                after.push(AfterEdit::DirectCounter(state, packets, bytes));
                 Ok(())
             }
             Some(_) => Err(UpdateError::unimplemented(
@@ -479,22 +483,24 @@ impl Device {
             )));
         }
         let table = &mut cp.tables[t];
-        let at = table.find(&entry.matches, entry.priority);
+        // An insert finds a taken key itself: looking it up first would cost a second probe.
+        let at = || {
+            table
+                .find(&entry.matches, entry.priority)
+                .ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))
+        };
         match kind {
             Type::Insert => {
                 if entry.action == usize::MAX {
                     return Err(UpdateError::invalid("an entry needs an action"));
                 }
-                if at.is_some() {
-                    return Err(UpdateError::exists("an entry with this match and priority exists"));
-                }
-                let h = table.insert(entry, via).map_err(|m| UpdateError {
-                    code: if m.contains("full") {
-                        Code::ResourceExhausted
-                    } else {
-                        Code::InvalidArgument
+                let h = table.insert(entry, via).map_err(|e| match e {
+                    InsertError::Taken => UpdateError::exists("an entry with this match and priority exists"),
+                    InsertError::Full(_) => UpdateError {
+                        code: Code::ResourceExhausted,
+                        message: e.to_string(),
                     },
-                    message: m,
+                    InsertError::Misfit(m) => UpdateError::invalid(m),
                 })?;
                 if let Some(at) = table.position(h) {
                     table.set_idle_timeout(at, timeout, now_ns());
@@ -505,13 +511,13 @@ impl Device {
                 if entry.action == usize::MAX {
                     return Err(UpdateError::invalid("an entry needs an action"));
                 }
-                let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
+                let at = at()?;
                 table.modify(at, entry.action, entry.args, via);
                 table.set_idle_timeout(at, timeout, now_ns());
                 Ok(())
             }
             Type::Delete => {
-                let at = at.ok_or_else(|| UpdateError::not_found("no entry with this match and priority"))?;
+                let at = at()?;
                 table.delete(at);
                 Ok(())
             }
@@ -601,7 +607,7 @@ impl Device {
                     continue;
                 }
                 let key = (t, stored.handle);
-                let last_hit = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                let last_hit = stored.state.last_hit.load(std::sync::atomic::Ordering::Relaxed);
                 let last_report = reported.get(&key).copied();
                 let since = last_hit.max(last_report.unwrap_or(0));
                 if now_ns.saturating_sub(since) >= stored.idle_timeout_ns {
@@ -702,15 +708,15 @@ impl Device {
                 let mut te = entries::to_p4rt(&self.ids, program, t, stored);
                 te.idle_timeout_ns = stored.idle_timeout_ns as i64;
                 if e.time_since_last_hit.is_some() && program.tables[t].idle_timeout {
-                    let last = stored.last_hit.load(std::sync::atomic::Ordering::Relaxed);
+                    let last = stored.state.last_hit.load(std::sync::atomic::Ordering::Relaxed);
                     te.time_since_last_hit = Some(p4rt::table_entry::IdleTimeout {
                         elapsed_ns: now_ns().saturating_sub(last) as i64,
                     });
                 }
                 if e.counter_data.is_some() && program.tables[t].direct_counter.is_some() {
                     te.counter_data = Some(counter_data(
-                        stored.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
-                        stored.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                        stored.state.counter.packets.load(std::sync::atomic::Ordering::Relaxed),
+                        stored.state.counter.bytes.load(std::sync::atomic::Ordering::Relaxed),
                     ));
                 }
                 out.push(table_entity(te));
@@ -807,7 +813,7 @@ impl Device {
                 out.push(p4rt::Entity {
                     entity: Some(Entity::DirectMeterEntry(p4rt::DirectMeterEntry {
                         table_entry: Some(te),
-                        config: meters::config(&stored.meter),
+                        config: meters::config(&stored.state.meter),
                         ..Default::default()
                     })),
                 });

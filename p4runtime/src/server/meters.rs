@@ -14,7 +14,7 @@ pub enum MeterTarget {
     /// An indexed meter's cell: (meter, cell).
     Cell(usize, usize),
     /// A table entry's direct meter.
-    Entry(Arc<MeterCell>),
+    Entry(Arc<intlab_p4::exec::table::EntryState>),
 }
 
 /// The rates `config` gives (committed first); none, to forget them (every frame green).
