@@ -19,6 +19,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("descriptors.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure()
+        // Bytes fields as slices of the received message, not one allocation each: a Write of
+        // 1,000 updates carries some 3,000 of them.
+        .bytes(".p4.v1")
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;

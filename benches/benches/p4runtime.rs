@@ -267,7 +267,7 @@ fn update(i: u32) -> p4rt::Update {
                 r#match: vec![p4rt::FieldMatch {
                     field_id: 1,
                     field_match_type: Some(p4rt::field_match::FieldMatchType::Lpm(p4rt::field_match::Lpm {
-                        value: ip,
+                        value: ip.into(),
                         prefix_len: 32,
                     })),
                 }],
@@ -277,11 +277,11 @@ fn update(i: u32) -> p4rt::Update {
                         params: vec![
                             p4rt::action::Param {
                                 param_id: 1,
-                                value: mac,
+                                value: mac.into(),
                             },
                             p4rt::action::Param {
                                 param_id: 2,
-                                value: vec![1],
+                                value: vec![1].into(),
                             },
                         ],
                     })),

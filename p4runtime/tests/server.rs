@@ -111,7 +111,7 @@ fn table_action(action: u32, params: Vec<Vec<u8>>) -> Option<p4rt::TableAction> 
                 .enumerate()
                 .map(|(i, value)| p4rt::action::Param {
                     param_id: i as u32 + 1,
-                    value,
+                    value: value.into(),
                 })
                 .collect(),
         })),
@@ -125,7 +125,7 @@ fn lpm_entry(addr: [u8; 4], len: i32, action: u32, params: Vec<Vec<u8>>) -> p4rt
             r#match: vec![p4rt::FieldMatch {
                 field_id: 1,
                 field_match_type: Some(p4rt::field_match::FieldMatchType::Lpm(p4rt::field_match::Lpm {
-                    value: addr.to_vec(),
+                    value: addr.to_vec().into(),
                     prefix_len: len,
                 })),
             }],
@@ -251,7 +251,7 @@ async fn capabilities_pipeline_and_arbitration() {
             action: action as i32,
             config: Some(p4rt::ForwardingPipelineConfig {
                 p4info: Some(info),
-                p4_device_config: b"{\"a BMv2 JSON\": true}".to_vec(),
+                p4_device_config: b"{\"a BMv2 JSON\": true}".to_vec().into(),
                 cookie: Some(p4rt::forwarding_pipeline_config::Cookie { cookie: 42 }),
             }),
             ..Default::default()
@@ -420,7 +420,7 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
             register_id: reg_id,
             index: Some(p4rt::Index { index }),
             data: value.map(|v| p4rt::P4Data {
-                data: Some(p4rt::p4_data::Data::Bitstring(v)),
+                data: Some(p4rt::p4_data::Data::Bitstring(v.into())),
             }),
         })),
     };
@@ -445,7 +445,7 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
     };
     assert_eq!(
         got.data.as_ref().and_then(|d| d.data.clone()),
-        Some(p4rt::p4_data::Data::Bitstring(vec![0xbe, 0xef]))
+        Some(p4rt::p4_data::Data::Bitstring(vec![0xbe, 0xef].into()))
     );
     // A rolled-back batch leaves the register as it was.
     let mut req = write(
@@ -483,7 +483,7 @@ async fn entries_defaults_registers_and_groups_with_errors_per_update() {
                             .iter()
                             .map(|&p| p4rt::Replica {
                                 instance: 1,
-                                port_kind: Some(p4rt::replica::PortKind::Port(vec![p])),
+                                port_kind: Some(p4rt::replica::PortKind::Port(vec![p].into())),
                                 ..Default::default()
                             })
                             .collect(),
@@ -569,7 +569,7 @@ async fn digests_reach_the_primary_once_configured() {
         s.members
             .iter()
             .map(|m| match &m.data {
-                Some(p4rt::p4_data::Data::Bitstring(b)) => b.clone(),
+                Some(p4rt::p4_data::Data::Bitstring(b)) => b.to_vec(),
                 other => panic!("a bitstring: {other:?}"),
             })
             .collect()
@@ -598,12 +598,12 @@ async fn next_update(s: &mut tonic::Streaming<p4rt::StreamMessageResponse>) -> p
 fn packet_out(payload: &[u8], metadata: &[(u32, &[u8])]) -> p4rt::StreamMessageRequest {
     p4rt::StreamMessageRequest {
         update: Some(p4rt::stream_message_request::Update::Packet(p4rt::PacketOut {
-            payload: payload.to_vec(),
+            payload: payload.to_vec().into(),
             metadata: metadata
                 .iter()
                 .map(|&(metadata_id, value)| p4rt::PacketMetadata {
                     metadata_id,
-                    value: value.to_vec(),
+                    value: value.to_vec().into(),
                 })
                 .collect(),
         })),
@@ -640,11 +640,11 @@ async fn packets_in_and_out_through_the_cpu_port() {
         panic!("a PacketIn")
     };
     assert_eq!(
-        pin.payload,
+        pin.payload[..],
         [0xde, 0xad],
         "the header is not in the payload; a frame shorter than it was dropped"
     );
-    let md: Vec<_> = pin.metadata.iter().map(|m| (m.metadata_id, m.value.clone())).collect();
+    let md: Vec<_> = pin.metadata.iter().map(|m| (m.metadata_id, m.value.to_vec())).collect();
     assert_eq!(md, [(1, vec![3]), (2, vec![0])]);
 
     // A PacketOut for port 0x105: its packet_out header goes in front of the payload.
@@ -725,7 +725,7 @@ fn flow_entry(
             r#match: vec![p4rt::FieldMatch {
                 field_id: 1,
                 field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
-                    value: vec![mac],
+                    value: vec![mac].into(),
                 })),
             }],
             action: table_action(action, params),
@@ -876,7 +876,7 @@ async fn an_idle_entry_is_reported_every_timeout_it_stays_idle_and_a_hit_restart
 
 fn flow_entry_match(mac: u8) -> Option<p4rt::field_match::FieldMatchType> {
     Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
-        value: vec![mac],
+        value: vec![mac].into(),
     }))
 }
 
@@ -891,7 +891,7 @@ fn clone_session(id: u32, replicas: &[(u16, u32)]) -> p4rt::Entity {
                             .iter()
                             .map(|&(port, instance)| p4rt::Replica {
                                 instance,
-                                port_kind: Some(p4rt::replica::PortKind::Port(port.to_be_bytes().to_vec())),
+                                port_kind: Some(p4rt::replica::PortKind::Port(port.to_be_bytes().to_vec().into())),
                                 ..Default::default()
                             })
                             .collect(),
@@ -996,13 +996,15 @@ async fn value_sets_are_written_whole_and_read_back() {
         r#match: std::iter::once(p4rt::FieldMatch {
             field_id: 1,
             field_match_type: Some(FieldMatchType::Ternary(p4rt::field_match::Ternary {
-                value: ether.to_be_bytes().to_vec(),
-                mask: mask.to_be_bytes().to_vec(),
+                value: ether.to_be_bytes().to_vec().into(),
+                mask: mask.to_be_bytes().to_vec().into(),
             })),
         })
         .chain(proto.map(|p| p4rt::FieldMatch {
             field_id: 2,
-            field_match_type: Some(FieldMatchType::Exact(p4rt::field_match::Exact { value: vec![p] })),
+            field_match_type: Some(FieldMatchType::Exact(p4rt::field_match::Exact {
+                value: vec![p].into(),
+            })),
         }))
         .collect(),
     };
@@ -1037,10 +1039,12 @@ async fn value_sets_are_written_whole_and_read_back() {
         canonical(&v.members[0]),
         [
             Some(FieldMatchType::Ternary(p4rt::field_match::Ternary {
-                value: vec![0x08, 0x00],
-                mask: vec![0xff, 0xff],
+                value: vec![0x08, 0x00].into(),
+                mask: vec![0xff, 0xff].into(),
             })),
-            Some(FieldMatchType::Exact(p4rt::field_match::Exact { value: vec![0] })),
+            Some(FieldMatchType::Exact(p4rt::field_match::Exact {
+                value: vec![0].into()
+            })),
         ]
     );
     for (entity, kind, code) in [
@@ -1138,7 +1142,7 @@ async fn meters_and_direct_meters_take_their_rates_and_read_them_back() {
     let key = vec![p4rt::FieldMatch {
         field_id: 1,
         field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
-            value: vec![1],
+            value: vec![1].into(),
         })),
     }];
     let seen_entry = |action: Option<p4rt::TableAction>| p4rt::TableEntry {
@@ -1225,7 +1229,7 @@ async fn selector_members_groups_and_entries_that_run_them() {
                 action_id: to_port,
                 params: vec![p4rt::action::Param {
                     param_id: 1,
-                    value: vec![port],
+                    value: vec![port].into(),
                 }],
             }),
         })),
@@ -1251,7 +1255,7 @@ async fn selector_members_groups_and_entries_that_run_them() {
             r#match: vec![p4rt::FieldMatch {
                 field_id: 1,
                 field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
-                    value: vec![mac],
+                    value: vec![mac].into(),
                 })),
             }],
             action: Some(p4rt::TableAction { r#type: Some(runs) }),
@@ -1319,7 +1323,7 @@ async fn selector_members_groups_and_entries_that_run_them() {
             action_id: to_port,
             params: vec![p4rt::action::Param {
                 param_id: 1,
-                value: vec![2],
+                value: vec![2].into(),
             }],
         }),
     );
@@ -1471,7 +1475,7 @@ async fn direct_counters_are_set_reset_and_refused_negative() {
             r#match: vec![p4rt::FieldMatch {
                 field_id: 1,
                 field_match_type: Some(p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact {
-                    value: vec![1],
+                    value: vec![1].into(),
                 })),
             }],
             action: table_action(FORWARD, vec![vec![8, 0, 0, 0, 1, 0x11], vec![1]]),

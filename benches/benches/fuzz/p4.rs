@@ -113,7 +113,7 @@ fn write_seeds(device_program: &intlab_p4::ir::Program) -> Vec<Vec<u8>> {
             .match_fields
             .iter()
             .map(|f| {
-                let bytes = vec![1; (f.bitwidth as usize).div_ceil(8).max(1)];
+                let bytes = prost::bytes::Bytes::from(vec![1; (f.bitwidth as usize).div_ceil(8).max(1)]);
                 let exact = p4rt::field_match::FieldMatchType::Exact(p4rt::field_match::Exact { value: bytes.clone() });
                 let lpm = p4rt::field_match::FieldMatchType::Lpm(p4rt::field_match::Lpm {
                     value: bytes,
@@ -137,7 +137,7 @@ fn write_seeds(device_program: &intlab_p4::ir::Program) -> Vec<Vec<u8>> {
                         .iter()
                         .map(|p| p4rt::action::Param {
                             param_id: p.id,
-                            value: vec![1; (p.bitwidth as usize).div_ceil(8).max(1)],
+                            value: vec![1; (p.bitwidth as usize).div_ceil(8).max(1)].into(),
                         })
                         .collect()
                 })

@@ -213,7 +213,7 @@ impl Device {
         let mut p = self.pipeline.lock().unwrap_or_else(PoisonError::into_inner);
         *p = Pipeline {
             p4info: config.p4info,
-            device_config: config.p4_device_config,
+            device_config: config.p4_device_config.to_vec(),
             cookie: config.cookie.map(|c| c.cookie),
         };
     }
@@ -231,7 +231,11 @@ impl Device {
         let with_config = matches!(rt, ResponseType::All | ResponseType::DeviceConfigAndCookie);
         p4rt::ForwardingPipelineConfig {
             p4info: with_info.then(|| p.p4info.unwrap_or_else(|| self.info.clone())),
-            p4_device_config: if with_config { p.device_config } else { Vec::new() },
+            p4_device_config: if with_config {
+                p.device_config.into()
+            } else {
+                prost::bytes::Bytes::new()
+            },
             cookie,
         }
     }

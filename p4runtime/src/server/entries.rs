@@ -36,10 +36,10 @@ pub fn value(bytes: &[u8], width: u16, what: &dyn fmt::Display) -> Result<u128, 
 }
 
 /// `v` as P4Runtime's canonical byte string: no leading zero bytes, one byte for 0.
-pub fn canonical(v: u128) -> Vec<u8> {
+pub fn canonical(v: u128) -> prost::bytes::Bytes {
     let bytes = v.to_be_bytes();
     let first = bytes.iter().position(|&b| b != 0).unwrap_or(15);
-    bytes[first..].to_vec()
+    prost::bytes::Bytes::copy_from_slice(&bytes[first..])
 }
 
 /// The executor's entry for a P4Runtime table entry of table `t`: its key sets, priority,

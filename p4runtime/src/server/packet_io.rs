@@ -60,7 +60,7 @@ impl ControllerHeader {
             })
             .collect();
         Some(p4rt::PacketIn {
-            payload: frame[len..].to_vec(),
+            payload: prost::bytes::Bytes::copy_from_slice(&frame[len..]),
             metadata,
         })
     }
@@ -125,15 +125,15 @@ mod tests {
         // The flowcache exercise's header: 9-bit port, 7 bits of padding, an 8-bit reason.
         let h = header(&[9, 7, 8]);
         let out = p4rt::PacketOut {
-            payload: vec![0xaa, 0xbb],
+            payload: vec![0xaa, 0xbb].into(),
             metadata: vec![
                 p4rt::PacketMetadata {
                     metadata_id: 1,
-                    value: vec![0x01, 0xfe],
+                    value: vec![0x01, 0xfe].into(),
                 },
                 p4rt::PacketMetadata {
                     metadata_id: 3,
-                    value: vec![0x05],
+                    value: vec![0x05].into(),
                 },
             ],
         };
@@ -141,7 +141,11 @@ mod tests {
         assert_eq!(frame, vec![0xff, 0x00, 0x05, 0xaa, 0xbb]);
         let back = h.packet_in(&frame).expect("long enough");
         assert_eq!(back.payload, vec![0xaa, 0xbb]);
-        let values: Vec<_> = back.metadata.iter().map(|m| (m.metadata_id, m.value.clone())).collect();
+        let values: Vec<_> = back
+            .metadata
+            .iter()
+            .map(|m| (m.metadata_id, m.value.to_vec()))
+            .collect();
         assert_eq!(values, vec![(1, vec![0x01, 0xfe]), (2, vec![0]), (3, vec![5])]);
     }
 
@@ -149,8 +153,11 @@ mod tests {
     fn a_value_wider_than_its_field_or_an_unknown_id_is_refused() {
         let h = header(&[9, 7]);
         let with = |id, value: Vec<u8>| p4rt::PacketOut {
-            payload: Vec::new(),
-            metadata: vec![p4rt::PacketMetadata { metadata_id: id, value }],
+            payload: Default::default(),
+            metadata: vec![p4rt::PacketMetadata {
+                metadata_id: id,
+                value: value.into(),
+            }],
         };
         assert!(h.packet_out(&with(1, vec![0x02, 0x00])).is_err());
         assert!(h.packet_out(&with(9, vec![1])).is_err());
