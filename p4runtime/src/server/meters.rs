@@ -13,7 +13,7 @@ use crate::proto::p4::v1 as p4rt;
 pub enum MeterTarget {
     /// An indexed meter's cell: (meter, cell).
     Cell(usize, usize),
-    /// A table entry's direct meter.
+    /// A table entry's direct meter, in the state the entry shares with its copies.
     Entry(Arc<intlab_p4::exec::table::EntryState>),
 }
 
