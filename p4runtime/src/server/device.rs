@@ -32,7 +32,7 @@ struct Pipeline {
     /// The P4Info the client sent.
     p4info: Option<p4i::P4Info>,
     /// Its device config, as sent (P4 source, or a BMv2 JSON that intlab does not read).
-    device_config: Vec<u8>,
+    device_config: prost::bytes::Bytes,
     cookie: Option<u64>,
 }
 
@@ -213,7 +213,7 @@ impl Device {
         let mut p = self.pipeline.lock().unwrap_or_else(PoisonError::into_inner);
         *p = Pipeline {
             p4info: config.p4info,
-            device_config: config.p4_device_config.to_vec(),
+            device_config: config.p4_device_config,
             cookie: config.cookie.map(|c| c.cookie),
         };
     }
@@ -232,7 +232,7 @@ impl Device {
         p4rt::ForwardingPipelineConfig {
             p4info: with_info.then(|| p.p4info.unwrap_or_else(|| self.info.clone())),
             p4_device_config: if with_config {
-                p.device_config.into()
+                p.device_config
             } else {
                 prost::bytes::Bytes::new()
             },
